@@ -1,0 +1,219 @@
+"""beeweb settings: every knob comes from the environment through the typed helpers below.
+
+With no variable set, beeweb runs on the embedded default: an SQLite file and Celery's
+filesystem broker under ``BEEWEB_DATA_DIR``. ``DATABASE_URL`` and ``CELERY_BROKER_URL``
+select the production stack (PostgreSQL through psycopg 3, Redis).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envstr(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: str) -> bool:
+    value = os.environ.get(name, default).strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {value!r}")
+
+
+def envint(name: str, default: str) -> int:
+    value = os.environ.get(name, default)
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def database_from_url(name: str, url: str) -> dict:
+    """Django DATABASES entry from ``postgres://user:pass@host:port/db`` or ``sqlite:///path``."""
+    parsed = urlparse(url)
+    if parsed.scheme in {"postgres", "postgresql", "pgsql"}:
+        if not parsed.path.strip("/"):
+            raise ImproperlyConfigured(f"{name} must name a database: {url!r}")
+        try:
+            port = parsed.port
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} has an invalid port: {url!r}") from None
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")),
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(port or ""),
+            "OPTIONS": dict(parse_qsl(parsed.query)),
+            "CONN_MAX_AGE": envint("DATABASE_CONN_MAX_AGE", "60"),
+            "CONN_HEALTH_CHECKS": True,
+        }
+    if parsed.scheme == "sqlite":
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ImproperlyConfigured(f"{name} must look like sqlite:///path/to/file: {url!r}")
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+    raise ImproperlyConfigured(
+        f"{name} must start with postgres://, postgresql:// or sqlite:///, got {url!r}"
+    )
+
+
+DATA_DIR = Path(envstr("BEEWEB_DATA_DIR", str(BASE_DIR / "var")))
+
+SECRET_KEY = envstr("SECRET_KEY", "")
+DEBUG = envbool("DEBUG", "false")
+if not SECRET_KEY:
+    # The embedded default keeps a generated key beside its database so sessions survive
+    # restarts; production sets SECRET_KEY.
+    key_file = DATA_DIR / "secret_key"
+    if key_file.exists():
+        SECRET_KEY = key_file.read_text().strip()
+    else:
+        import secrets
+
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        SECRET_KEY = secrets.token_urlsafe(50)
+        key_file.write_text(SECRET_KEY)
+        key_file.chmod(0o600)
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "experiments",
+    "runners",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "beeweb.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "beeweb.wsgi.application"
+
+_database_url = os.environ.get("DATABASE_URL", "")
+if _database_url:
+    DATABASES = {"default": database_from_url("DATABASE_URL", _database_url)}
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(DATA_DIR / "beeweb.sqlite3"),
+            # The worker and the web server write to the same file.
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE",
+                        "init_command": "PRAGMA journal_mode=WAL;"},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "experiments:dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = envstr("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(envstr("STATIC_ROOT", str(DATA_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "false")
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- Celery -------------------------------------------------------------------------------
+CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "")
+if CELERY_BROKER_URL:
+    if urlparse(CELERY_BROKER_URL).scheme not in {"redis", "rediss", "amqp", "filesystem"}:
+        raise ImproperlyConfigured(
+            "CELERY_BROKER_URL must start with redis://, rediss://, amqp:// or filesystem://, "
+            f"got {CELERY_BROKER_URL!r}"
+        )
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+else:
+    # Embedded default: kombu's filesystem transport needs no server; web and worker share
+    # a folder of message files.
+    _broker_dir = DATA_DIR / "broker"
+    for sub in ("queue", "processed"):
+        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "false")
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

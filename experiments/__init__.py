@@ -1,0 +1,1 @@
+"""The beeweb domain: inventory, tuning sets, runs and their metrics, comparisons."""

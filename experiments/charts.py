@@ -1,0 +1,123 @@
+"""Comparison rows -> display units, a table and a plotly figure (pure functions, no database)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+# Series colours stay the same for a given series name across the charts of one page.
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def display_unit(base_unit: str, binary: bool = False) -> tuple[str, float]:
+    """(label, divisor) to show a base unit: GB/s by default, GiB/s on request (DESIGN.md)."""
+    if base_unit == "B/s":
+        return ("GiB/s", 2**30) if binary else ("GB/s", 1e9)
+    if base_unit == "s":
+        return "ms", 1e-3
+    if base_unit == "B":
+        return ("GiB", 2**30) if binary else ("GB", 1e9)
+    return base_unit, 1.0
+
+
+def _sort_key(value: Any) -> tuple:
+    """Numbers in numeric order first ("4" < "16"), then text."""
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
+
+
+@dataclass
+class Point:
+    series: str
+    x: str
+    n: int
+    mean: float
+    min: float
+    max: float
+    stddev: float | None
+
+
+def to_points(rows, divisor: float, series_label, x_label) -> list[Point]:
+    points = [
+        Point(
+            series=series_label(row["series"]),
+            x=x_label(row["x"]),
+            n=row["n"],
+            mean=row["mean"] / divisor,
+            min=row["min"] / divisor,
+            max=row["max"] / divisor,
+            stddev=None if row["stddev"] is None else row["stddev"] / divisor,
+        )
+        for row in rows
+    ]
+    points.sort(key=lambda p: (p.series, _sort_key(p.x)))
+    return points
+
+
+def colours(series_names: list[str]) -> dict[str, str]:
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(series_names)))}
+
+
+def figure(points: list[Point], *, x_title: str, y_title: str, has_x: bool,
+           log_x: bool = False) -> dict:
+    """A plotly figure as a plain dict: lines with min/max error bars over an x axis, or
+    grouped bars when there is no x axis."""
+    palette = colours([p.series for p in points])
+    traces = []
+    for name in sorted(palette, key=lambda s: s):
+        pts = [p for p in points if p.series == name]
+        trace: dict[str, Any] = {
+            "name": name or "all",
+            "x": [p.x for p in pts] if has_x else [name or "all"],
+            "y": [round(p.mean, 6) for p in pts],
+            "marker": {"color": palette[name]},
+            "error_y": {
+                "type": "data", "symmetric": False,
+                "array": [round(p.max - p.mean, 6) for p in pts],
+                "arrayminus": [round(p.mean - p.min, 6) for p in pts],
+                "visible": any(p.n > 1 for p in pts),
+            },
+            "customdata": [[p.n, round(p.min, 6), round(p.max, 6)] for p in pts],
+            "hovertemplate": "%{y:.3f} (n=%{customdata[0]}, min %{customdata[1]:.3f}, "
+                             "max %{customdata[2]:.3f})<extra>%{fullData.name}</extra>",
+        }
+        if has_x:
+            trace.update(type="scatter", mode="lines+markers")
+        else:
+            trace.update(type="bar")
+        traces.append(trace)
+    x_values = sorted({p.x for p in points}, key=_sort_key)
+    numeric_x = has_x and all(_sort_key(x)[0] == 0 for x in x_values)
+    xaxis: dict[str, Any] = {"title": {"text": x_title}}
+    if has_x and not numeric_x:
+        xaxis.update(type="category", categoryorder="array", categoryarray=x_values)
+    elif numeric_x and log_x and all(float(x) > 0 for x in x_values):
+        xaxis.update(type="log", tickvals=[float(x) for x in x_values],
+                     ticktext=list(x_values))
+    return {
+        "data": traces,
+        "layout": {
+            "xaxis": xaxis,
+            "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
+            "barmode": "group",
+            "legend": {"orientation": "h", "y": -0.2},
+            "margin": {"l": 60, "r": 20, "t": 20, "b": 60},
+            "height": 460,
+        },
+    }
+
+
+def is_power_of_two_axis(points: list[Point]) -> bool:
+    """Thread sweeps 1, 2, 4, … read best on a log2 axis."""
+    values = []
+    for p in points:
+        try:
+            values.append(float(p.x))
+        except ValueError:
+            return False
+    positive = [v for v in values if v > 0]
+    return len(set(positive)) >= 3 and all(math.log2(v).is_integer() for v in positive)

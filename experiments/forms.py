@@ -1,0 +1,286 @@
+"""Forms for inventory and tuning sets; tuning parameters are entered as BeeGFS .conf text."""
+
+from __future__ import annotations
+
+from django import forms
+
+from experiments.models import (
+    Drive,
+    HardwareProfile,
+    Nic,
+    Node,
+    StoragePool,
+    Target,
+    Testbed,
+    TestbedNode,
+    TuningSet,
+)
+from experiments.tuning_keys import SCOPES, TuningValueError, format_conf, normalise, parse_conf
+
+
+def visible(model, user):
+    """Objects a user may pick in a form: published ones and the lab's own."""
+    return model.objects.all() if user.is_authenticated else model.objects.none()
+
+
+class HardwareProfileForm(forms.ModelForm):
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+
+    class Meta:
+        model = HardwareProfile
+        fields = [
+            "name", "vendor", "model", "architecture", "cpu_model", "sockets",
+            "cores_per_socket", "threads_per_core", "clock_ghz", "numa_domains", "memory_gib",
+            "memory_channels", "dimm_type", "raid_controller", "tdp_watts", "notes",
+        ]
+        widgets = {"notes": forms.Textarea(attrs={"rows": 3})}
+
+
+class DriveForm(forms.ModelForm):
+    class Meta:
+        model = Drive
+        fields = [
+            "kind", "model", "count", "capacity_gb", "interface", "pcie_gen", "pcie_lanes",
+            "seq_read_mbps", "seq_write_mbps", "rand_read_iops", "rand_write_iops", "purpose",
+        ]
+
+    def __init__(self, *args, parent=None, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("interface") == "pcie" and not (data.get("pcie_gen") and data.get("pcie_lanes")):
+            self.add_error("pcie_lanes", "PCIe drives need a generation and a lane count.")
+        return data
+
+
+class NicForm(forms.ModelForm):
+    class Meta:
+        model = Nic
+        fields = ["kind", "model", "rate_gbps", "ports", "count"]
+
+    def __init__(self, *args, parent=None, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+
+
+class NodeForm(forms.ModelForm):
+    class Meta:
+        model = Node
+        fields = ["hostname", "profile", "address", "os", "kernel", "notes"]
+        widgets = {"notes": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["profile"].queryset = visible(HardwareProfile, user)
+
+    def clean_hostname(self):
+        hostname = self.cleaned_data["hostname"].strip()
+        clash = Node.objects.filter(owner=self.user, hostname=hostname).exclude(pk=self.instance.pk)
+        if self.user is not None and clash.exists():
+            raise forms.ValidationError("You already have a node with this hostname.")
+        return hostname
+
+
+class TestbedForm(forms.ModelForm):
+    class Meta:
+        model = Testbed
+        fields = ["name", "description", "beegfs_version", "fabric", "switch", "network_notes",
+                  "benchmark_dir"]
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3}),
+            "network_notes": forms.Textarea(attrs={"rows": 2}),
+        }
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+
+    def clean_benchmark_dir(self):
+        path = self.cleaned_data["benchmark_dir"].strip()
+        if path and (not path.startswith("/") or "/../" in f"{path}/"):
+            raise forms.ValidationError("Use an absolute path without '..'.")
+        return path
+
+
+class TestbedNodeForm(forms.ModelForm):
+    class Meta:
+        model = TestbedNode
+        fields = ["node", "management", "metadata", "storage", "client", "monitoring",
+                  "storage_links"]
+
+    def __init__(self, *args, parent: Testbed | None = None, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.parent = parent
+        self.fields["node"].queryset = visible(Node, user).select_related("profile")
+
+    def clean(self):
+        data = super().clean()
+        if not any(data.get(role) for role in TestbedNode.ROLES):
+            raise forms.ValidationError("Give the node at least one role.")
+        node = data.get("node")
+        if node and self.parent and self.parent.members.filter(node=node).exclude(
+            pk=self.instance.pk
+        ).exists():
+            self.add_error("node", "This node is already in the testbed; edit its roles instead.")
+        return data
+
+
+class TargetForm(forms.ModelForm):
+    class Meta:
+        model = Target
+        fields = ["kind", "node", "target_id", "name", "count", "numa_domain", "raid_level",
+                  "disks", "drive", "filesystem", "mount_options", "capacity_gb", "pool"]
+
+    def __init__(self, *args, parent: Testbed | None = None, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if parent is not None:
+            member_nodes = Node.objects.filter(memberships__testbed=parent)
+            self.fields["node"].queryset = member_nodes
+            self.fields["drive"].queryset = Drive.objects.filter(
+                profile__nodes__in=member_nodes
+            ).distinct()
+            self.fields["pool"].queryset = parent.pools.all()
+
+    def clean(self):
+        data = super().clean()
+        level, disks = data.get("raid_level"), data.get("disks")
+        minimum = {"1": 2, "5": 3, "6": 4, "10": 4}.get(level or "")
+        if minimum and disks and disks < minimum:
+            self.add_error("disks", f"RAID{level} needs at least {minimum} disks.")
+        if level == "10" and disks and disks % 2:
+            self.add_error("disks", "RAID10 needs an even number of disks.")
+        if level == "none" and disks and disks != 1:
+            self.add_error("disks", "A target without RAID has one disk.")
+        return data
+
+
+class StoragePoolForm(forms.ModelForm):
+    class Meta:
+        model = StoragePool
+        fields = ["pool_id", "name"]
+
+    def __init__(self, *args, parent: Testbed | None = None, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.parent = parent
+
+    def clean_pool_id(self):
+        pool_id = self.cleaned_data["pool_id"]
+        if self.parent and self.parent.pools.filter(pool_id=pool_id).exclude(
+            pk=self.instance.pk
+        ).exists():
+            raise forms.ValidationError("This testbed already has a pool with this ID.")
+        return pool_id
+
+
+def _scope_field(label: str) -> forms.CharField:
+    return forms.CharField(
+        label=label,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "class": "conf", "spellcheck": "false",
+                                     "placeholder": "key = value"}),
+    )
+
+
+class TuningSetForm(forms.ModelForm):
+    """Name, parent and one ``key = value`` text box per scope."""
+
+    class Meta:
+        model = TuningSet
+        fields = ["name", "description", "parent"]
+        widgets = {"description": forms.Textarea(attrs={"rows": 2})}
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        parents = visible(TuningSet, user)
+        if self.instance.pk:
+            # A set can not inherit from itself or its descendants.
+            excluded = {self.instance.pk, *self._descendant_ids(self.instance)}
+            parents = parents.exclude(pk__in=excluded)
+        self.fields["parent"].queryset = parents
+        for scope, label in SCOPES:
+            self.fields[f"scope_{scope}"] = _scope_field(label)
+            if self.instance.pk and not self.is_bound:
+                own = [(p.key, p.value) for p in self.instance.params.filter(scope=scope)]
+                self.initial[f"scope_{scope}"] = format_conf(own)
+
+    @staticmethod
+    def _descendant_ids(tuning_set: TuningSet) -> set[int]:
+        found: set[int] = set()
+        frontier = [tuning_set.pk]
+        while frontier:
+            children = list(
+                TuningSet.objects.filter(parent__in=frontier).exclude(pk__in=found)
+                .values_list("pk", flat=True)
+            )
+            found.update(children)
+            frontier = children
+        return found
+
+    def clean(self):
+        data = super().clean()
+        entries: list[tuple[str, str, str]] = []
+        unknown: list[str] = []
+        for scope, _ in SCOPES:
+            field = f"scope_{scope}"
+            try:
+                lines = parse_conf(data.get(field) or "")
+            except TuningValueError as exc:
+                self.add_error(field, str(exc))
+                continue
+            seen: set[str] = set()
+            for number, key, value in lines:
+                if key in seen:
+                    self.add_error(field, f"line {number}: {key} is given twice")
+                    continue
+                seen.add(key)
+                try:
+                    _, known = normalise(scope, key, value)
+                except TuningValueError as exc:
+                    self.add_error(field, f"line {number}: {exc}")
+                    continue
+                if not known:
+                    unknown.append(f"{scope}.{key}")
+                entries.append((scope, key, value))
+        self.entries = entries
+        self.unknown_keys = unknown
+        return data
+
+
+class ConfImportForm(forms.Form):
+    """Import a BeeGFS .conf file (or pasted text) into one scope of a tuning set."""
+
+    scope = forms.ChoiceField(choices=SCOPES)
+    conf_file = forms.FileField(required=False, label=".conf file")
+    text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}))
+
+    def clean(self):
+        data = super().clean()
+        upload = data.get("conf_file")
+        text = data.get("text") or ""
+        if upload:
+            if upload.size > 1_000_000:
+                raise forms.ValidationError("The file is larger than 1 MB.")
+            try:
+                text = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The file is not UTF-8 text.") from None
+        if not text.strip():
+            raise forms.ValidationError("Choose a file or paste its text.")
+        try:
+            lines = parse_conf(text)
+        except TuningValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        errors = []
+        for number, key, value in lines:
+            try:
+                normalise(data["scope"], key, value)
+            except TuningValueError as exc:
+                errors.append(f"line {number}: {exc}")
+            except KeyError:
+                pass
+        if errors:
+            raise forms.ValidationError(errors)
+        data["entries"] = [(key, value) for _, key, value in lines]
+        return data
+

@@ -1,0 +1,35 @@
+"""Models of the experiments domain, one module per area."""
+
+from experiments.models.common import OwnedModel, PublishedModel
+from experiments.models.inventory import (
+    Architecture,
+    Drive,
+    HardwareProfile,
+    Nic,
+    Node,
+    StoragePool,
+    Target,
+    Testbed,
+    TestbedNode,
+)
+from experiments.models.runs import Metric, Run
+from experiments.models.tuning import TuningParameter, TuningRevision, TuningSet
+
+__all__ = [
+    "Architecture",
+    "Drive",
+    "HardwareProfile",
+    "Metric",
+    "Nic",
+    "Node",
+    "OwnedModel",
+    "PublishedModel",
+    "Run",
+    "StoragePool",
+    "Target",
+    "Testbed",
+    "TestbedNode",
+    "TuningParameter",
+    "TuningRevision",
+    "TuningSet",
+]

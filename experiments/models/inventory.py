@@ -1,0 +1,312 @@
+"""Inventory: hardware profiles (datasheet), nodes (machines) and testbeds (BeeGFS layouts)."""
+
+from __future__ import annotations
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.urls import reverse
+
+from experiments.models.common import (
+    OwnedModel,
+    PublishedModel,
+    UUIDModel,
+    published_key_constraint,
+)
+
+
+class Architecture(models.TextChoices):
+    X86_64 = "x86_64", "x86_64"
+    AARCH64 = "aarch64", "aarch64 (Arm)"
+    PPC64LE = "ppc64le", "ppc64le (POWER)"
+    ARMV7L = "armv7l", "armv7l (32-bit Arm)"
+    OTHER = "other", "other"
+
+
+class HardwareProfile(OwnedModel, PublishedModel):
+    """A server model as its datasheet describes it: CPU, memory, drives, RAID, NICs."""
+
+    name = models.CharField(max_length=120, help_text='Short name, e.g. "R740xd 24x NVMe".')
+    vendor = models.CharField(max_length=80, blank=True)
+    model = models.CharField(max_length=120, blank=True)
+    architecture = models.CharField(max_length=16, choices=Architecture.choices)
+    cpu_model = models.CharField("CPU model", max_length=160, blank=True)
+    sockets = models.PositiveSmallIntegerField(null=True, blank=True)
+    cores_per_socket = models.PositiveSmallIntegerField(null=True, blank=True)
+    threads_per_core = models.PositiveSmallIntegerField(null=True, blank=True)
+    clock_ghz = models.FloatField(
+        "clock (GHz)", null=True, blank=True, validators=[MinValueValidator(0.01)]
+    )
+    numa_domains = models.PositiveSmallIntegerField("NUMA domains", null=True, blank=True)
+    memory_gib = models.FloatField(
+        "memory (GiB)", null=True, blank=True, validators=[MinValueValidator(0)]
+    )
+    memory_channels = models.PositiveSmallIntegerField(null=True, blank=True)
+    dimm_type = models.CharField("DIMM type", max_length=80, blank=True)
+    raid_controller = models.CharField("RAID controller", max_length=160, blank=True)
+    tdp_watts = models.PositiveIntegerField("TDP (W)", null=True, blank=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [published_key_constraint()]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("experiments:hardware", args=[self.uuid])
+
+    @property
+    def total_cores(self) -> int | None:
+        if self.sockets and self.cores_per_socket:
+            return self.sockets * self.cores_per_socket
+        return None
+
+
+class DriveKind(models.TextChoices):
+    NVME = "nvme", "NVMe"
+    SSD = "ssd", "SSD"
+    HDD = "hdd", "HDD"
+
+
+class DriveInterface(models.TextChoices):
+    PCIE = "pcie", "PCIe"
+    SAS = "sas", "SAS"
+    SATA = "sata", "SATA"
+    OTHER = "other", "other"
+
+
+class DrivePurpose(models.TextChoices):
+    DATA = "data", "data (storage targets)"
+    METADATA = "metadata", "metadata targets"
+    OS = "os", "operating system"
+    OTHER = "other", "other"
+
+
+class Drive(UUIDModel):
+    """A group of identical drives in a hardware profile, with datasheet performance."""
+
+    profile = models.ForeignKey(HardwareProfile, on_delete=models.CASCADE, related_name="drives")
+    kind = models.CharField(max_length=8, choices=DriveKind.choices)
+    model = models.CharField(max_length=160, blank=True)
+    count = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    capacity_gb = models.FloatField("capacity (GB)", null=True, blank=True)
+    interface = models.CharField(max_length=8, choices=DriveInterface.choices, blank=True)
+    pcie_gen = models.PositiveSmallIntegerField(
+        "PCIe generation", null=True, blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(6)],
+    )
+    pcie_lanes = models.PositiveSmallIntegerField("PCIe lanes", null=True, blank=True)
+    seq_read_mbps = models.FloatField("sequential read (MB/s)", null=True, blank=True)
+    seq_write_mbps = models.FloatField("sequential write (MB/s)", null=True, blank=True)
+    rand_read_iops = models.FloatField("random read IOPS", null=True, blank=True)
+    rand_write_iops = models.FloatField("random write IOPS", null=True, blank=True)
+    purpose = models.CharField(max_length=10, choices=DrivePurpose.choices, default="data")
+
+    class Meta:
+        ordering = ["profile", "purpose", "id"]
+
+    def __str__(self) -> str:
+        size = f" {self.capacity_gb:g} GB" if self.capacity_gb else ""
+        return f"{self.count}x {self.model or self.get_kind_display()}{size}"
+
+
+class NicKind(models.TextChoices):
+    INFINIBAND = "infiniband", "InfiniBand"
+    ETHERNET = "ethernet", "Ethernet"
+    OMNIPATH = "omnipath", "Omni-Path"
+    ROCE = "roce", "RoCE"
+
+
+class Nic(UUIDModel):
+    """Network adapters of a hardware profile."""
+
+    profile = models.ForeignKey(HardwareProfile, on_delete=models.CASCADE, related_name="nics")
+    kind = models.CharField(max_length=12, choices=NicKind.choices)
+    model = models.CharField(max_length=160, blank=True)
+    rate_gbps = models.FloatField("rate (Gb/s)", validators=[MinValueValidator(0.001)])
+    ports = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    count = models.PositiveSmallIntegerField(
+        "adapters", default=1, validators=[MinValueValidator(1)]
+    )
+
+    class Meta:
+        ordering = ["profile", "-rate_gbps", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.count}x {self.model or self.get_kind_display()} {self.rate_gbps:g} Gb/s"
+
+    @property
+    def links(self) -> int:
+        return self.count * self.ports
+
+
+class Node(OwnedModel, PublishedModel):
+    """One machine of a hardware profile."""
+
+    hostname = models.CharField(max_length=253)
+    profile = models.ForeignKey(HardwareProfile, on_delete=models.PROTECT, related_name="nodes")
+    address = models.CharField(max_length=255, blank=True, help_text="IP address or DNS name.")
+    os = models.CharField("OS", max_length=120, blank=True)
+    kernel = models.CharField(max_length=120, blank=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["hostname"]
+        constraints = [
+            published_key_constraint(),
+            models.UniqueConstraint(
+                fields=["owner", "hostname"], name="%(app_label)s_%(class)s_unique_owner_hostname"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.hostname
+
+    def get_absolute_url(self) -> str:
+        return reverse("experiments:node", args=[self.uuid])
+
+
+class Fabric(models.TextChoices):
+    INFINIBAND = "infiniband", "InfiniBand"
+    ETHERNET = "ethernet", "Ethernet"
+    OMNIPATH = "omnipath", "Omni-Path"
+    ROCE = "roce", "RoCE"
+    MIXED = "mixed", "mixed"
+
+
+class Testbed(OwnedModel, PublishedModel):
+    """Nodes with BeeGFS roles, storage and metadata targets, network and BeeGFS version."""
+
+    name = models.CharField(max_length=160)
+    description = models.TextField(blank=True)
+    beegfs_version = models.CharField("BeeGFS version", max_length=60, blank=True)
+    fabric = models.CharField(max_length=12, choices=Fabric.choices, blank=True)
+    switch = models.CharField(max_length=160, blank=True)
+    network_notes = models.TextField(blank=True)
+    benchmark_dir = models.CharField(
+        max_length=400, blank=True,
+        help_text="Directory on the BeeGFS mount where benchmarks may write.",
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [published_key_constraint()]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("experiments:testbed", args=[self.uuid])
+
+
+class TestbedNode(UUIDModel):
+    """A node's BeeGFS roles in a testbed (one node may hold several)."""
+
+    testbed = models.ForeignKey(Testbed, on_delete=models.CASCADE, related_name="members")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="memberships")
+    management = models.BooleanField(default=False)
+    metadata = models.BooleanField(default=False)
+    storage = models.BooleanField(default=False)
+    client = models.BooleanField(default=False)
+    monitoring = models.BooleanField(default=False)
+    storage_links = models.PositiveSmallIntegerField(
+        null=True, blank=True,
+        help_text="Network links that carry storage traffic; empty means all ports of its NICs.",
+    )
+
+    class Meta:
+        ordering = ["testbed", "node__hostname"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["testbed", "node"], name="%(app_label)s_%(class)s_unique_testbed_node"
+            ),
+        ]
+
+    ROLES = ("management", "metadata", "storage", "client", "monitoring")
+
+    def __str__(self) -> str:
+        return f"{self.node} ({', '.join(self.role_names) or 'no role'})"
+
+    @property
+    def role_names(self) -> list[str]:
+        return [role for role in self.ROLES if getattr(self, role)]
+
+
+class StoragePool(UUIDModel):
+    """A BeeGFS storage pool of a testbed."""
+
+    testbed = models.ForeignKey(Testbed, on_delete=models.CASCADE, related_name="pools")
+    pool_id = models.PositiveIntegerField("pool ID")
+    name = models.CharField(max_length=120)
+
+    class Meta:
+        ordering = ["testbed", "pool_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["testbed", "pool_id"], name="%(app_label)s_%(class)s_unique_testbed_pool"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.pool_id})"
+
+
+class TargetKind(models.TextChoices):
+    STORAGE = "storage", "storage target"
+    METADATA = "metadata", "metadata target"
+
+
+class RaidLevel(models.TextChoices):
+    RAID0 = "0", "RAID0"
+    RAID1 = "1", "RAID1"
+    RAID5 = "5", "RAID5"
+    RAID6 = "6", "RAID6"
+    RAID10 = "10", "RAID10"
+    NONE = "none", "none (single drive)"
+
+
+class LocalFs(models.TextChoices):
+    XFS = "xfs", "xfs"
+    EXT4 = "ext4", "ext4"
+    ZFS = "zfs", "zfs"
+    BTRFS = "btrfs", "btrfs"
+
+
+class Target(UUIDModel):
+    """A BeeGFS storage or metadata target: an array of drives with a local file system."""
+
+    testbed = models.ForeignKey(Testbed, on_delete=models.CASCADE, related_name="targets")
+    kind = models.CharField(max_length=10, choices=TargetKind.choices, default="storage")
+    node = models.ForeignKey(
+        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="targets"
+    )
+    target_id = models.PositiveIntegerField("BeeGFS target ID", null=True, blank=True)
+    name = models.CharField(max_length=160, blank=True, help_text="Device or label.")
+    numa_domain = models.PositiveSmallIntegerField("NUMA domain", null=True, blank=True)
+    raid_level = models.CharField("RAID level", max_length=4, choices=RaidLevel.choices)
+    disks = models.PositiveSmallIntegerField(
+        "disks per array", null=True, blank=True, validators=[MinValueValidator(1)]
+    )
+    drive = models.ForeignKey(
+        Drive, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Drive model of the array; empty means the node's data drives.",
+    )
+    filesystem = models.CharField("local file system", max_length=8, choices=LocalFs.choices,
+                                  blank=True)
+    mount_options = models.CharField(max_length=400, blank=True)
+    capacity_gb = models.FloatField("capacity (GB)", null=True, blank=True)
+    pool = models.ForeignKey(
+        StoragePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="targets"
+    )
+    count = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1)],
+        help_text="Identical targets this row stands for (e.g. 6 per server).",
+    )
+
+    class Meta:
+        ordering = ["testbed", "kind", "node__hostname", "target_id", "id"]
+
+    def __str__(self) -> str:
+        label = self.name or (f"#{self.target_id}" if self.target_id is not None else "target")
+        return f"{label} ({self.get_raid_level_display()}, {self.get_kind_display()})"

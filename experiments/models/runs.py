@@ -1,0 +1,150 @@
+"""Runs (one execution or one imported/published result) and their metrics in base units."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.urls import reverse
+
+from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
+from experiments.models.inventory import Target, Testbed
+from experiments.models.tuning import TuningSet
+
+
+class Tool(models.TextChoices):
+    IOR = "ior", "IOR"
+    MDTEST = "mdtest", "mdtest"
+    IOZONE = "iozone", "IOzone"
+    FIO = "fio", "fio"
+    DD = "dd", "dd"
+    ELBENCHO = "elbencho", "elbencho"
+    QPERF = "qperf", "qperf"
+    PERFTEST = "perftest", "perftest"
+    STORAGEBENCH = "storagebench", "BeeGFS StorageBench"
+    IO500 = "io500", "IO500"
+    OTHER = "other", "other"
+
+
+class RunQuerySet(models.QuerySet):
+    def visible_to(self, user) -> RunQuerySet:
+        """Every signed-in user reads the lab's runs; anonymous visitors read nothing."""
+        return self if user.is_authenticated else self.none()
+
+
+class Run(OwnedModel, PublishedModel):
+    """One execution of one tool on one testbed with one tuning set.
+
+    Keeps the exact command, the raw output (stored before parsing) and its metrics.
+    """
+
+    class Status(models.TextChoices):
+        PLANNED = "planned", "planned"
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+        IMPORTED = "imported", "imported"
+        PUBLISHED = "published", "published"
+
+    TERMINAL = {Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.IMPORTED,
+                Status.PUBLISHED}
+
+    testbed = models.ForeignKey(Testbed, on_delete=models.PROTECT, related_name="runs")
+    tuning_set = models.ForeignKey(
+        TuningSet, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    target = models.ForeignKey(
+        Target, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs",
+        help_text="Set when the run measured one target (dd on a device, StorageBench).",
+    )
+    tool = models.CharField(max_length=16, choices=Tool.choices)
+    tool_version = models.CharField(max_length=60, blank=True)
+    label = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PLANNED)
+    command = models.TextField(blank=True, help_text="Command line as the tool printed it.")
+    argv = models.JSONField(default=list, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    raw_output = models.TextField(blank=True)
+    parse_error = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    notes = models.TextField(blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [published_key_constraint()]
+        indexes = [
+            # Run list filtered by testbed, newest first.
+            models.Index(fields=["testbed", "-created"], name="exp_run_testbed_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.label or f"{self.get_tool_display()} on {self.testbed}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("experiments:run", args=[self.uuid])
+
+
+class MetricQuerySet(models.QuerySet):
+    def primary_values(self) -> MetricQuerySet:
+        """Each run's headline number per metric name (see ``Metric.primary``)."""
+        return self.filter(primary=True)
+
+    def for_comparison(self, metric: str, x: str | None, series: str | None,
+                       runs: models.QuerySet | None = None) -> models.QuerySet:
+        """Rows of (x, series, n, mean, min, max, stddev) for one metric, computed by the
+        database over the runs' headline values. ``x`` and ``series`` are dimension keys
+        (``experiments.dimensions``); ``runs`` narrows the runs considered."""
+        from experiments import dimensions
+
+        qs = self.primary_values().filter(name=metric)
+        if runs is not None:
+            qs = qs.filter(run__in=runs)
+        group = {
+            "x": dimensions.expression(x) if x else models.Value(""),
+            "series": dimensions.expression(series) if series else models.Value(""),
+        }
+        return (
+            qs.annotate(**group)
+            .values("x", "series")
+            .annotate(
+                n=models.Count("id"),
+                mean=models.Avg("value"),
+                min=models.Min("value"),
+                max=models.Max("value"),
+                stddev=models.StdDev("value", sample=True),
+            )
+            .order_by("series", "x")
+        )
+
+
+class Metric(models.Model):
+    """One number of a run in base units (B/s, op/s, s, B), named by DESIGN.md's vocabulary."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics")
+    name = models.CharField(max_length=40)
+    value = models.FloatField()
+    unit = models.CharField(max_length=8)
+    stat = models.CharField(max_length=10, default="value")
+    iteration = models.PositiveIntegerField(null=True, blank=True)
+    # The run's one headline number for this metric name (iteration null, stat value or else
+    # mean, no per-job/per-target detail): what comparisons aggregate over.
+    primary = models.BooleanField(default=False)
+    extra = models.JSONField(default=dict, blank=True)
+    source_ref = models.CharField(max_length=200, blank=True)
+
+    objects = MetricQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run", "name", "stat", "iteration"]
+        indexes = [
+            # Comparison: Metric.objects.filter(name=…, primary=True) joined to runs.
+            models.Index(fields=["name", "primary", "run"], name="exp_metric_name_primary"),
+        ]
+
+    def __str__(self) -> str:
+        it = f"[{self.iteration}]" if self.iteration is not None else ""
+        return f"{self.name}{it} {self.stat} = {self.value:g} {self.unit}"

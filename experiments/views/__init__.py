@@ -1,0 +1,1 @@
+"""Views of the experiments app, one module per area."""

@@ -1,0 +1,35 @@
+"""Access helpers and the htmx-aware form rendering every view uses."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+
+def get_for_user(request: HttpRequest, model: type[Model], uuid: UUID, *, write: bool = False,
+                 queryset=None):
+    """The object with this UUID, readable by any signed-in user (a lab's shared inventory);
+    writing needs its owner or staff, and published study data is never writable."""
+    obj = get_object_or_404(queryset if queryset is not None else model.objects, uuid=uuid)
+    if write and not obj.can_edit(request.user):
+        raise PermissionDenied("Only the owner may change this." if not obj.published
+                               else "Published study data is read-only.")
+    return obj
+
+
+def render_form(request: HttpRequest, context: dict, *, success_url: str | None = None,
+                page: str = "experiments/object_form.html") -> HttpResponse:
+    """After a successful POST, redirect (HX-Redirect for htmx). Otherwise render the form:
+    the fragment alone for htmx requests, the full page otherwise."""
+    if success_url is not None:
+        if request.htmx:
+            response = HttpResponse(status=204)
+            response["HX-Redirect"] = success_url
+            return response
+        return redirect(success_url)
+    template = "experiments/_form.html" if request.htmx else page
+    return render(request, template, context)

@@ -1,0 +1,88 @@
+"""The comparison page: one metric, an x axis and a series split, as a chart and a table."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from experiments import charts, dimensions
+from experiments.models import Metric, Run, Testbed
+from experiments.models.runs import Tool
+from runners.parsers.base import METRIC_UNITS
+
+PRESETS = [
+    ("Arm vs x86 vs POWER: sequential write by threads",
+     "metric=write_bw&x=param:threads&series=arch&tool=iozone"),
+    ("Arm vs x86 vs POWER: sequential read by threads",
+     "metric=read_bw&x=param:threads&series=arch&tool=iozone"),
+    ("RAID0 vs RAID10: write per device (dd, StorageBench)",
+     "metric=write_bw&x=tool&series=raid&tool=dd&tool=storagebench"),
+    ("Metadata: file creates by processes", "metric=file_create&x=param:threads&series=arch"),
+]
+
+PARAM_AXES = ["threads", "nodes", "tasks_per_node", "transfer_size", "block_size",
+              "record_size", "file_size", "iodepth", "file_per_process", "direct", "rw"]
+
+
+def compare(request: HttpRequest) -> HttpResponse:
+    available = sorted(set(Metric.objects.filter(primary=True).values_list("name", flat=True)
+                           .distinct()))
+    metric = request.GET.get("metric") or ("write_bw" if "write_bw" in available
+                                           else (available[0] if available else ""))
+    x = request.GET.get("x", "param:threads")
+    series = request.GET.get("series", "arch")
+    tools = [t for t in request.GET.getlist("tool") if t in Tool.values]
+    testbeds = request.GET.getlist("testbed")
+    binary = request.GET.get("unit") == "GiB"
+    error = ""
+
+    runs = Run.objects.visible_to(request.user)
+    if tools:
+        runs = runs.filter(tool__in=tools)
+    if testbeds:
+        runs = runs.filter(testbed__uuid__in=[t for t in testbeds if _is_uuid(t)])
+
+    points: list[charts.Point] = []
+    fig = None
+    unit_label = ""
+    if metric not in METRIC_UNITS:
+        error = f"Unknown metric {metric!r}." if metric else "No results yet."
+    else:
+        try:
+            rows = list(Metric.objects.for_comparison(metric, x or None, series or None, runs))
+        except ValueError as exc:
+            error, rows = str(exc), []
+        unit_label, divisor = charts.display_unit(METRIC_UNITS[metric], binary)
+        points = charts.to_points(
+            rows, divisor,
+            series_label=lambda v: dimensions.display_value(series, v) if series else "all",
+            x_label=lambda v: dimensions.display_value(x, v) if x else "",
+        )
+        if points:
+            fig = charts.figure(
+                points, x_title=dimensions.label(x) if x else "", has_x=bool(x),
+                y_title=f"{metric} ({unit_label})",
+                log_x=charts.is_power_of_two_axis(points),
+            )
+    dims = [(key, d.label) for key, d in dimensions.FIXED.items()]
+    dims += [(f"param:{p}", f"parameter: {p.replace('_', ' ')}") for p in PARAM_AXES]
+    context = {
+        "metrics": available, "metric": metric, "x": x, "series": series, "dims": dims,
+        "tools": Tool.choices, "selected_tools": tools, "testbeds": Testbed.objects.only(
+            "uuid", "name"), "selected_testbeds": testbeds, "binary": binary,
+        "points": points, "figure": fig,
+        "unit_label": unit_label, "error": error, "presets": PRESETS,
+        "n_runs": sum(p.n for p in points),
+    }
+    template = "experiments/_compare_result.html" if request.htmx else "experiments/compare.html"
+    return render(request, template, context)
+
+
+def _is_uuid(value: str) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True

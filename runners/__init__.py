@@ -1,0 +1,1 @@
+"""Benchmark tool adapters (``runners.tools``) and output parsers (``runners.parsers``)."""

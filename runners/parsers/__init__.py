@@ -1,0 +1,66 @@
+"""Registry of output parsers: one pure module per tool, detection of the tool from content.
+
+Each module in ``PARSER_MODULES`` exposes:
+
+- ``TOOL``: the tool name (``"ior"``),
+- ``detect(text: str) -> float``: confidence 0..1 that ``text`` is this tool's output,
+- ``parse(text: str, **options) -> ParseResult``: a validated result, or ``ParseError``.
+
+Modules may also expose ``parse_many(text) -> list[ParseResult]`` when one file can hold
+several runs (IOR logs that wrap several invocations).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from runners.parsers.base import Metric, ParseError, ParseResult
+
+__all__ = ["Metric", "ParseError", "ParseResult", "detect_tool", "get_parser", "parse"]
+
+PARSER_MODULES = [
+    "ior",
+    "mdtest",
+    "io500",
+    "fio",
+    "dd",
+    "elbencho",
+    "iozone",
+    "qperf",
+    "perftest",
+    "storagebench",
+    "beegfs",
+]
+
+
+def get_parser(tool: str) -> ModuleType:
+    """The parser module for ``tool``; ParseError for an unknown name."""
+    name = tool.strip().lower().replace("-", "_")
+    if name not in PARSER_MODULES:
+        known = ", ".join(PARSER_MODULES)
+        raise ParseError(f"unknown tool {tool!r} (known: {known})")
+    return importlib.import_module(f"runners.parsers.{name}")
+
+
+def detect_tool(text: str) -> str:
+    """Name of the tool that most likely printed ``text``; ParseError when none fits."""
+    best, best_score = None, 0.0
+    for name in PARSER_MODULES:
+        module = get_parser(name)
+        score = module.detect(text)
+        if score > best_score:
+            best, best_score = name, score
+    if best is None or best_score < 0.3:
+        raise ParseError("could not recognise the tool that wrote this output")
+    return best
+
+
+def parse(text: str, tool: str | None = None, **options) -> ParseResult:
+    """Parse ``text`` with the named tool's parser, or the detected one."""
+    if not text or not text.strip():
+        raise ParseError("the output is empty")
+    name = tool or detect_tool(text)
+    module = get_parser(name)
+    result = module.parse(text, **options)
+    return result.validate()

@@ -1,0 +1,322 @@
+"""Shared vocabulary for the pure output parsers: result objects, units and ParseError.
+
+Nothing here imports Django: a parser takes text and returns a validated ``ParseResult``.
+Names and units follow ../shared/DESIGN.md ("Metrics: one vocabulary, base units").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class ParseError(ValueError):
+    """Input holds no result this parser can read. ``line`` is 1-based when known."""
+
+    def __init__(self, message: str, line: int | None = None, tool: str | None = None):
+        self.message = message
+        self.line = line
+        self.tool = tool
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line is not None else ""
+        who = f"{self.tool}: " if self.tool else ""
+        return f"{who}{where}{self.message}"
+
+
+# Metric name -> base unit. Parsers may only emit these names (plus per-job extras through
+# ``Metric.extra``); ``ParseResult.validate`` enforces it.
+METRIC_UNITS: dict[str, str] = {
+    "write_bw": "B/s",
+    "read_bw": "B/s",
+    "rewrite_bw": "B/s",
+    "reread_bw": "B/s",
+    "randwrite_bw": "B/s",
+    "randread_bw": "B/s",
+    "bkwdread_bw": "B/s",
+    "recwrite_bw": "B/s",
+    "strideread_bw": "B/s",
+    "fwrite_bw": "B/s",
+    "frewrite_bw": "B/s",
+    "fread_bw": "B/s",
+    "freread_bw": "B/s",
+    "pwrite_bw": "B/s",
+    "pread_bw": "B/s",
+    "bw": "B/s",
+    "write_iops": "op/s",
+    "read_iops": "op/s",
+    "trim_iops": "op/s",
+    "write_lat": "s",
+    "read_lat": "s",
+    "write_open_lat": "s",
+    "read_open_lat": "s",
+    "write_close_lat": "s",
+    "read_close_lat": "s",
+    "write_time": "s",
+    "read_time": "s",
+    "dir_create": "op/s",
+    "dir_stat": "op/s",
+    "dir_rename": "op/s",
+    "dir_remove": "op/s",
+    "file_create": "op/s",
+    "file_stat": "op/s",
+    "file_read": "op/s",
+    "file_remove": "op/s",
+    "file_rename": "op/s",
+    "tree_create": "op/s",
+    "tree_remove": "op/s",
+    "tcp_bw": "B/s",
+    "udp_bw": "B/s",
+    "udp_send_bw": "B/s",
+    "udp_recv_bw": "B/s",
+    "sdp_bw": "B/s",
+    "rc_bw": "B/s",
+    "uc_bw": "B/s",
+    "ud_bw": "B/s",
+    "rc_rdma_write_bw": "B/s",
+    "rc_rdma_read_bw": "B/s",
+    "uc_rdma_write_bw": "B/s",
+    "tcp_lat": "s",
+    "udp_lat": "s",
+    "sdp_lat": "s",
+    "rc_lat": "s",
+    "uc_lat": "s",
+    "ud_lat": "s",
+    "rc_rdma_write_lat": "s",
+    "rc_rdma_read_lat": "s",
+    "uc_rdma_write_lat": "s",
+    "ib_write_bw": "B/s",
+    "ib_read_bw": "B/s",
+    "ib_send_bw": "B/s",
+    "ib_write_msg_rate": "op/s",
+    "ib_read_msg_rate": "op/s",
+    "ib_send_msg_rate": "op/s",
+    # io500 phases (bandwidth phases in B/s, metadata phases in op/s) and its scores.
+    "io500_score": "score",
+    "io500_bw_score": "B/s",
+    "io500_md_score": "op/s",
+    "ior_easy_write": "B/s",
+    "ior_easy_read": "B/s",
+    "ior_hard_write": "B/s",
+    "ior_hard_read": "B/s",
+    "ior_rnd4k_read": "B/s",
+    "ior_rnd1m_read": "B/s",
+    "mdtest_easy_write": "op/s",
+    "mdtest_easy_stat": "op/s",
+    "mdtest_easy_delete": "op/s",
+    "mdtest_hard_write": "op/s",
+    "mdtest_hard_read": "op/s",
+    "mdtest_hard_stat": "op/s",
+    "mdtest_hard_delete": "op/s",
+    "find": "op/s",
+    "find_easy": "op/s",
+    "find_hard": "op/s",
+    # Elapsed time of a whole phase as a tool prints it (elbencho, dd, mdtest, io500).
+    "elapsed": "s",
+    "cpu_util": "%",
+}
+
+STATS = {
+    "value",
+    "mean",
+    "min",
+    "max",
+    "stddev",
+    "median",
+    "parent",
+    "p1",
+    "p5",
+    "p10",
+    "p50",
+    "p90",
+    "p95",
+    "p99",
+    "p99.9",
+    "p99.99",
+    "first",
+    "last",
+    "sum",
+}
+
+# Canonical parameter names every parser uses in ``ParseResult.params`` (all sizes in bytes).
+# Tool-specific parameters keep the tool's own flag name (e.g. "ioengine", "api").
+PARAMS_DOC: dict[str, str] = {
+    "threads": "total concurrent streams over all clients: IOR/mdtest tasks, IOzone -t, "
+    "fio numjobs x clients, elbencho threads x hosts, dd 1",
+    "nodes": "number of client hosts",
+    "tasks_per_node": "processes or threads per client host",
+    "block_size": "bytes per task per file (IOR -b, elbencho -s, dd bs x count)",
+    "transfer_size": "bytes per I/O call (IOR -t, fio bs, elbencho -b, dd bs, qperf msg_size)",
+    "record_size": "IOzone record size in bytes (-r)",
+    "file_size": "bytes per file (IOzone -s, fio size, dd total)",
+    "aggregate_size": "bytes moved over all tasks",
+    "file_per_process": "True for N-N (IOR -F, fio separate files), False for N-1 shared file",
+    "direct": "True when O_DIRECT was used",
+    "iodepth": "queue depth per job (fio iodepth, elbencho --iodepth)",
+    "iterations": "tool's own repetitions (IOR -i, mdtest -i)",
+    "items": "mdtest/elbencho files or directories per task",
+    "api": "I/O interface (POSIX, MPIIO, HDF5, DFS, libaio, …)",
+    "pattern": "'seq' or 'rand'",
+    "rw": "fio rw= value or equivalent: write, read, randwrite, randread, randrw, …",
+    "ops": "IOzone test list or elbencho phases",
+}
+
+
+@dataclass
+class Metric:
+    """One number in base units. ``iteration`` is None for the run as a whole."""
+
+    name: str
+    value: float
+    unit: str
+    stat: str = "value"
+    iteration: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if not data["extra"]:
+            del data["extra"]
+        return data
+
+
+@dataclass
+class ParseResult:
+    """What a parser read from one run of one tool."""
+
+    tool: str
+    tool_version: str | None = None
+    command: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    metrics: list[Metric] = field(default_factory=list)
+    # Anything else worth keeping (per-host rows, topology tables, warnings printed by the tool).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, name: str, value: float, stat: str = "value", iteration: int | None = None,
+            **extra: Any) -> Metric:
+        metric = Metric(name, float(value), METRIC_UNITS.get(name, "?"), stat, iteration, extra)
+        self.metrics.append(metric)
+        return metric
+
+    def validate(self) -> ParseResult:
+        """Raise ParseError unless this holds at least one well-formed metric (or topology)."""
+        if not self.metrics and not self.extra.get("topology"):
+            raise ParseError("no result found in the output", tool=self.tool)
+        for m in self.metrics:
+            if m.name not in METRIC_UNITS:
+                raise ParseError(f"unknown metric name {m.name!r}", tool=self.tool)
+            if m.unit != METRIC_UNITS[m.name]:
+                raise ParseError(f"metric {m.name} has unit {m.unit}, expected "
+                                 f"{METRIC_UNITS[m.name]}", tool=self.tool)
+            if m.stat not in STATS:
+                raise ParseError(f"unknown statistic {m.stat!r} for {m.name}", tool=self.tool)
+            if not math.isfinite(m.value):
+                raise ParseError(f"metric {m.name} is not a finite number", tool=self.tool)
+        return self
+
+    def get(self, name: str, stat: str = "value", iteration: int | None = None) -> float:
+        """Value of one metric (handy in tests); KeyError when absent."""
+        for m in self.metrics:
+            if m.name == name and m.stat == stat and m.iteration == iteration:
+                return m.value
+        raise KeyError((name, stat, iteration))
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "tool": self.tool,
+            "tool_version": self.tool_version,
+            "command": self.command,
+            "params": self.params,
+            "metrics": [m.to_dict() for m in self.metrics],
+        }
+        if self.extra:
+            data["extra"] = self.extra
+        return data
+
+
+# --- units -------------------------------------------------------------------------------
+
+KIB = 1024
+MIB = 1024**2
+GIB = 1024**3
+TIB = 1024**4
+
+# Bandwidth units exactly as the tools print them (DESIGN.md): binary for Ki/Mi/Gi, decimal
+# for kB/MB/GB, except IOzone whose "kB" / "KB" / "kBytes/sec" are 1024 bytes (pass
+# ``iozone=True``).
+_BW_UNITS = {
+    "b/s": 1,
+    "bytes/sec": 1,
+    "bytes/s": 1,
+    "kib/s": KIB,
+    "mib/s": MIB,
+    "gib/s": GIB,
+    "tib/s": TIB,
+    "kb/s": 1000,
+    "mb/s": 1000**2,
+    "gb/s": 1000**3,
+    "tb/s": 1000**4,
+    "kb/sec": 1000,
+    "mb/sec": 1000**2,
+    "gb/sec": 1000**3,
+    "mib/sec": MIB,
+    "gib/sec": GIB,
+}
+
+
+def bw_to_bytes(value: float, unit: str, iozone: bool = False) -> float:
+    """Convert a bandwidth printed as ``value unit`` into B/s."""
+    key = unit.strip().lower()
+    if iozone and key in {"kb/sec", "kbytes/sec", "kb/s", "kb"}:
+        return value * KIB
+    if key not in _BW_UNITS:
+        raise ParseError(f"unknown bandwidth unit {unit!r}")
+    return value * _BW_UNITS[key]
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?)(b?)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str, default_binary: bool = True) -> int:
+    """'512k', '1m', '4KiB', '2 MB', '1G' -> bytes.
+
+    Tool flags (IOR -t 1m, fio bs=4k, dd bs=4M, beegfs chunk 512k) mean binary multiples; an
+    explicit "kB"/"MB" with ``default_binary=False`` means decimal.
+    """
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise ParseError(f"not a size: {text!r}")
+    number, prefix, binary_i, b = m.groups()
+    power = "kmgtpe".find(prefix.lower()) + 1 if prefix else 0
+    binary = bool(binary_i) or default_binary or not b
+    base = 1024 if binary else 1000
+    return int(round(float(number) * base**power))
+
+
+def time_to_seconds(value: float, unit: str) -> float:
+    """'usec', 'us', 'µs', 'ms', 'msec', 'nsec', 'ns', 's', 'sec' -> seconds."""
+    key = unit.strip().lower().replace("µ", "u")
+    factors = {
+        "ns": 1e-9,
+        "nsec": 1e-9,
+        "us": 1e-6,
+        "usec": 1e-6,
+        "ms": 1e-3,
+        "msec": 1e-3,
+        "s": 1.0,
+        "sec": 1.0,
+        "secs": 1.0,
+        "seconds": 1.0,
+        "min": 60.0,
+    }
+    if key not in factors:
+        raise ParseError(f"unknown time unit {unit!r}")
+    return value * factors[key]
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines without their endings; CRLF and lone CR become plain line breaks."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
