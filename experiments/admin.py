@@ -141,3 +141,9 @@ class MetricAdmin(admin.ModelAdmin):
     list_display = ["run", "name", "stat", "iteration", "value", "unit", "primary"]
     list_filter = ["name", "stat", "primary"]
     raw_id_fields = ["run"]
+
+
+@admin.register(m.Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = ["name", "hostname", "queues", "pid", "started_at", "last_seen"]
+    readonly_fields = ["name", "hostname", "queues", "pid", "started_at", "last_seen"]

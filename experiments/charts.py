@@ -41,7 +41,22 @@ class Point:
     stddev: float | None
 
 
+def sample_stddev(row: dict) -> float | None:
+    """The database's sample standard deviation, or one from the sum of squares where the
+    database has none (SQLite); None for fewer than two values."""
+    n = row["n"]
+    if n < 2:
+        return None
+    if row.get("stddev") is not None:
+        return row["stddev"]
+    if row.get("sum_sq") is None:
+        return None
+    variance = (row["sum_sq"] - n * row["mean"] ** 2) / (n - 1)
+    return math.sqrt(max(variance, 0.0))
+
+
 def to_points(rows, divisor: float, series_label, x_label) -> list[Point]:
+    rows = [{**row, "stddev": sample_stddev(row)} for row in rows]
     points = [
         Point(
             series=series_label(row["series"]),

@@ -50,7 +50,8 @@ class DriveForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        if data.get("interface") == "pcie" and not (data.get("pcie_gen") and data.get("pcie_lanes")):
+        pcie_known = data.get("pcie_gen") and data.get("pcie_lanes")
+        if data.get("interface") == "pcie" and not pcie_known:
             self.add_error("pcie_lanes", "PCIe drives need a generation and a lane count.")
         return data
 

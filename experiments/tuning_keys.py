@@ -170,10 +170,12 @@ def normalise(scope: str, key: str, value: str) -> tuple[object, bool]:
         if spec.minimum is not None and number < spec.minimum:
             raise TuningValueError(f"{key} must be at least {spec.minimum}, got {number}")
         return number, True
-    if spec.kind == "bytes":
-        return parse_bytes(raw), True
-    if spec.kind == "bool":
-        return parse_bool(raw), True
+    if spec.kind in ("bytes", "bool"):
+        parser = parse_bytes if spec.kind == "bytes" else parse_bool
+        try:
+            return parser(raw), True
+        except TuningValueError as exc:
+            raise TuningValueError(f"{key}: {exc}") from None
     if spec.kind == "choice":
         lowered = raw.lower()
         if lowered not in spec.choices:

@@ -14,6 +14,7 @@ from experiments.models.inventory import (
 )
 from experiments.models.runs import Metric, Run
 from experiments.models.tuning import TuningParameter, TuningRevision, TuningSet
+from experiments.models.workers import Worker
 
 __all__ = [
     "Architecture",
@@ -32,4 +33,5 @@ __all__ = [
     "TuningParameter",
     "TuningRevision",
     "TuningSet",
+    "Worker",
 ]

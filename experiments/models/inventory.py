@@ -189,6 +189,8 @@ class Testbed(OwnedModel, PublishedModel):
         help_text="Directory on the BeeGFS mount where benchmarks may write.",
     )
 
+    __test__ = False  # pytest: not a test class
+
     class Meta:
         ordering = ["name"]
         constraints = [published_key_constraint()]
@@ -224,6 +226,7 @@ class TestbedNode(UUIDModel):
         ]
 
     ROLES = ("management", "metadata", "storage", "client", "monitoring")
+    __test__ = False  # pytest: "Test…" is a domain word here, not a test class
 
     def __str__(self) -> str:
         return f"{self.node} ({', '.join(self.role_names) or 'no role'})"

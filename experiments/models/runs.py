@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import models
+from django.db import connection, models
 from django.urls import reverse
 
 from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
@@ -107,18 +107,20 @@ class MetricQuerySet(models.QuerySet):
             "x": dimensions.expression(x) if x else models.Value(""),
             "series": dimensions.expression(series) if series else models.Value(""),
         }
-        return (
-            qs.annotate(**group)
-            .values("x", "series")
-            .annotate(
-                n=models.Count("id"),
-                mean=models.Avg("value"),
-                min=models.Min("value"),
-                max=models.Max("value"),
-                stddev=models.StdDev("value", sample=True),
-            )
-            .order_by("series", "x")
-        )
+        aggregates = {
+            "n": models.Count("id"),
+            "mean": models.Avg("value"),
+            "min": models.Min("value"),
+            "max": models.Max("value"),
+        }
+        if connection.vendor == "sqlite":
+            # SQLite's STDDEV_SAMP (Python's statistics.stdev) fails on groups of one run.
+            aggregates["stddev"] = models.Value(None, output_field=models.FloatField())
+            aggregates["sum_sq"] = models.Sum(models.F("value") * models.F("value"))
+        else:
+            aggregates["stddev"] = models.StdDev("value", sample=True)
+        rows = qs.annotate(**group).values("x", "series").annotate(**aggregates)
+        return rows.order_by("series", "x")
 
 
 class Metric(models.Model):

@@ -1,0 +1,43 @@
+# beeweb: `make run` serves the dashboard with demo data; `make test` runs the test suite.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test install install-dev lint check migrate demo clean
+
+$(VENV)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+demo: migrate
+	$(PY) manage.py load_published
+	$(PY) manage.py ensure_admin
+	$(PY) manage.py collectstatic --noinput -v0
+
+## Set up everything and serve http://$(HOST):$(PORT) with a web server and a Celery worker.
+run: demo
+	HOST=$(HOST) PORT=$(PORT) VENV=$(VENV) scripts/run-local.sh
+
+## The test suite (uses DATABASE_URL / CELERY_BROKER_URL when set, else the embedded default).
+test: install
+	$(PY) -m ruff check .
+	$(PY) manage.py check
+	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m pytest
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+clean:
+	rm -rf var .pytest_cache .ruff_cache

@@ -1,0 +1,709 @@
+"""IOR output parser: text 3.0-4.x (incl. -vv), summaryFormat=CSV/JSON and multi-run logs."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from runners.parsers.base import (
+    KIB,
+    MIB,
+    ParseError,
+    ParseResult,
+    bw_to_bytes,
+    parse_size,
+    split_lines,
+)
+
+TOOL = "ior"
+
+_BANNER_RE = re.compile(
+    r"^\s*IOR-(?P<version>\d+(?:\.\d+)*[^\s:]*):\s+MPI Coordinated Test of Parallel I/O"
+)
+_MAX_RE = re.compile(r"^\s*Max (?P<op>Write|Read):\s+(?P<mib>[\d.]+)\s+MiB/sec")
+_KV_RE = re.compile(r"^(?P<key>[A-Za-z][\w /#().-]*?)\s*:(?:\s+(?P<val>.*?))?\s*$")
+# IOR 3.0 prints its "Summary:" block as tab-indented "key = value" lines.
+_TAB_KV_RE = re.compile(r"^\t(?P<key>[A-Za-z][^=]*?)\s*=\s*(?P<val>.*?)\s*$")
+_TEST_STARTED_RE = re.compile(r"^\s*Test (?P<id>\d+) started:")
+_TASK_HOST_RE = re.compile(r"^\s*task \d+ on (?P<host>\S+)\s*$")
+_WARNING_RE = re.compile(r"^\s*(?:ior )?(?:WARNING|ERROR)\b.*", re.IGNORECASE)
+_OPS = ("write", "read")
+
+# Results-table column (normalised) -> field name used below.
+_RESULT_COLUMNS = {
+    "access": "access",
+    "bw(mib/s)": "bw",
+    "iops": "iops",
+    "latency(s)": "lat",
+    "latency": "lat",
+    "block(kib)": "block_kib",
+    "xfer(kib)": "xfer_kib",
+    "open(s)": "open",
+    "wr/rd(s)": "wrrd",
+    "close(s)": "close",
+    "total(s)": "total",
+    "iter": "iter",
+}
+# "Summary of all tests" column (normalised) -> field name; "stddev" is resolved by position.
+_SUMMARY_COLUMNS = {
+    "operation": "op",
+    "max(mib)": "bw_max",
+    "min(mib)": "bw_min",
+    "mean(mib)": "bw_mean",
+    "max(ops)": "ops_max",
+    "min(ops)": "ops_min",
+    "mean(ops)": "ops_mean",
+    "mean(s)": "mean_time",
+    "test#": "test",
+    "#tasks": "tasks",
+    "tpn": "tpn",
+    "reps": "reps",
+    "fpp": "fpp",
+    "segcnt": "segcnt",
+    "blksiz": "blksiz",
+    "xsize": "xsize",
+    "aggsize": "agg_bytes",
+    "aggs(mib)": "agg_mib",
+    "api": "api",
+}
+_STATS = (("max", "max"), ("min", "min"), ("mean", "mean"), ("std", "stddev"))
+
+
+# --- small conversions that never raise ------------------------------------------------
+
+
+def _float(token: Any) -> float | None:
+    """A finite float, or None for '-', 'NA', garbage or inf/nan (IOR prints '-' for n/a)."""
+    try:
+        value = float(token)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _int(token: Any) -> int | None:
+    value = _float(token)
+    if value is None or value != int(value):
+        return None
+    return int(value)
+
+
+def _scaled(value: float | None, factor: int) -> int | None:
+    """``value * factor`` rounded to whole bytes; None when absent or out of range."""
+    if value is None or not math.isfinite(value * factor):
+        return None
+    return int(round(value * factor))
+
+
+def _size(text: str) -> int | None:
+    """'1 MiB', '65536 bytes', '3.12 GiB' -> bytes; None when unreadable."""
+    text = text.strip()
+    match = re.match(r"^([\d.]+)\s*bytes?$", text, re.IGNORECASE)
+    if match:
+        return _int(match.group(1))
+    try:
+        return parse_size(text)
+    except (ParseError, ValueError, OverflowError):
+        return None
+
+
+def _normalise_header(line: str) -> str:
+    # IOR 2.x printed "Max (MiB)" and "Std Dev"; glue them so that columns split on spaces.
+    line = re.sub(r"\s+\(", "(", line)
+    return re.sub(r"Std Dev", "StdDev", line)
+
+
+# --- one run -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """What one IOR invocation printed, gathered before it becomes a ParseResult."""
+
+    first_line: int
+    version: str | None = None
+    banner_line: int | None = None
+    command: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    exact: dict[str, Any] = field(default_factory=dict)  # from the summary table: exact bytes
+    extra: dict[str, Any] = field(default_factory=dict)
+    rows: list[tuple[int, str, int | None, dict[str, float | None]]] = field(default_factory=list)
+    summary: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    max_lines: dict[str, float] = field(default_factory=dict)
+    removes: list[dict[str, Any]] = field(default_factory=list)
+    tests: set[int] = field(default_factory=set)
+    current_test: int = 0
+    hosts: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+    results_header_line: int | None = None
+    summary_header_line: int | None = None
+    finished: bool = False
+    csv: bool = False
+
+    @property
+    def complete(self) -> bool:
+        # summaryFormat=CSV prints only the per-iteration rows, so those make a whole run.
+        return bool(self.summary or self.max_lines or (self.finished or self.csv) and self.rows)
+
+    @property
+    def has_results(self) -> bool:
+        return bool(self.rows or self.summary or self.max_lines)
+
+
+def _apply_option(run: _Run, key: str, val: str) -> None:
+    """Map one 'key : value' (or 3.0 'key = value') line to params/extra."""
+    key = " ".join(key.lower().split())
+    val = val.strip()
+    params = run.params
+    if key in ("command line used", "command line"):
+        if val and run.command is None:
+            run.command = val
+    elif key == "api":
+        if val:
+            params["api"] = val.split()[0]
+    elif key == "apiversion":
+        if val:
+            run.extra["api_version"] = val
+    elif key == "test filename":
+        run.extra["test_file"] = val
+    elif key == "access":
+        params["file_per_process"] = val.startswith("file-per-process")
+        if "collective" in val:
+            params["collective"] = True
+    elif key == "type":
+        params["collective"] = val == "collective"
+    elif key == "segments":
+        if _int(val) is not None:
+            params["segments"] = _int(val)
+    elif key == "pattern":  # 3.0: "strided (16 segments)" / "segmented (1 segment)"
+        match = re.search(r"\((\d+) segments?\)", val)
+        if match:
+            params["segments"] = int(match.group(1))
+    elif key == "ordering in a file":
+        params["pattern"] = "rand" if "random" in val else "seq"
+    elif key == "nodes":
+        if _int(val) is not None:
+            params["nodes"] = _int(val)
+    elif key in ("tasks", "participating tasks"):
+        if _int(val) is not None:
+            params["threads"] = _int(val)
+    elif key == "clients per node":
+        if _int(val) is not None:
+            params["tasks_per_node"] = _int(val)
+    elif key == "clients":  # 3.0: "96 (12 per node)"
+        match = re.match(r"(\d+)\s*\((\d+) per node\)", val)
+        if match:
+            params["threads"] = int(match.group(1))
+            params["tasks_per_node"] = int(match.group(2))
+    elif key == "repetitions":
+        if _int(val) is not None:
+            params["iterations"] = _int(val)
+    elif key == "xfersize":
+        if _size(val) is not None:
+            params["transfer_size"] = _size(val)
+    elif key == "blocksize":
+        if _size(val) is not None:
+            params["block_size"] = _size(val)
+    elif key == "aggregate filesize":
+        if _size(val) is not None:
+            params["aggregate_size"] = _size(val)
+    elif key in ("testid", "test id"):
+        test = _int(val)
+        if test is not None:
+            run.current_test = test
+            run.tests.add(test)
+    elif key == "began":
+        run.extra["began"] = val
+    elif key == "finished":
+        run.extra["finished"] = val
+        run.finished = True
+    elif key == "machine":
+        run.extra["machine"] = val
+    elif key == "path":
+        run.extra.setdefault("path", val)
+    elif key in ("stonewallingtime", "using stonewalling"):
+        run.extra["stonewalling"] = val
+
+
+def _columns(tokens: list[str], mapping: dict[str, str]) -> list[str | None]:
+    """Header tokens -> field names; the two 'StdDev' columns follow their Mean column."""
+    names: list[str | None] = []
+    previous = None
+    for token in tokens:
+        canon = token.strip().lower().replace(" ", "")
+        if canon == "stddev":
+            names.append("ops_std" if previous == "ops_mean" else "bw_std")
+        else:
+            names.append(mapping.get(canon))
+        previous = names[-1]
+    return names
+
+
+def _parse_text_run(lines: list[str], first_line: int) -> _Run:
+    """Read one IOR run (text or CSV rows); line numbers are 1-based in the whole file."""
+    run = _Run(first_line=first_line)
+    table: tuple[str, list[str | None], str | None] | None = None
+    occurrences: dict[tuple[int, str], int] = {}
+    for offset, raw in enumerate(lines):
+        lineno = first_line + offset
+        line = raw.rstrip()
+        stripped = line.strip()
+        if not stripped:
+            continue
+
+        banner = _BANNER_RE.match(line)
+        if banner:
+            run.version = banner.group("version")
+            run.banner_line = lineno
+            continue
+
+        maxline = _MAX_RE.match(line)
+        if maxline:
+            value = _float(maxline.group("mib"))
+            if value is not None:
+                run.max_lines[maxline.group("op").lower()] = bw_to_bytes(value, "MiB/s")
+            continue
+
+        # Table headers: whitespace-aligned text, or comma-separated with summaryFormat=CSV.
+        delim = "," if stripped.lower().startswith(("access,", "operation,")) else None
+        header = _normalise_header(stripped) if delim is None else stripped
+        tokens = [t.strip() for t in header.split(delim)]
+        first = tokens[0].lower()
+        lowered = [t.lower() for t in tokens]
+        if first == "access" and "bw(mib/s)" in lowered:
+            table = ("results", _columns(tokens, _RESULT_COLUMNS), delim)
+            run.results_header_line = lineno
+            run.csv = delim == ","
+            continue
+        if first == "operation" and "max(mib)" in lowered:
+            table = ("summary", _columns(tokens, _SUMMARY_COLUMNS), delim)
+            run.summary_header_line = lineno
+            continue
+
+        cells = [t.strip() for t in stripped.split(table[2])] if table is not None else []
+        if table is not None and cells[0].lower() in ("write", "read", "remove"):
+            kind, names, _ = table
+            if len(cells) != len(names):
+                # A row cut short (truncated log) or a format we do not know: keep going.
+                continue
+            row = {name: cell for name, cell in zip(names, cells, strict=True) if name}
+            op = cells[0].lower()
+            if kind == "results":
+                values = {k: _float(v) for k, v in row.items() if k != "access"}
+                iteration = _int(row.get("iter"))
+                if iteration is None:
+                    # CSV/JSON without an iter column: count the rows of this access type.
+                    key = (run.current_test, op)
+                    iteration = occurrences.get(key, 0)
+                    occurrences[key] = iteration + 1
+                if op == "remove":
+                    if values.get("total") is not None:
+                        run.removes.append({"iteration": iteration, "seconds": values["total"]})
+                elif values.get("bw") is not None:
+                    run.rows.append((run.current_test, op, iteration, values))
+                    run.tests.add(run.current_test)
+            elif kind == "summary" and op in _OPS:
+                test = _int(row.get("test"))
+                run.summary.append((run.current_test if test is None else test, op, row))
+            continue
+
+        test_started = _TEST_STARTED_RE.match(line)
+        if test_started:
+            run.current_test = int(test_started.group("id"))
+            run.tests.add(run.current_test)
+            continue
+
+        host = _TASK_HOST_RE.match(line)
+        if host:
+            run.hosts.add(host.group("host"))
+            continue
+
+        if _WARNING_RE.match(line):
+            run.warnings.append(stripped)
+            continue
+
+        tab_kv = _TAB_KV_RE.match(raw)
+        if tab_kv:
+            _apply_option(run, tab_kv.group("key"), tab_kv.group("val"))
+            continue
+
+        kv = _KV_RE.match(stripped)
+        if kv:
+            _apply_option(run, kv.group("key"), kv.group("val") or "")
+    return run
+
+
+def _command_params(command: str) -> dict[str, Any]:
+    """Parameters only the command line tells: O_DIRECT, -F, -i."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        argv = command.split()
+    argv = [a.strip("'\"") for a in argv]
+    found: dict[str, Any] = {}
+    direct = False
+    for i, arg in enumerate(argv):
+        if arg in ("-B", "--posix.odirect") or re.search(r"useO_DIRECT\s*=\s*1", arg):
+            direct = True
+        elif arg == "-F":
+            found["file_per_process"] = True
+        elif arg == "-i" and i + 1 < len(argv) and _int(argv[i + 1]) is not None:
+            found["iterations"] = _int(argv[i + 1])
+    found["direct"] = direct
+    return found
+
+
+def _finish(run: _Run) -> ParseResult:
+    """Turn a gathered run into a validated ParseResult."""
+    result = ParseResult(tool=TOOL, tool_version=run.version, command=run.command)
+    params = dict(run.params)
+    several_tests = len(run.tests | {t for t, _, _ in run.summary}) > 1
+
+    def tag(test: int) -> dict[str, Any]:
+        return {"test": test} if several_tests else {}
+
+    for test, op, iteration, v in run.rows:
+        extra = tag(test)
+        result.add(f"{op}_bw", bw_to_bytes(v["bw"], "MiB/s"), iteration=iteration, **extra)
+        if v.get("iops") is not None:
+            result.add(f"{op}_iops", v["iops"], iteration=iteration, **extra)
+        if v.get("lat") is not None:
+            result.add(f"{op}_lat", v["lat"], iteration=iteration, **extra)
+        if v.get("open") is not None:
+            result.add(f"{op}_open_lat", v["open"], iteration=iteration, **extra)
+        if v.get("close") is not None:
+            result.add(f"{op}_close_lat", v["close"], iteration=iteration, **extra)
+        if v.get("total") is not None:
+            result.add(f"{op}_time", v["total"], iteration=iteration, **extra)
+        if _scaled(v.get("block_kib"), KIB) is not None:
+            params.setdefault("block_size", _scaled(v.get("block_kib"), KIB))
+        if _scaled(v.get("xfer_kib"), KIB) is not None:
+            params.setdefault("transfer_size", _scaled(v.get("xfer_kib"), KIB))
+
+    summarised: set[str] = set()
+    for test, op, row in run.summary:
+        extra = tag(test)
+        for prefix, metric, to_base in (
+            ("bw", f"{op}_bw", lambda x: bw_to_bytes(x, "MiB/s")),
+            ("ops", f"{op}_iops", lambda x: x),
+        ):
+            for short, stat in _STATS:
+                value = _float(row.get(f"{prefix}_{short}"))
+                if value is not None:
+                    result.add(metric, to_base(value), stat=stat, **extra)
+                    if prefix == "bw":
+                        summarised.add(op)
+        mean_time = _float(row.get("mean_time"))
+        if mean_time is not None:
+            result.add(f"{op}_time", mean_time, stat="mean", **extra)
+        # The summary table holds exact sizes where the Options block rounds ("3.12 GiB").
+        for column, name in (
+            ("tasks", "threads"),
+            ("tpn", "tasks_per_node"),
+            ("reps", "iterations"),
+            ("segcnt", "segments"),
+            ("blksiz", "block_size"),
+            ("xsize", "transfer_size"),
+            ("agg_bytes", "aggregate_size"),
+        ):
+            value = _int(row.get(column))
+            if value is not None:
+                params[name] = value
+        agg_bytes = _scaled(_float(row.get("agg_mib")), MIB)
+        if agg_bytes is not None:
+            params["aggregate_size"] = agg_bytes
+        fpp = _int(row.get("fpp"))
+        if fpp is not None:
+            params["file_per_process"] = bool(fpp)
+        if row.get("api"):
+            params.setdefault("api", row["api"])
+
+    # Without a summary table, "Max Write/Read" is the tool's own maximum over iterations.
+    for op, value in run.max_lines.items():
+        if op not in summarised:
+            result.add(f"{op}_bw", value, stat="max")
+
+    if run.command:
+        for name, value in _command_params(run.command).items():
+            params.setdefault(name, value)
+    if "nodes" not in params:
+        # Older IOR prints no node count: tasks / tasks-per-node (rounded up, IOR places
+        # the remainder on the last node), or the hosts listed by -vv.
+        threads, tpn = params.get("threads"), params.get("tasks_per_node")
+        if threads and tpn:
+            params["nodes"] = -(-threads // tpn)
+        elif run.hosts:
+            params["nodes"] = len(run.hosts)
+
+    result.params = params
+    result.extra = dict(run.extra)
+    if run.removes:
+        result.extra["remove_time"] = run.removes
+    if run.warnings:
+        result.extra["warnings"] = run.warnings
+    if run.hosts:
+        result.extra["hosts"] = sorted(run.hosts)
+    result.extra["complete"] = run.complete
+    return result.validate()
+
+
+def _no_result_error(run: _Run, last_line: int) -> ParseError:
+    if run.results_header_line is not None:
+        return ParseError(
+            f"results table header at line {run.results_header_line} is followed by no result "
+            "rows (output truncated?)",
+            line=run.results_header_line,
+            tool=TOOL,
+        )
+    if run.summary_header_line is not None:
+        return ParseError(
+            f"'Summary of all tests' header at line {run.summary_header_line} has no write/read "
+            "rows",
+            line=run.summary_header_line,
+            tool=TOOL,
+        )
+    if run.banner_line is not None:
+        return ParseError(
+            f"IOR banner at line {run.banner_line} but no results table, 'Max Write/Read' line "
+            f"or summary up to line {last_line} (output truncated?)",
+            line=run.banner_line,
+            tool=TOOL,
+        )
+    return ParseError("no IOR results table, summary or banner found", tool=TOOL)
+
+
+# --- JSON (-O summaryFormat=JSON) ----------------------------------------------------------
+
+
+def _load_json(text: str) -> dict[str, Any]:
+    start = text.find("{")
+    body = text[start:]
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(body)
+    except json.JSONDecodeError as first_error:
+        # Some IOR releases left a trailing comma before '}' / ']'; accept that, nothing more.
+        lenient = re.sub(r",(\s*[}\]])", r"\1", body)
+        try:
+            doc, _ = json.JSONDecoder().raw_decode(lenient)
+        except json.JSONDecodeError:
+            line = text[:start].count("\n") + first_error.lineno
+            raise ParseError(f"invalid IOR JSON: {first_error.msg}", line=line, tool=TOOL) from None
+    except RecursionError:
+        raise ParseError("IOR JSON nested too deeply", tool=TOOL) from None
+    if not isinstance(doc, dict):
+        raise ParseError("IOR JSON is not an object", line=1, tool=TOOL)
+    return doc
+
+
+def _parse_json(text: str) -> ParseResult:
+    """IOR's JSON layout: Version, Command line, tests[{Options, Parameters, Results, max}],
+    summary[{operation, bwMaxMIB, ..., OPsMax, ...}] (ior-output.c)."""
+    doc = _load_json(text)
+    run = _Run(first_line=1)
+    version = doc.get("Version")
+    run.version = str(version) if version is not None else None
+    for key in ("Command line", "Began", "Machine", "Finished"):
+        if isinstance(doc.get(key), str):
+            _apply_option(run, key, doc[key])
+
+    tests = doc.get("tests") if isinstance(doc.get("tests"), list) else []
+    for test in tests:
+        if not isinstance(test, dict):
+            continue
+        test_id = _int(test.get("TestID"))
+        run.current_test = test_id if test_id is not None else len(run.tests)
+        run.tests.add(run.current_test)
+        if isinstance(test.get("Finished"), str):
+            _apply_option(run, "Finished", test["Finished"])
+        options = test.get("Options")
+        if isinstance(options, dict):
+            for key, val in options.items():
+                _apply_option(run, str(key), str(val))
+        parameters = test.get("Parameters")
+        if isinstance(parameters, dict):
+            for key, name in (
+                ("nodes", "nodes"),
+                ("tasksPerNode", "tasks_per_node"),
+                ("repetitions", "iterations"),
+                ("transferSize", "transfer_size"),
+                ("blockSize", "block_size"),
+                ("segmentCount", "segments"),
+            ):
+                if _int(parameters.get(key)) is not None:
+                    run.params.setdefault(name, _int(parameters[key]))
+            for key, name in (
+                ("filePerProc", "file_per_process"),
+                ("useO_DIRECT", "direct"),
+                ("collective", "collective"),
+            ):
+                if _int(parameters.get(key)) is not None:
+                    run.params.setdefault(name, bool(_int(parameters[key])))
+            if _int(parameters.get("randomOffset")) is not None:
+                run.params.setdefault(
+                    "pattern", "rand" if _int(parameters["randomOffset"]) else "seq"
+                )
+            if isinstance(parameters.get("api"), str) and parameters["api"]:
+                run.params.setdefault("api", parameters["api"])
+        results = test.get("Results") if isinstance(test.get("Results"), list) else []
+        counts: dict[str, int] = {}
+        for position, entry in enumerate(results):
+            # One inner list per repetition; older builds printed a flat list of rows.
+            group = entry if isinstance(entry, list) else [entry]
+            for item in group:
+                if not isinstance(item, dict):
+                    continue
+                op = str(item.get("access", "")).lower()
+                iteration = _int(item.get("iter"))
+                if iteration is None:
+                    iteration = position if isinstance(entry, list) else counts.get(op, 0)
+                counts[op] = counts.get(op, 0) + 1
+                if op == "remove":
+                    seconds = _float(item.get("totalTime"))
+                    if seconds is not None:
+                        run.removes.append({"iteration": iteration, "seconds": seconds})
+                    continue
+                if op not in _OPS or _float(item.get("bwMiB")) is None:
+                    continue
+                values = {
+                    "bw": _float(item.get("bwMiB")),
+                    "iops": _float(item.get("iops")),
+                    "lat": _float(item.get("latency")),
+                    "open": _float(item.get("openTime")),
+                    "close": _float(item.get("closeTime")),
+                    "total": _float(item.get("totalTime")),
+                    "block_kib": _float(item.get("blockKiB")),
+                    "xfer_kib": _float(item.get("xferKiB")),
+                }
+                run.rows.append((run.current_test, op, iteration, values))
+        maxima = test.get("max")
+        if isinstance(maxima, dict):
+            for op in _OPS:
+                value = _float(maxima.get(f"{op}MiB"))
+                if value is not None:
+                    run.max_lines[op] = bw_to_bytes(value, "MiB/s")
+
+    summary = doc.get("summary") if isinstance(doc.get("summary"), list) else []
+    for item in summary:
+        if not isinstance(item, dict):
+            continue
+        op = str(item.get("operation", "")).lower()
+        if op not in _OPS:
+            continue
+        row = {
+            "bw_max": item.get("bwMaxMIB"),
+            "bw_min": item.get("bwMinMIB"),
+            "bw_mean": item.get("bwMeanMIB"),
+            "bw_std": item.get("bwStdMIB"),
+            "ops_max": item.get("OPsMax"),
+            "ops_min": item.get("OPsMin"),
+            "ops_mean": item.get("OPsMean"),
+            "ops_std": item.get("OPsSD"),
+            "mean_time": item.get("MeanTime"),
+            "tasks": item.get("numTasks"),
+            "tpn": item.get("tasksPerNode"),
+            "reps": item.get("repetitions"),
+            "fpp": item.get("filePerProc"),
+            "segcnt": item.get("segmentCount"),
+            "blksiz": item.get("blockSize"),
+            "xsize": item.get("transferSize"),
+            "agg_mib": item.get("xsizeMiB"),
+            "api": item.get("API") if isinstance(item.get("API"), str) else None,
+        }
+        test = _int(item.get("TestID"))
+        run.summary.append((run.current_test if test is None else test, op, row))
+
+    if not run.has_results:
+        raise ParseError(
+            "IOR JSON holds no Results rows, 'max' section or summary", line=1, tool=TOOL
+        )
+    result = _finish(run)
+    result.extra["format"] = "json"
+    return result
+
+
+# --- public interface -------------------------------------------------------------------
+
+
+def _is_json(text: str) -> bool:
+    return text.lstrip().startswith("{")
+
+
+def detect(text: str) -> float:
+    """Confidence that ``text`` is IOR output."""
+    if not text:
+        return 0.0
+    head = text[:200_000]
+    if re.search(r"^\s*IOR-\d[^\s:]*:\s+MPI Coordinated Test of Parallel I/O", head, re.M):
+        return 1.0
+    if re.search(r"^access,bw\(MiB/s\)", head, re.M | re.I):
+        return 0.95
+    if _is_json(head) and ('"bwMaxMIB"' in head or '"bwMiB"' in head):
+        return 0.9
+    if "Summary of all tests:" in head and "Max(MiB)" in head:
+        return 0.9
+    if re.search(r"^\s*Max (Write|Read):\s+[\d.]+ MiB/sec", head, re.M):
+        return 0.8
+    if re.search(r"^access\s+bw\(MiB/s\)", head, re.M):
+        return 0.8
+    return 0.0
+
+
+def _split_runs(lines: list[str]) -> list[tuple[int, list[str]]]:
+    """(first line number, lines) per IOR invocation; each banner starts a run."""
+    starts = [i for i, line in enumerate(lines) if _BANNER_RE.match(line)]
+    if not starts:
+        return [(1, lines)]
+    chunks = []
+    if starts[0] > 0:
+        chunks.append((1, lines[: starts[0]]))  # wrapper noise, or the tail of a cut run
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        chunks.append((start + 1, lines[start:end]))
+    return chunks
+
+
+def parse_many(text: str) -> list[ParseResult]:
+    """One ParseResult per IOR run found in ``text`` (logs may wrap several invocations)."""
+    if not text or not text.strip():
+        raise ParseError("the output is empty", tool=TOOL)
+    if _is_json(text):
+        results = [_parse_json(text)]
+    else:
+        lines = split_lines(text)
+        results = []
+        first_error: ParseError | None = None
+        for first_line, chunk in _split_runs(lines):
+            run = _parse_text_run(chunk, first_line)
+            if run.has_results:
+                results.append(_finish(run))
+            elif first_error is None and (
+                run.banner_line is not None or run.results_header_line or run.summary_header_line
+            ):
+                first_error = _no_result_error(run, first_line + len(chunk) - 1)
+        if not results:
+            raise first_error or _no_result_error(_Run(first_line=1), len(lines))
+    for index, result in enumerate(results):
+        result.extra["run_index"] = index
+        result.extra["runs_in_file"] = len(results)
+    return results
+
+
+def parse(text: str, **options: Any) -> ParseResult:
+    """The first complete IOR run in ``text`` (``run=N`` picks another one)."""
+    results = parse_many(text)
+    wanted = options.get("run")
+    if wanted is not None:
+        index = _int(wanted)
+        if index is None or not 0 <= index < len(results):
+            raise ParseError(
+                f"run {wanted!r} not found; the output holds {len(results)} run(s)", tool=TOOL
+            )
+        return results[index]
+    for result in results:
+        if result.extra.get("complete"):
+            return result
+    return results[0]
