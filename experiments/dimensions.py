@@ -106,10 +106,13 @@ def label(key: str) -> str:
     return key
 
 
+UNKNOWN = "(unknown)"
+
+
 def display_value(key: str, value: Any) -> str:
     """Human label for a raw grouped value (RAID level '10' -> 'RAID10')."""
     if value is None or value == "":
-        return "(unknown)"
+        return UNKNOWN
     if key == "raid":
         return "no RAID" if value == "none" else f"RAID{value}"
     if key == "arch":

@@ -11,12 +11,13 @@ from experiments.models.runs import Tool
 from runners.parsers.base import METRIC_UNITS
 
 PRESETS = [
-    ("Arm vs x86 vs POWER: sequential write by threads",
-     "metric=write_bw&x=param:threads&series=arch&tool=iozone"),
-    ("Arm vs x86 vs POWER: sequential read by threads",
-     "metric=read_bw&x=param:threads&series=arch&tool=iozone"),
-    ("RAID0 vs RAID10: write per device (dd, StorageBench)",
-     "metric=write_bw&x=tool&series=raid&tool=dd&tool=storagebench"),
+    ("Arm vs x86 vs POWER: write throughput by threads",
+     "metric=write_bw&x=param:threads&series=arch"),
+    ("Arm vs x86 vs POWER: read throughput by threads",
+     "metric=read_bw&x=param:threads&series=arch"),
+    ("Arm vs x86 vs POWER: peak write by tool", "metric=write_bw&x=tool&series=arch"),
+    ("RAID0 vs RAID10: dd write per device", "metric=write_bw&x=tool&series=raid&tool=dd"),
+    ("RAID0 vs RAID10: StorageBench per device", "metric=bw&x=tool&series=raid&tool=storagebench"),
     ("Metadata: file creates by processes", "metric=file_create&x=param:threads&series=arch"),
 ]
 
@@ -43,6 +44,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(testbed__uuid__in=[t for t in testbeds if _is_uuid(t)])
 
     points: list[charts.Point] = []
+    plotted: list[charts.Point] = []
     fig = None
     unit_label = ""
     if metric not in METRIC_UNITS:
@@ -58,11 +60,14 @@ def compare(request: HttpRequest) -> HttpResponse:
             series_label=lambda v: dimensions.display_value(series, v) if series else "all",
             x_label=lambda v: dimensions.display_value(x, v) if x else "",
         )
-        if points:
+        # A line over an x axis cannot place runs that lack that parameter (a study that
+        # states a peak but not its thread count): they stay in the table only.
+        plotted = [p for p in points if not x or p.x != dimensions.UNKNOWN]
+        if plotted:
             fig = charts.figure(
-                points, x_title=dimensions.label(x) if x else "", has_x=bool(x),
+                plotted, x_title=dimensions.label(x) if x else "", has_x=bool(x),
                 y_title=f"{metric} ({unit_label})",
-                log_x=charts.is_power_of_two_axis(points),
+                log_x=charts.is_power_of_two_axis(plotted),
             )
     dims = [(key, d.label) for key, d in dimensions.FIXED.items()]
     dims += [(f"param:{p}", f"parameter: {p.replace('_', ' ')}") for p in PARAM_AXES]
@@ -73,6 +78,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         "points": points, "figure": fig,
         "unit_label": unit_label, "error": error, "presets": PRESETS,
         "n_runs": sum(p.n for p in points),
+        "n_unplotted": sum(p.n for p in points) - sum(p.n for p in plotted) if fig else 0,
     }
     template = "experiments/_compare_result.html" if request.htmx else "experiments/compare.html"
     return render(request, template, context)

@@ -13,6 +13,7 @@ several runs (IOR logs that wrap several invocations).
 from __future__ import annotations
 
 import importlib
+import inspect
 from types import ModuleType
 
 from runners.parsers.base import Metric, ParseError, ParseResult
@@ -62,5 +63,9 @@ def parse(text: str, tool: str | None = None, **options) -> ParseResult:
         raise ParseError("the output is empty")
     name = tool or detect_tool(text)
     module = get_parser(name)
+    # Options a parser does not take (--op for IOR, say) are not errors: drop them.
+    accepted = inspect.signature(module.parse).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+        options = {k: v for k, v in options.items() if k in accepted}
     result = module.parse(text, **options)
     return result.validate()

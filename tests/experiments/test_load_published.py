@@ -1,0 +1,395 @@
+"""load_published: idempotent, cited, and holding the values the seed documents state."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from experiments.limits import compute_limits
+from experiments.models import (
+    Drive,
+    HardwareProfile,
+    Metric,
+    Nic,
+    Node,
+    Run,
+    StoragePool,
+    Target,
+    Testbed,
+    TestbedNode,
+    TuningParameter,
+    TuningRevision,
+    TuningSet,
+)
+from runners.parsers.base import METRIC_UNITS
+
+pytestmark = pytest.mark.django_db
+
+GIB = 2**30
+MIB = 2**20
+PUBLISHED = (HardwareProfile, Node, Testbed, TuningSet, Run)
+EVERYTHING = (
+    *PUBLISHED,
+    Drive,
+    Nic,
+    TestbedNode,
+    StoragePool,
+    Target,
+    TuningParameter,
+    TuningRevision,
+    Metric,
+)
+
+
+def load() -> str:
+    out = StringIO()
+    call_command("load_published", stdout=out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def loaded():
+    return load()
+
+
+def snapshot() -> dict[str, list[dict]]:
+    """Every row of every model the loader touches, timestamps included."""
+    return {model.__name__: list(model.objects.order_by("pk").values()) for model in EVERYTHING}
+
+
+def run(key: str) -> Run:
+    return Run.objects.get(published_key=key)
+
+
+def value(run_key: str, name: str) -> Metric:
+    return run(run_key).metrics.get(name=name, primary=True)
+
+
+def param(set_key: str, scope: str, key: str) -> TuningParameter:
+    return TuningParameter.objects.get(tuning_set__published_key=set_key, scope=scope, key=key)
+
+
+# -- idempotency and provenance -------------------------------------------------------------
+
+
+def test_second_load_creates_and_changes_nothing(loaded):
+    assert "0 updated" in loaded and "0 deleted" in loaded
+    before = snapshot()
+    second = load()
+    assert "0 created, 0 updated" in second
+    assert "replaced" not in second and "revisions" not in second
+    assert snapshot() == before
+
+
+def test_summary_line_counts_what_was_loaded(loaded):
+    line = loaded.strip()
+    assert "\n" not in line
+    assert f"{Run.objects.filter(published=True).count()} runs" in line
+    assert f"{Metric.objects.filter(run__published=True).count()} metrics" in line
+    assert f"{HardwareProfile.objects.filter(published=True).count()} profiles" in line
+
+
+def test_reload_restores_an_edited_value_and_prunes_stale_objects(loaded):
+    Metric.objects.filter(run__published_key="001/run/iozone-p4", name="write_bw").update(value=1.0)
+    Testbed.objects.filter(published_key="001/testbed/openpower").update(beegfs_version="x")
+    testbed = Testbed.objects.get(published_key="001/testbed/openpower")
+    Run.objects.create(
+        testbed=testbed,
+        tool="dd",
+        published=True,
+        status="published",
+        published_key="001/run/obsolete",
+        source="x",
+        source_ref="y",
+    )
+    out = load()
+    assert "1 updated" in out and "1 deleted" in out
+    assert value("001/run/iozone-p4", "write_bw").value == pytest.approx(6.27 * GIB)
+    assert Testbed.objects.get(pk=testbed.pk).beegfs_version == "2015.03-r17"
+    assert not Run.objects.filter(published_key="001/run/obsolete").exists()
+
+
+def test_every_published_object_cites_its_document(loaded):
+    for model in PUBLISHED:
+        objects = model.objects.filter(published=True)
+        assert objects.exists(), model
+        for obj in objects:
+            seed = obj.published_key.split("/")[0]
+            assert obj.source.startswith(f"{seed} "), obj.published_key
+            assert obj.source_ref, obj.published_key
+            assert obj.owner_id is None
+    assert not TuningParameter.objects.filter(tuning_set__published=True, source_ref="").exists()
+    assert not Metric.objects.filter(run__published=True, source_ref="").exists()
+    assert set(Run.objects.filter(published=True).values_list("status", flat=True)) == {"published"}
+
+
+def test_metrics_use_the_design_vocabulary_with_one_headline_each(loaded):
+    for metric in Metric.objects.filter(run__published=True):
+        assert METRIC_UNITS[metric.name] == metric.unit, metric
+    for published_run in Run.objects.filter(published=True):
+        names = set(published_run.metrics.values_list("name", flat=True))
+        primary = list(published_run.metrics.filter(primary=True).values_list("name", flat=True))
+        assert sorted(primary) == sorted(names), published_run.published_key
+
+
+def test_tuning_values_all_pass_normalisation(loaded):
+    # The loader validates them; unknown keys are only the document-specific extras.
+    unknown = TuningParameter.objects.filter(tuning_set__published=True, known=False)
+    assert all(p.scope in {"os", "localfs"} for p in unknown)
+
+
+def test_architectures_of_the_three_server_families_are_present(loaded):
+    arches = set(
+        HardwareProfile.objects.filter(published=True).values_list("architecture", flat=True)
+    )
+    assert {"ppc64le", "aarch64", "x86_64"} <= arches
+
+
+# -- seed 001: IBM OpenPOWER -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("procs", "write", "read"),
+    [(4, 6.27, 5.20), (8, 7.50, 6.10), (16, 7.52, 5.61), (64, 7.30, 5.20)],
+)
+def test_001_table3_iozone_means(loaded, procs, write, read):
+    key = f"001/run/iozone-p{procs}"
+    assert value(key, "write_bw").value == pytest.approx(write * 2**30)
+    assert value(key, "read_bw").value == pytest.approx(read * 2**30)
+    assert value(key, "write_bw").stat == "mean"
+    iozone = run(key)
+    assert iozone.tool == "iozone" and iozone.tool_version == "3.465"
+    assert iozone.params["threads"] == procs
+    assert iozone.params["record_size"] == MIB
+    assert iozone.params["aggregate_size"] == 2560 * GIB
+    assert "3 repetitions" in iozone.notes
+
+
+@pytest.mark.parametrize(
+    ("procs", "name", "expected"),
+    [
+        (64, "file_create", 54307),
+        (32, "file_stat", 185325),
+        (1, "file_create", 4617),
+        (16, "file_stat", 170681),
+    ],
+)
+def test_001_table4_mdtest_means(loaded, procs, name, expected):
+    metric = value(f"001/run/mdtest-p{procs}", name)
+    assert metric.value == expected and metric.unit == "op/s" and metric.stat == "mean"
+    assert metric.source_ref == "Table 4"
+
+
+def test_001_hardware_roles_and_targets(loaded):
+    testbed = Testbed.objects.get(published_key="001/testbed/openpower")
+    members = {m.node.published_key: m for m in testbed.members.select_related("node")}
+    assert len(members) == 4
+    assert members["001/node/server1"].role_names == ["management", "metadata", "storage", "client"]
+    assert members["001/node/server2"].role_names == ["metadata", "storage", "client"]
+    assert members["001/node/server4"].role_names == ["storage", "client"]
+    assert {m.node.profile.architecture for m in members.values()} == {"ppc64le"}
+    storage = testbed.targets.filter(kind="storage")
+    assert storage.count() == 4
+    assert {(t.raid_level, t.disks, t.filesystem, t.drive.capacity_gb) for t in storage} == {
+        ("0", 10, "xfs", 6000)
+    }
+    meta = testbed.targets.filter(kind="metadata")
+    assert {(t.filesystem, t.drive.kind) for t in meta} == {("ext4", "ssd")}
+    assert meta.count() == 2
+    assert testbed.beegfs_version == "2015.03-r17"
+
+
+def test_001_section5_tuning(loaded):
+    key = "001/tuning/best"
+    assert param(key, "storage", "tuneNumWorkers").normalized == 48
+    assert param(key, "meta", "tuneNumWorkers").normalized == 80
+    assert param(key, "meta", "tuneTargetChooser").normalized == "randomrobin"
+    assert param(key, "client", "connRDMABufNum").normalized == 70
+    assert param(key, "striping", "chunksize").normalized == 512 * 1024
+    assert param(key, "striping", "numtargets").normalized == 4
+    assert param(key, "os", "scheduler").normalized == "deadline"
+    assert param(key, "os", "nr_requests").normalized == 8192
+    assert param(key, "os", "vm.dirty_ratio").normalized == 20
+    assert param(key, "localfs", "raid_stripe_kb").normalized == 256
+    assert param(key, "localfs", "filesystem").normalized == "xfs"
+    assert param(key, "localfs", "mdt.mkfs_options").value.startswith("-Odir_index")
+    assert param(key, "os", "vm.dirty_ratio").source_ref.startswith("Section 5.1")
+    assert run("001/run/iozone-p4").tuning_set.published_key == key
+
+
+# -- seed 000: Huawei Kunpeng 920 -------------------------------------------------------------
+
+
+def test_000_network_drive_and_ior_results(loaded):
+    assert value("000/run/qperf", "rc_bw").value == pytest.approx(12.0e9)
+    assert value("000/run/fio-nvme-seq", "write_bw").value == pytest.approx(3060e6)
+    assert value("000/run/fio-nvme-seq", "read_bw").value == pytest.approx(3573e6)
+    assert value("000/run/fio-nvme-rand", "read_iops").value == 825000
+    one_target = value("000/run/ior-1target-write-4", "write_bw")
+    assert one_target.value == pytest.approx(3.1e9) and one_target.extra == {"approx": True}
+    assert run("000/run/ior-1target-write-4").params["threads"] == 4
+    assert value("000/run/ior-1target-read-24", "read_bw").value == pytest.approx(3.6e9)
+    read40 = run("000/run/ior-40targets-read-192")
+    assert read40.params["threads"] == 192 and read40.params["storage_targets"] == 40
+    assert value(read40.published_key, "read_bw").value == pytest.approx(48.1e9)
+    assert value("000/run/ior-40targets-write-48", "write_bw").value == pytest.approx(16.6e9)
+    assert read40.params["transfer_size"] == 8 * MIB
+    assert read40.params["block_size"] == 16 * GIB
+
+
+def test_000_iozone_sequential_and_random(loaded):
+    assert value("000/run/iozone-seq-peak-read", "read_bw").value == pytest.approx(47.0e9)
+    assert value("000/run/iozone-seq-peak-write", "write_bw").value == pytest.approx(45.2e9)
+    write = run("000/run/iozone-rand-write-576")
+    assert write.params["threads"] == 576 and write.params["record_size"] == 4096
+    assert value(write.published_key, "write_iops").value == 4917 * 1000
+    read = run("000/run/iozone-rand-read-768")
+    assert read.params["threads"] == 768
+    assert value(read.published_key, "read_iops").value == 3504 * 1000
+
+
+def test_000_hardware_testbed_and_tuning(loaded):
+    storage = HardwareProfile.objects.get(published_key="000/profile/taishan-storage")
+    assert storage.architecture == "aarch64"
+    assert (storage.sockets, storage.cores_per_socket, storage.clock_ghz) == (2, 48, 2.6)
+    assert storage.numa_domains == 4 and storage.memory_gib == 256
+    nvme = storage.drives.get(purpose="data")
+    assert (nvme.count, nvme.capacity_gb, nvme.pcie_gen, nvme.pcie_lanes) == (10, 3200, 3, 4)
+    assert storage.nics.get().rate_gbps == 100
+    testbed = Testbed.objects.get(published_key="000/testbed/kunpeng")
+    assert testbed.beegfs_version == "7.2.4"
+    assert testbed.members.filter(storage=True, metadata=True).count() == 4
+    assert testbed.members.filter(client=True).count() == 6
+    assert testbed.members.get(management=True).node.hostname == "kunpeng-server1"
+    counts = {
+        kind: sum(t.count for t in testbed.targets.filter(kind=kind))
+        for kind in ("storage", "metadata")
+    }
+    assert counts == {"storage": 40, "metadata": 40}
+    key = "000/tuning/base"
+    assert param(key, "storage", "tuneNumWorkers").normalized == 12
+    assert param(key, "meta", "connMaxInternodeNum").normalized == 128
+    assert param(key, "client", "connMaxInternodeNum").normalized == 96
+    assert param(key, "striping", "chunksize").normalized == MIB
+    assert param(key, "meta", "tuneTargetChooser").normalized == "roundrobin"
+
+
+# -- seed 002: Dell EMC R740xd ---------------------------------------------------------------
+
+
+def test_002_dd_and_storagebench_raid0_vs_raid10(loaded):
+    trial = Testbed.objects.get(published_key="002/testbed/raid-trial")
+    assert trial.name == "Dell R740xd RAID0 vs RAID10 device trial"
+    dd0, dd10 = run("002/run/dd-raid0"), run("002/run/dd-raid10")
+    assert value(dd0.published_key, "write_bw").value == pytest.approx(5.1e9)
+    assert value(dd10.published_key, "write_bw").value == pytest.approx(3.4e9)
+    assert (dd0.target.raid_level, dd0.target.disks) == ("0", 4)
+    assert dd10.target.raid_level == "10" and dd10.target.disks is None
+    assert dd0.testbed == trial and dd0.target.testbed == trial
+    sb0, sb10 = run("002/run/storagebench-raid0"), run("002/run/storagebench-raid10")
+    assert value(sb0.published_key, "bw").value == pytest.approx(5.5e9)
+    assert value(sb10.published_key, "bw").value == pytest.approx(3.4e9)
+    assert sb0.target == dd0.target and sb10.target == dd10.target
+    assert dd0.tuning_set.effective["os.kernel.numa_balancing"] == "0"
+
+
+def test_002_sequential_and_random_peaks(loaded):
+    read = run("002/run/iozone-seq-1024")
+    assert read.params["threads"] == 1024 and read.params["nodes"] == 32
+    assert value(read.published_key, "read_bw").value == pytest.approx(132e9)
+    write = run("002/run/iozone-seq-256")
+    assert write.params["threads"] == 256
+    assert value(write.published_key, "write_bw").value == pytest.approx(121e9)
+    single = value("002/run/iozone-seq-1", "write_bw")
+    assert single.value == pytest.approx(3e9) and single.extra == {"approx": True}
+    assert value("002/run/iozone-rand-write-512", "write_iops").value == pytest.approx(3.6e6)
+    assert value("002/run/iozone-rand-read-1024", "read_iops").value == pytest.approx(3.5e6)
+
+
+def test_002_inventory_and_tuning(loaded):
+    r740 = HardwareProfile.objects.get(published_key="002/profile/r740xd")
+    nvme = r740.drives.get(purpose="data")
+    assert (nvme.count, nvme.seq_read_mbps, nvme.seq_write_mbps) == (24, 3200, 1300)
+    assert nvme.pcie_lanes == 4 and nvme.pcie_gen is None
+    nic = r740.nics.get()
+    assert (nic.count, nic.rate_gbps) == (2, 100)
+    r640 = HardwareProfile.objects.get(published_key="002/profile/r640")
+    assert (r640.cpu_model, r640.cores_per_socket, r640.memory_gib) == (
+        "Intel Xeon Gold 5218",
+        16,
+        96,
+    )
+    testbed = Testbed.objects.get(published_key="002/testbed/ready-solution")
+    storage_members = testbed.members.filter(storage=True)
+    assert sum(m.storage_links for m in storage_members) == 11
+    assert testbed.members.get(management=True).node.profile == r640
+    assert testbed.members.filter(client=True).count() == 32
+    sts = testbed.targets.filter(kind="storage")
+    assert sum(t.count for t in sts) == 33
+    assert {(t.raid_level, t.disks, t.filesystem) for t in sts} == {("0", 4, "xfs")}
+    mdts = testbed.targets.filter(kind="metadata")
+    assert sum(t.count for t in mdts) == 6
+    assert {(t.raid_level, t.disks, t.filesystem) for t in mdts} == {("1", 2, "ext4")}
+    key = "002/tuning/solution"
+    assert param(key, "striping", "chunksize").normalized == 2 * MIB
+    assert param(key, "striping", "numtargets").normalized == 3
+    assert param(key, "os", "kernel.numa_balancing").normalized == "0"
+    assert param(key, "storage", "tuneNumWorkers").normalized == 32
+    assert param(key, "client", "connMaxInternodeNum").normalized == 24
+
+
+def test_002_theoretical_drive_limit_matches_the_document(loaded):
+    testbed = Testbed.objects.get(published_key="002/testbed/ready-solution")
+    limits = {lim.name: lim for lim in compute_limits(testbed).limits}
+    # "a theoretical peak of 422 GB/s for reads and 172 GB/s for writes"
+    assert limits["drives"].read == pytest.approx(422.4e9)
+    assert limits["drives"].write == pytest.approx(171.6e9)
+    # 11 EDR links to the storage servers.
+    assert limits["network (storage servers)"].read == pytest.approx(11 * 100e9 / 8)
+
+
+# -- seed 003: INFN low-power SoC ------------------------------------------------------------
+
+
+def test_003_low_power_servers(loaded):
+    avoton = HardwareProfile.objects.get(published_key="003/profile/avoton")
+    assert (avoton.clock_ghz, avoton.cores_per_socket, avoton.memory_gib, avoton.tdp_watts) == (
+        2.4,
+        8,
+        16,
+        20,
+    )
+    xeond = HardwareProfile.objects.get(published_key="003/profile/xeond")
+    assert (xeond.cpu_model, xeond.clock_ghz, xeond.tdp_watts) == ("Intel Xeon D-1540", 2.6, 50)
+    assert {avoton.architecture, xeond.architecture} == {"x86_64"}
+    testbed = Testbed.objects.get(published_key="003/testbed/lowpower")
+    assert testbed.members.count() == 8
+    assert testbed.targets.get(kind="metadata").capacity_gb == 500
+    assert "540 MB/s" in testbed.description
+    # Its results are charts only.
+    assert not Run.objects.filter(published_key__startswith="003/").exists()
+
+
+# -- seed 004: BITS Pilani -------------------------------------------------------------------
+
+
+def test_004_cluster_and_striping(loaded):
+    testbed = Testbed.objects.get(published_key="004/testbed/cluster")
+    assert testbed.beegfs_version == "7.3.2" and testbed.fabric == "ethernet"
+    assert testbed.members.count() == 10
+    assert testbed.members.filter(client=True).count() == 4
+    assert testbed.members.filter(metadata=True).count() == 2
+    assert sum(t.count for t in testbed.targets.filter(kind="storage")) == 9
+    oss = HardwareProfile.objects.get(published_key="004/profile/oss")
+    assert oss.memory_gib == 32 and oss.nics.get().rate_gbps == 1
+    assert HardwareProfile.objects.get(published_key="004/profile/client").memory_gib == 8
+    default = "004/tuning/default"
+    assert param(default, "striping", "chunksize").normalized == 512 * 1024
+    assert param(default, "striping", "numtargets").normalized == 4
+    ior = TuningSet.objects.get(published_key="004/tuning/ior-custom")
+    assert ior.parent.published_key == default
+    assert ior.effective["striping.chunksize"] == "16m"
+    assert ior.effective["striping.numtargets"] == "1"
+    assert ior.effective["meta.tuneTargetChooser"] == "randomized"
