@@ -127,12 +127,13 @@ def figure(points: list[Point], *, x_title: str, y_title: str, has_x: bool,
 
 
 def is_power_of_two_axis(points: list[Point]) -> bool:
-    """Thread sweeps 1, 2, 4, … read best on a log2 axis."""
-    values = []
+    """Thread and size sweeps (1, 2, 4, … 1024) read best on a log axis: numeric, positive,
+    at least three values spanning 16x or more."""
+    values = set()
     for p in points:
         try:
-            values.append(float(p.x))
+            values.add(float(p.x))
         except ValueError:
             return False
-    positive = [v for v in values if v > 0]
-    return len(set(positive)) >= 3 and all(math.log2(v).is_integer() for v in positive)
+    return (len(values) >= 3 and min(values) > 0
+            and max(values) / min(values) >= 16 and not math.isinf(max(values)))

@@ -6,6 +6,7 @@ level; PCIe = lanes x generation rate. The lowest limit is the bottleneck.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 # Usable GB/s per lane after encoding (PCIe 1/2: 8b/10b, 3 to 5: 128b/130b, 6: FLIT).
@@ -70,7 +71,8 @@ def _node_links(member, fabric: str) -> tuple[int, float | None]:
 
 
 def _network(members, fabric: str, role: str, missing: list[str]) -> Limit | None:
-    total_links, total, parts = 0, 0.0, []
+    total_links, total = 0, 0.0
+    shapes: Counter[tuple[int, float]] = Counter()
     servers = [m for m in members if getattr(m, role)]
     if not servers:
         return None
@@ -81,11 +83,13 @@ def _network(members, fabric: str, role: str, missing: list[str]) -> Limit | Non
             continue
         total_links += links
         total += links * rate * GB / 8
-        parts.append(f"{member.node} {links}x{rate:g} Gb/s")
+        shapes[(links, rate)] += 1
     if not total:
         return None
     label = "storage servers" if role == "storage" else "clients"
-    detail = (f"{len(servers)} {label}, {total_links} links: " + ", ".join(parts))
+    parts = [f"{n} x {links} link{'s' if links > 1 else ''} of {rate:g} Gb/s"
+             for (links, rate), n in sorted(shapes.items(), reverse=True)]
+    detail = f"{len(servers)} {label}, {total_links} links: " + ", ".join(parts)
     name = "network (storage servers)" if role == "storage" else "network (clients)"
     return Limit(name, total, total, detail)
 
