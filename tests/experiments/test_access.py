@@ -5,12 +5,17 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from experiments.models import Run
+
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def world(profile, node, testbed, tuning_set):
-    return {"hardware": profile, "node": node, "testbed": testbed, "tuning": tuning_set}
+def world(profile, node, testbed, tuning_set, alice):
+    run = Run.objects.create(owner=alice, testbed=testbed, tuning_set=tuning_set, tool="dd",
+                             status="imported", raw_output="1073741824 bytes copied")
+    return {"hardware": profile, "node": node, "testbed": testbed, "tuning": tuning_set,
+            "run": run}
 
 
 def read_urls(world) -> list[str]:
@@ -27,6 +32,7 @@ def read_urls(world) -> list[str]:
         reverse("experiments:node", args=[world["node"].uuid]),
         reverse("experiments:testbed", args=[world["testbed"].uuid]),
         reverse("experiments:tuningset", args=[world["tuning"].uuid]),
+        reverse("experiments:run", args=[world["run"].uuid]),
         reverse("experiments:tuningset_export", args=[world["tuning"].uuid, "storage"]),
         reverse("experiments:hardware_new"),
         reverse("experiments:node_new"),
