@@ -285,3 +285,58 @@ class ConfImportForm(forms.Form):
         data["entries"] = [(key, value) for _, key, value in lines]
         return data
 
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, list | tuple):
+            return [single(item, initial) for item in data]
+        return [single(data, initial)] if data else []
+
+
+class ImportForm(forms.Form):
+    """Upload files or paste text of existing benchmark output for one testbed."""
+
+    testbed = forms.ModelChoiceField(queryset=Testbed.objects.all(), to_field_name="uuid")
+    tuning_set = forms.ModelChoiceField(queryset=TuningSet.objects.all(), required=False,
+                                        to_field_name="uuid")
+    tool = forms.ChoiceField(required=False, choices=[("", "detect from the output")])
+    op = forms.ChoiceField(required=False, label="direction (dd)",
+                           choices=[("", "as the output says"), ("write", "write"),
+                                    ("read", "read")])
+    label = forms.CharField(required=False, max_length=200)
+    files = MultipleFileField(required=False, label="output files")
+    text = forms.CharField(required=False, label="or paste output",
+                           widget=forms.Textarea(attrs={"rows": 8, "class": "conf"}))
+
+    def __init__(self, *args, **kwargs):
+        from runners.parsers import PARSER_MODULES
+
+        super().__init__(*args, **kwargs)
+        self.fields["tool"].choices += [(name, name) for name in PARSER_MODULES
+                                        if name != "beegfs"]
+
+    def clean(self):
+        from experiments.importing import MAX_IMPORT_BYTES
+
+        data = super().clean()
+        items: list[tuple[str, str]] = []
+        for upload in data.get("files") or []:
+            if upload.size > MAX_IMPORT_BYTES:
+                raise forms.ValidationError(f"{upload.name} is larger than 20 MiB.")
+            items.append((upload.name, upload.read().decode("utf-8", errors="replace")))
+        if (data.get("text") or "").strip():
+            items.append((data.get("label") or "pasted output", data["text"]))
+        if not items:
+            raise forms.ValidationError("Choose output files or paste output.")
+        data["items"] = items
+        return data

@@ -2,13 +2,14 @@
 
 from django.urls import path
 
-from experiments.views import compare, inventory, runs, tuning
+from experiments.views import compare, importing, inventory, runs, tuning
 
 app_name = "experiments"
 
 urlpatterns = [
     path("", runs.dashboard, name="dashboard"),
     path("runs/", runs.run_list, name="run_list"),
+    path("runs/import/", importing.run_import, name="run_import"),
     path("runs/<uuid:uuid>/", runs.run_detail, name="run"),
     path("compare/", compare.compare, name="compare"),
     path("tuning/", tuning.tuningset_list, name="tuningset_list"),

@@ -1,0 +1,32 @@
+"""`manage.py reparse [--run UUID…] [--tool NAME]`: re-derive metrics from stored raw output."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from experiments.importing import reparse
+from experiments.models import Run
+
+
+class Command(BaseCommand):
+    help = "Re-parse stored raw output after a parser fix, without re-running anything."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--run", action="append", default=[], help="Run UUID (repeatable).")
+        parser.add_argument("--tool", help="Only runs of this tool.")
+
+    def handle(self, *args, run, tool, **options):
+        runs = Run.objects.exclude(raw_output="").filter(published=False)
+        if run:
+            runs = runs.filter(uuid__in=run)
+        if tool:
+            runs = runs.filter(tool=tool)
+        ok = failed = 0
+        for item in runs.iterator(chunk_size=200):
+            error = reparse(item)
+            if error:
+                failed += 1
+                self.stderr.write(f"run {item.uuid}: {error}")
+            else:
+                ok += 1
+        self.stdout.write(f"reparse: {ok} runs re-derived, {failed} failed")
