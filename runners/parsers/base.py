@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -195,8 +196,14 @@ class ParseResult:
     # Anything else worth keeping (per-host rows, topology tables, warnings printed by the tool).
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, name: str, value: float, stat: str = "value", iteration: int | None = None,
-            **extra: Any) -> Metric:
+    def add(
+        self,
+        name: str,
+        value: float,
+        stat: str = "value",
+        iteration: int | None = None,
+        **extra: Any,
+    ) -> Metric:
         metric = Metric(name, float(value), METRIC_UNITS.get(name, "?"), stat, iteration, extra)
         self.metrics.append(metric)
         return metric
@@ -209,8 +216,10 @@ class ParseResult:
             if m.name not in METRIC_UNITS:
                 raise ParseError(f"unknown metric name {m.name!r}", tool=self.tool)
             if m.unit != METRIC_UNITS[m.name]:
-                raise ParseError(f"metric {m.name} has unit {m.unit}, expected "
-                                 f"{METRIC_UNITS[m.name]}", tool=self.tool)
+                raise ParseError(
+                    f"metric {m.name} has unit {m.unit}, expected {METRIC_UNITS[m.name]}",
+                    tool=self.tool,
+                )
             if m.stat not in STATS:
                 raise ParseError(f"unknown statistic {m.stat!r} for {m.name}", tool=self.tool)
             if not math.isfinite(m.value):
@@ -317,6 +326,79 @@ def time_to_seconds(value: float, unit: str) -> float:
     return value * factors[key]
 
 
+def guard_parse(tool: str, parse: Callable[..., ParseResult], text: str, *args: Any) -> ParseResult:
+    """``parse(text, *args)`` with the checks every parser shares: empty output is a
+    ParseError, and so is a ValueError/OverflowError escaping (e.g. a number too long for int())."""
+    if not text or not text.strip():
+        raise ParseError("the output is empty", tool=tool)
+    try:
+        return parse(text, *args)
+    except ParseError:
+        raise
+    except (ValueError, OverflowError) as exc:
+        raise ParseError(f"unreadable number: {exc}", tool=tool) from exc
+
+
+# --- numbers -----------------------------------------------------------------------------
+
+
+def to_float(token: Any) -> float | None:
+    """A finite float, or None for '-', 'NA', garbage or inf/nan (IOR prints '-' for n/a)."""
+    try:
+        value = float(token)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def to_int(token: Any) -> int | None:
+    """A whole number ('4' or '4.0'), or None for fractions and anything ``to_float`` refuses."""
+    value = to_float(token)
+    if value is None or value != int(value):
+        return None
+    return int(value)
+
+
 def split_lines(text: str) -> list[str]:
     """Lines without their endings; CRLF and lone CR become plain line breaks."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+# --- logs holding several runs (IOR, mdtest) ----------------------------------------------
+
+
+def chunk_runs(lines: list[str], starts: list[int]) -> list[tuple[int, list[str]]]:
+    """(first line number, lines) per run, each run beginning at an index of ``starts``
+    (ascending); lines before the first start form a chunk of their own."""
+    if not starts:
+        return [(1, lines)]
+    chunks = []
+    if starts[0] > 0:
+        chunks.append((1, lines[: starts[0]]))  # wrapper noise, or the tail of a cut run
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        chunks.append((start + 1, lines[start:end]))
+    return chunks
+
+
+def number_runs(results: list[ParseResult]) -> list[ParseResult]:
+    """Record each result's position (``run_index``) and the run count (``runs_in_file``)."""
+    for index, result in enumerate(results):
+        result.extra["run_index"] = index
+        result.extra["runs_in_file"] = len(results)
+    return results
+
+
+def pick_run(tool: str, results: list[ParseResult], wanted: Any, index: int | None) -> ParseResult:
+    """``results[index]`` when a run was asked for (``wanted`` as given, ``index`` as read),
+    else the first complete run, else the first one."""
+    if wanted is not None:
+        if index is None or not 0 <= index < len(results):
+            raise ParseError(
+                f"run {wanted!r} not found; the output holds {len(results)} run(s)", tool=tool
+            )
+        return results[index]
+    for result in results:
+        if result.extra.get("complete"):
+            return result
+    return results[0]

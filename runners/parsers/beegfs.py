@@ -38,7 +38,7 @@ import re
 import textwrap
 from typing import Any
 
-from runners.parsers.base import ParseError, ParseResult, parse_size, split_lines
+from runners.parsers.base import ParseError, ParseResult, guard_parse, parse_size, split_lines
 
 TOOL = "beegfs"
 
@@ -99,14 +99,7 @@ def detect(text: str) -> float:
 
 def parse(text: str, **options: Any) -> ParseResult:
     """Parse BeeGFS topology output; ParseError when no listing is recognised."""
-    if not text or not text.strip():
-        raise ParseError("the output is empty", tool=TOOL)
-    try:
-        return _parse(text, options)
-    except ParseError:
-        raise
-    except (ValueError, OverflowError) as exc:
-        raise ParseError(f"unreadable number: {exc}", tool=TOOL) from exc
+    return guard_parse(TOOL, _parse, text, options)
 
 
 # --- value helpers ---------------------------------------------------------------------------

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
-from runners.parsers.base import GIB, METRIC_UNITS, ParseError, ParseResult, split_lines
+from runners.parsers.base import (
+    GIB,
+    METRIC_UNITS,
+    ParseError,
+    ParseResult,
+    split_lines,
+    to_float,
+    to_int,
+)
 
 TOOL = "io500"
 
@@ -31,14 +38,6 @@ _SECTION_RE = re.compile(r"^\s*\[(?P<name>[A-Za-z][\w-]*)\]\s*$")
 _PAIR_RE = re.compile(r"^\s*(?P<key>[\w-]+)\s*=\s*(?P<val>.*?)\s*$")
 # io500 names its phases with dashes and mixed case; base.py's vocabulary uses these names.
 _ALIASES = {"ior_rnd1mb_read": "ior_rnd1m_read", "ior_rnd4k_easy_read": "ior_rnd4k_read"}
-
-
-def _float(token: str) -> float | None:
-    try:
-        value = float(token)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _metric_name(phase: str) -> str:
@@ -93,7 +92,7 @@ def _parse_stdout(lines: list[str], result: ParseResult) -> bool:
             continue
         row = _RESULT_RE.match(line)
         if row:
-            value, time = _float(row.group("value")), _float(row.group("time"))
+            value, time = to_float(row.group("value")), to_float(row.group("time"))
             tag = row.group("tag").strip().lower()
             invalid = bool(row.group("flag")) or "invalid" in tag
             if not tag:
@@ -109,7 +108,7 @@ def _parse_stdout(lines: list[str], result: ParseResult) -> bool:
             continue
         score = _SCORE_RE.match(line)
         if score:
-            bw, md, total = (_float(score.group(k)) for k in ("bw", "md", "total"))
+            bw, md, total = (to_float(score.group(k)) for k in ("bw", "md", "total"))
             tag = score.group("tag").strip().upper()
             invalid = bool(score.group("flag")) or "INVALID" in tag
             if invalid:
@@ -158,27 +157,27 @@ def _parse_result_txt(lines: list[str], result: ParseResult) -> bool:
     version = run.get("version")
     if version:
         result.tool_version = version
-    procs = _float(run.get("procs", ""))
-    if procs is not None and procs == int(procs):
-        result.params["threads"] = int(procs)
+    procs = to_int(run.get("procs", ""))
+    if procs is not None:
+        result.params["threads"] = procs
     for name in order:
         values = pairs[name]
         if name in ("run", "SCORE", "SCOREX") or "score" not in values:
             continue
         score_text = values["score"]
-        value = _float(score_text.split()[0]) if score_text.split() else None
+        value = to_float(score_text.split()[0]) if score_text.split() else None
         if value is None:
             continue
         unit = "GiB/s" if name.lower().startswith("ior") else "kIOPS"
         invalid = "INVALID" in score_text.upper()
-        _add_phase(result, name, value, unit, _float(values.get("t_delta", "")), invalid)
+        _add_phase(result, name, value, unit, to_float(values.get("t_delta", "")), invalid)
         found = True
     scores = pairs.get("SCORE", {})
     if scores:
-        bw = _float(scores.get("BW", "").split()[0] if scores.get("BW", "").split() else "")
-        md = _float(scores.get("MD", "").split()[0] if scores.get("MD", "").split() else "")
+        bw = to_float(scores.get("BW", "").split()[0] if scores.get("BW", "").split() else "")
+        md = to_float(scores.get("MD", "").split()[0] if scores.get("MD", "").split() else "")
         total_text = scores.get("SCORE", "")
-        total = _float(total_text.split()[0]) if total_text.split() else None
+        total = to_float(total_text.split()[0]) if total_text.split() else None
         invalid = "INVALID" in total_text.upper()
         if bw is not None and md is not None and total is not None:
             _add_scores(result, bw, "GiB/s", md, total, invalid)

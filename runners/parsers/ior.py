@@ -15,8 +15,13 @@ from runners.parsers.base import (
     ParseError,
     ParseResult,
     bw_to_bytes,
+    chunk_runs,
+    number_runs,
     parse_size,
+    pick_run,
     split_lines,
+    to_float,
+    to_int,
 )
 
 TOOL = "ior"
@@ -76,22 +81,6 @@ _STATS = (("max", "max"), ("min", "min"), ("mean", "mean"), ("std", "stddev"))
 # --- small conversions that never raise ------------------------------------------------
 
 
-def _float(token: Any) -> float | None:
-    """A finite float, or None for '-', 'NA', garbage or inf/nan (IOR prints '-' for n/a)."""
-    try:
-        value = float(token)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _int(token: Any) -> int | None:
-    value = _float(token)
-    if value is None or value != int(value):
-        return None
-    return int(value)
-
-
 def _scaled(value: float | None, factor: int) -> int | None:
     """``value * factor`` rounded to whole bytes; None when absent or out of range."""
     if value is None or not math.isfinite(value * factor):
@@ -104,7 +93,7 @@ def _size(text: str) -> int | None:
     text = text.strip()
     match = re.match(r"^([\d.]+)\s*bytes?$", text, re.IGNORECASE)
     if match:
-        return _int(match.group(1))
+        return to_int(match.group(1))
     try:
         return parse_size(text)
     except (ParseError, ValueError, OverflowError):
@@ -177,8 +166,8 @@ def _apply_option(run: _Run, key: str, val: str) -> None:
     elif key == "type":
         params["collective"] = val == "collective"
     elif key == "segments":
-        if _int(val) is not None:
-            params["segments"] = _int(val)
+        if to_int(val) is not None:
+            params["segments"] = to_int(val)
     elif key == "pattern":  # 3.0: "strided (16 segments)" / "segmented (1 segment)"
         match = re.search(r"\((\d+) segments?\)", val)
         if match:
@@ -186,22 +175,22 @@ def _apply_option(run: _Run, key: str, val: str) -> None:
     elif key == "ordering in a file":
         params["pattern"] = "rand" if "random" in val else "seq"
     elif key == "nodes":
-        if _int(val) is not None:
-            params["nodes"] = _int(val)
+        if to_int(val) is not None:
+            params["nodes"] = to_int(val)
     elif key in ("tasks", "participating tasks"):
-        if _int(val) is not None:
-            params["threads"] = _int(val)
+        if to_int(val) is not None:
+            params["threads"] = to_int(val)
     elif key == "clients per node":
-        if _int(val) is not None:
-            params["tasks_per_node"] = _int(val)
+        if to_int(val) is not None:
+            params["tasks_per_node"] = to_int(val)
     elif key == "clients":  # 3.0: "96 (12 per node)"
         match = re.match(r"(\d+)\s*\((\d+) per node\)", val)
         if match:
             params["threads"] = int(match.group(1))
             params["tasks_per_node"] = int(match.group(2))
     elif key == "repetitions":
-        if _int(val) is not None:
-            params["iterations"] = _int(val)
+        if to_int(val) is not None:
+            params["iterations"] = to_int(val)
     elif key == "xfersize":
         if _size(val) is not None:
             params["transfer_size"] = _size(val)
@@ -212,7 +201,7 @@ def _apply_option(run: _Run, key: str, val: str) -> None:
         if _size(val) is not None:
             params["aggregate_size"] = _size(val)
     elif key in ("testid", "test id"):
-        test = _int(val)
+        test = to_int(val)
         if test is not None:
             run.current_test = test
             run.tests.add(test)
@@ -263,7 +252,7 @@ def _parse_text_run(lines: list[str], first_line: int) -> _Run:
 
         maxline = _MAX_RE.match(line)
         if maxline:
-            value = _float(maxline.group("mib"))
+            value = to_float(maxline.group("mib"))
             if value is not None:
                 run.max_lines[maxline.group("op").lower()] = bw_to_bytes(value, "MiB/s")
             continue
@@ -293,8 +282,8 @@ def _parse_text_run(lines: list[str], first_line: int) -> _Run:
             row = {name: cell for name, cell in zip(names, cells, strict=True) if name}
             op = cells[0].lower()
             if kind == "results":
-                values = {k: _float(v) for k, v in row.items() if k != "access"}
-                iteration = _int(row.get("iter"))
+                values = {k: to_float(v) for k, v in row.items() if k != "access"}
+                iteration = to_int(row.get("iter"))
                 if iteration is None:
                     # CSV/JSON without an iter column: count the rows of this access type.
                     key = (run.current_test, op)
@@ -307,7 +296,7 @@ def _parse_text_run(lines: list[str], first_line: int) -> _Run:
                     run.rows.append((run.current_test, op, iteration, values))
                     run.tests.add(run.current_test)
             elif kind == "summary" and op in _OPS:
-                test = _int(row.get("test"))
+                test = to_int(row.get("test"))
                 run.summary.append((run.current_test if test is None else test, op, row))
             continue
 
@@ -351,8 +340,8 @@ def _command_params(command: str) -> dict[str, Any]:
             direct = True
         elif arg == "-F":
             found["file_per_process"] = True
-        elif arg == "-i" and i + 1 < len(argv) and _int(argv[i + 1]) is not None:
-            found["iterations"] = _int(argv[i + 1])
+        elif arg == "-i" and i + 1 < len(argv) and to_int(argv[i + 1]) is not None:
+            found["iterations"] = to_int(argv[i + 1])
     found["direct"] = direct
     return found
 
@@ -392,12 +381,12 @@ def _finish(run: _Run) -> ParseResult:
             ("ops", f"{op}_iops", lambda x: x),
         ):
             for short, stat in _STATS:
-                value = _float(row.get(f"{prefix}_{short}"))
+                value = to_float(row.get(f"{prefix}_{short}"))
                 if value is not None:
                     result.add(metric, to_base(value), stat=stat, **extra)
                     if prefix == "bw":
                         summarised.add(op)
-        mean_time = _float(row.get("mean_time"))
+        mean_time = to_float(row.get("mean_time"))
         if mean_time is not None:
             result.add(f"{op}_time", mean_time, stat="mean", **extra)
         # The summary table holds exact sizes where the Options block rounds ("3.12 GiB").
@@ -410,13 +399,13 @@ def _finish(run: _Run) -> ParseResult:
             ("xsize", "transfer_size"),
             ("agg_bytes", "aggregate_size"),
         ):
-            value = _int(row.get(column))
+            value = to_int(row.get(column))
             if value is not None:
                 params[name] = value
-        agg_bytes = _scaled(_float(row.get("agg_mib")), MIB)
+        agg_bytes = _scaled(to_float(row.get("agg_mib")), MIB)
         if agg_bytes is not None:
             params["aggregate_size"] = agg_bytes
-        fpp = _int(row.get("fpp"))
+        fpp = to_int(row.get("fpp"))
         if fpp is not None:
             params["file_per_process"] = bool(fpp)
         if row.get("api"):
@@ -514,7 +503,7 @@ def _parse_json(text: str) -> ParseResult:
     for test in tests:
         if not isinstance(test, dict):
             continue
-        test_id = _int(test.get("TestID"))
+        test_id = to_int(test.get("TestID"))
         run.current_test = test_id if test_id is not None else len(run.tests)
         run.tests.add(run.current_test)
         if isinstance(test.get("Finished"), str):
@@ -533,18 +522,18 @@ def _parse_json(text: str) -> ParseResult:
                 ("blockSize", "block_size"),
                 ("segmentCount", "segments"),
             ):
-                if _int(parameters.get(key)) is not None:
-                    run.params.setdefault(name, _int(parameters[key]))
+                if to_int(parameters.get(key)) is not None:
+                    run.params.setdefault(name, to_int(parameters[key]))
             for key, name in (
                 ("filePerProc", "file_per_process"),
                 ("useO_DIRECT", "direct"),
                 ("collective", "collective"),
             ):
-                if _int(parameters.get(key)) is not None:
-                    run.params.setdefault(name, bool(_int(parameters[key])))
-            if _int(parameters.get("randomOffset")) is not None:
+                if to_int(parameters.get(key)) is not None:
+                    run.params.setdefault(name, bool(to_int(parameters[key])))
+            if to_int(parameters.get("randomOffset")) is not None:
                 run.params.setdefault(
-                    "pattern", "rand" if _int(parameters["randomOffset"]) else "seq"
+                    "pattern", "rand" if to_int(parameters["randomOffset"]) else "seq"
                 )
             if isinstance(parameters.get("api"), str) and parameters["api"]:
                 run.params.setdefault("api", parameters["api"])
@@ -557,32 +546,32 @@ def _parse_json(text: str) -> ParseResult:
                 if not isinstance(item, dict):
                     continue
                 op = str(item.get("access", "")).lower()
-                iteration = _int(item.get("iter"))
+                iteration = to_int(item.get("iter"))
                 if iteration is None:
                     iteration = position if isinstance(entry, list) else counts.get(op, 0)
                 counts[op] = counts.get(op, 0) + 1
                 if op == "remove":
-                    seconds = _float(item.get("totalTime"))
+                    seconds = to_float(item.get("totalTime"))
                     if seconds is not None:
                         run.removes.append({"iteration": iteration, "seconds": seconds})
                     continue
-                if op not in _OPS or _float(item.get("bwMiB")) is None:
+                if op not in _OPS or to_float(item.get("bwMiB")) is None:
                     continue
                 values = {
-                    "bw": _float(item.get("bwMiB")),
-                    "iops": _float(item.get("iops")),
-                    "lat": _float(item.get("latency")),
-                    "open": _float(item.get("openTime")),
-                    "close": _float(item.get("closeTime")),
-                    "total": _float(item.get("totalTime")),
-                    "block_kib": _float(item.get("blockKiB")),
-                    "xfer_kib": _float(item.get("xferKiB")),
+                    "bw": to_float(item.get("bwMiB")),
+                    "iops": to_float(item.get("iops")),
+                    "lat": to_float(item.get("latency")),
+                    "open": to_float(item.get("openTime")),
+                    "close": to_float(item.get("closeTime")),
+                    "total": to_float(item.get("totalTime")),
+                    "block_kib": to_float(item.get("blockKiB")),
+                    "xfer_kib": to_float(item.get("xferKiB")),
                 }
                 run.rows.append((run.current_test, op, iteration, values))
         maxima = test.get("max")
         if isinstance(maxima, dict):
             for op in _OPS:
-                value = _float(maxima.get(f"{op}MiB"))
+                value = to_float(maxima.get(f"{op}MiB"))
                 if value is not None:
                     run.max_lines[op] = bw_to_bytes(value, "MiB/s")
 
@@ -613,7 +602,7 @@ def _parse_json(text: str) -> ParseResult:
             "agg_mib": item.get("xsizeMiB"),
             "api": item.get("API") if isinstance(item.get("API"), str) else None,
         }
-        test = _int(item.get("TestID"))
+        test = to_int(item.get("TestID"))
         run.summary.append((run.current_test if test is None else test, op, row))
 
     if not run.has_results:
@@ -655,15 +644,7 @@ def detect(text: str) -> float:
 def _split_runs(lines: list[str]) -> list[tuple[int, list[str]]]:
     """(first line number, lines) per IOR invocation; each banner starts a run."""
     starts = [i for i, line in enumerate(lines) if _BANNER_RE.match(line)]
-    if not starts:
-        return [(1, lines)]
-    chunks = []
-    if starts[0] > 0:
-        chunks.append((1, lines[: starts[0]]))  # wrapper noise, or the tail of a cut run
-    for n, start in enumerate(starts):
-        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
-        chunks.append((start + 1, lines[start:end]))
-    return chunks
+    return chunk_runs(lines, starts)
 
 
 def parse_many(text: str) -> list[ParseResult]:
@@ -686,24 +667,11 @@ def parse_many(text: str) -> list[ParseResult]:
                 first_error = _no_result_error(run, first_line + len(chunk) - 1)
         if not results:
             raise first_error or _no_result_error(_Run(first_line=1), len(lines))
-    for index, result in enumerate(results):
-        result.extra["run_index"] = index
-        result.extra["runs_in_file"] = len(results)
-    return results
+    return number_runs(results)
 
 
 def parse(text: str, **options: Any) -> ParseResult:
     """The first complete IOR run in ``text`` (``run=N`` picks another one)."""
     results = parse_many(text)
     wanted = options.get("run")
-    if wanted is not None:
-        index = _int(wanted)
-        if index is None or not 0 <= index < len(results):
-            raise ParseError(
-                f"run {wanted!r} not found; the output holds {len(results)} run(s)", tool=TOOL
-            )
-        return results[index]
-    for result in results:
-        if result.extra.get("complete"):
-            return result
-    return results[0]
+    return pick_run(TOOL, results, wanted, to_int(wanted))

@@ -28,7 +28,7 @@ import re
 import shlex
 from typing import Any
 
-from runners.parsers.base import KIB, ParseError, ParseResult, bw_to_bytes, split_lines
+from runners.parsers.base import KIB, ParseError, ParseResult, bw_to_bytes, guard_parse, split_lines
 
 TOOL = "iozone"
 
@@ -173,14 +173,7 @@ def detect(text: str) -> float:
 
 def parse(text: str, **options: Any) -> ParseResult:
     """Parse IOzone text output into a validated ParseResult (ParseError otherwise)."""
-    if not text or not text.strip():
-        raise ParseError("the output is empty", tool=TOOL)
-    try:
-        return _parse(text, options)
-    except ParseError:
-        raise
-    except (ValueError, OverflowError) as exc:  # e.g. a number too long for int()
-        raise ParseError(f"unreadable number: {exc}", tool=TOOL) from exc
+    return guard_parse(TOOL, _parse, text, options)
 
 
 def _iozone_size(text: str) -> int:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from runners.parsers.base import ParseError, ParseResult, split_lines
+from runners.parsers.base import (
+    ParseError,
+    ParseResult,
+    chunk_runs,
+    number_runs,
+    pick_run,
+    split_lines,
+    to_float,
+    to_int,
+)
 
 TOOL = "mdtest"
 
@@ -54,21 +62,6 @@ _PER_ITER_RE = re.compile(
 )
 # Option dump of mdtest -v (1.9.x / IOR 3.2 bundled mdtest): "unique_dir_per_task : True".
 _DUMP_RE = re.compile(r"^\s*(?P<key>[a-z_]+)\s*:\s*(?P<val>\S+)\s*$")
-
-
-def _float(token: str) -> float | None:
-    try:
-        value = float(token)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _int(token: str) -> int | None:
-    value = _float(token)
-    if value is None or value != int(value):
-        return None
-    return int(value)
 
 
 @dataclass
@@ -130,7 +123,7 @@ def _command_params(command: str) -> dict[str, Any]:
         else:
             value = argv[i + 1] if i + 1 < len(argv) else ""
         if arg in valued:
-            number = _int(value)
+            number = to_int(value)
             if number is not None:
                 found[valued[arg]] = number
             i += 2
@@ -201,7 +194,7 @@ def _parse_run(lines: list[str], first_line: int) -> _Run:
             if row:
                 label = " ".join(row.group("label").lower().split())
                 values = {
-                    stat: _float(row.group(group))
+                    stat: to_float(row.group(group))
                     for stat, group in (
                         ("max", "max"),
                         ("min", "min"),
@@ -232,8 +225,8 @@ def _parse_run(lines: list[str], first_line: int) -> _Run:
         per_iter = _PER_ITER_RE.search(line)
         if per_iter and block is None:
             name = _PHASES[" ".join(per_iter.group("label").lower().split())]
-            rate = _float(per_iter.group("rate"))
-            seconds = _float(per_iter.group("sec"))
+            rate = to_float(per_iter.group("rate"))
+            seconds = to_float(per_iter.group("sec"))
             index = iteration if iteration is not None else seen.get(name, 0)
             seen[name] = seen.get(name, 0) + 1
             if rate is not None and rate > 0:
@@ -274,8 +267,8 @@ def _finish(run: _Run) -> ParseResult:
     if "iterations" not in params:
         if "iterations" in from_command:
             params["iterations"] = from_command["iterations"]
-        elif _int(run.dump.get("iterations", "")) is not None:
-            params["iterations"] = _int(run.dump["iterations"])
+        elif to_int(run.dump.get("iterations", "")) is not None:
+            params["iterations"] = to_int(run.dump["iterations"])
     if run.command:
         params["unique_dir"] = bool(from_command.get("unique_dir"))
     elif run.dump.get("unique_dir_per_task") in ("True", "False"):
@@ -359,15 +352,7 @@ def _split_runs(lines: list[str]) -> list[tuple[int, list[str]]]:
             if j >= 0 and lines[j].lstrip().startswith("-- started"):
                 start = j
             starts.append(start)
-    if not starts:
-        return [(1, lines)]
-    chunks = []
-    if starts[0] > 0:
-        chunks.append((1, lines[: starts[0]]))
-    for n, start in enumerate(starts):
-        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
-        chunks.append((start + 1, lines[start:end]))
-    return chunks
+    return chunk_runs(lines, starts)
 
 
 def parse_many(text: str) -> list[ParseResult]:
@@ -385,24 +370,11 @@ def parse_many(text: str) -> list[ParseResult]:
             first_error = _no_result_error(run, first_line + len(chunk) - 1)
     if not results:
         raise first_error or _no_result_error(_Run(first_line=1), len(lines))
-    for index, result in enumerate(results):
-        result.extra["run_index"] = index
-        result.extra["runs_in_file"] = len(results)
-    return results
+    return number_runs(results)
 
 
 def parse(text: str, **options: Any) -> ParseResult:
     """The first mdtest run with a SUMMARY block (``run=N`` picks another one)."""
     results = parse_many(text)
     wanted = options.get("run")
-    if wanted is not None:
-        index = _int(str(wanted))
-        if index is None or not 0 <= index < len(results):
-            raise ParseError(
-                f"run {wanted!r} not found; the output holds {len(results)} run(s)", tool=TOOL
-            )
-        return results[index]
-    for result in results:
-        if result.extra.get("complete"):
-            return result
-    return results[0]
+    return pick_run(TOOL, results, wanted, to_int(str(wanted)))

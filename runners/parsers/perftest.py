@@ -24,7 +24,7 @@ import re
 from statistics import fmean
 from typing import Any
 
-from runners.parsers.base import ParseError, ParseResult, split_lines
+from runners.parsers.base import ParseError, ParseResult, guard_parse, split_lines
 
 TOOL = "perftest"
 
@@ -74,14 +74,7 @@ def detect(text: str) -> float:
 
 def parse(text: str, **options: Any) -> ParseResult:
     """Parse perftest bandwidth output into a validated ParseResult (ParseError otherwise)."""
-    if not text or not text.strip():
-        raise ParseError("the output is empty", tool=TOOL)
-    try:
-        return _parse(text, options)
-    except ParseError:
-        raise
-    except (ValueError, OverflowError) as exc:
-        raise ParseError(f"unreadable number: {exc}", tool=TOOL) from exc
+    return guard_parse(TOOL, _parse, text, options)
 
 
 def _header_value(raw: str) -> Any:

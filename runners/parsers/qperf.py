@@ -23,7 +23,7 @@ import re
 import textwrap
 from typing import Any
 
-from runners.parsers.base import METRIC_UNITS, ParseError, ParseResult, split_lines
+from runners.parsers.base import METRIC_UNITS, ParseError, ParseResult, guard_parse, split_lines
 
 TOOL = "qperf"
 
@@ -83,14 +83,7 @@ def detect(text: str) -> float:
 
 def parse(text: str, **options: Any) -> ParseResult:
     """Parse qperf text output into a validated ParseResult (ParseError otherwise)."""
-    if not text or not text.strip():
-        raise ParseError("the output is empty", tool=TOOL)
-    try:
-        return _parse(text)
-    except ParseError:
-        raise
-    except (ValueError, OverflowError) as exc:
-        raise ParseError(f"unreadable number: {exc}", tool=TOOL) from exc
+    return guard_parse(TOOL, _parse, text)
 
 
 def _number(text: str) -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from runners.parsers.base import ParseError, ParseResult, bw_to_bytes, split_lines
+from runners.parsers.base import ParseError, ParseResult, bw_to_bytes, guard_parse, split_lines
 
 TOOL = "storagebench"
 
@@ -55,14 +55,7 @@ def detect(text: str) -> float:
 
 def parse(text: str, **options: Any) -> ParseResult:
     """Parse StorageBench status output into a validated ParseResult (ParseError otherwise)."""
-    if not text or not text.strip():
-        raise ParseError("the output is empty", tool=TOOL)
-    try:
-        return _parse(text)
-    except ParseError:
-        raise
-    except (ValueError, OverflowError) as exc:
-        raise ParseError(f"unreadable number: {exc}", tool=TOOL) from exc
+    return guard_parse(TOOL, _parse, text)
 
 
 def _parse(text: str) -> ParseResult:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from runners.parsers import beegfs, get_parser
 from runners.parsers.base import ParseError
 from tests.parsers.conftest import SAMPLES, read_sample
+from tests.parsers.properties import check_only_parse_error, check_truncated
 
 GIB = 1024**3
 MIB = 1024**2
@@ -485,19 +486,13 @@ def test_storagebench_is_not_topology(sample):
 def test_truncated_prefixes_parse_or_raise_parse_error(name, data):
     text = read_sample(f"beegfs/{name}")
     cut = data.draw(st.integers(min_value=0, max_value=len(text)))
-    try:
-        beegfs.parse(text[:cut])
-    except ParseError:
-        pass
+    check_truncated(beegfs.parse, text, cut)
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text())
 def test_random_text_only_raises_parse_error(text):
-    try:
-        beegfs.parse(text)
-    except ParseError:
-        pass
+    check_only_parse_error(beegfs.parse, text)
 
 
 @settings(max_examples=200, deadline=None)
@@ -510,7 +505,4 @@ def test_table_like_noise_only_raises_parse_error(rows):
         "===========   ======\n",
         "ID     TYPE     ALIAS           NODE  STORAGE_POOL\n",
     ):
-        try:
-            beegfs.parse(header + rows)
-        except ParseError:
-            pass
+        check_only_parse_error(beegfs.parse, header + rows)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from runners.parsers import get_parser, iozone
 from runners.parsers.base import ParseError
 from tests.parsers.conftest import SAMPLES, read_sample
+from tests.parsers.properties import check_only_parse_error, check_truncated
 
 KB = 1024  # IOzone's kB / KB / kBytes/sec are 1024 bytes (DESIGN.md)
 approx = pytest.approx
@@ -325,19 +326,13 @@ def test_other_tools_output_is_a_parse_error(sample):
 def test_truncated_prefixes_parse_or_raise_parse_error(name, data):
     text = read_sample(f"iozone/{name}")
     cut = data.draw(st.integers(min_value=0, max_value=len(text)))
-    try:
-        iozone.parse(text[:cut])
-    except ParseError:
-        pass
+    check_truncated(iozone.parse, text, cut)
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text())
 def test_random_text_only_raises_parse_error(text):
-    try:
-        iozone.parse(text)
-    except ParseError:
-        pass
+    check_only_parse_error(iozone.parse, text)
 
 
 @settings(max_examples=200, deadline=None)
@@ -348,7 +343,4 @@ def test_random_text_only_raises_parse_error(text):
     )
 )
 def test_iozone_like_noise_only_raises_parse_error(text):
-    try:
-        iozone.parse("\tIozone: Performance Test of File I/O\n" + text)
-    except ParseError:
-        pass
+    check_only_parse_error(iozone.parse, "\tIozone: Performance Test of File I/O\n" + text)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from runners.parsers import get_parser, perftest
 from runners.parsers.base import ParseError
 from tests.parsers.conftest import SAMPLES, read_sample
+from tests.parsers.properties import check_only_parse_error, check_truncated
 
 GBIT = 1e9 / 8  # perftest --report_gbits: Gb/sec = 125,000,000 B/s
 MB = 2**20  # perftest MB/sec (and MiB/sec): format_factor 0x100000
@@ -200,25 +201,18 @@ def test_row_cut_before_msg_rate_is_dropped(sample):
 def test_truncated_prefixes_parse_or_raise_parse_error(name, data):
     text = read_sample(f"perftest/{name}")
     cut = data.draw(st.integers(min_value=0, max_value=len(text)))
-    try:
-        perftest.parse(text[:cut])
-    except ParseError:
-        pass
+    check_truncated(perftest.parse, text, cut)
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text())
 def test_random_text_only_raises_parse_error(text):
-    try:
-        perftest.parse(text)
-    except ParseError:
-        pass
+    check_only_parse_error(perftest.parse, text)
 
 
 @settings(max_examples=200, deadline=None)
 @given(rows=st.text(alphabet=st.sampled_from(list("0123456789. \t\n")), max_size=200))
 def test_table_like_noise_only_raises_parse_error(rows):
-    try:
-        perftest.parse("RDMA_Read BW Test\n" + SWEEP.split("\n")[0] + "\n" + rows)
-    except ParseError:
-        pass
+    check_only_parse_error(
+        perftest.parse, "RDMA_Read BW Test\n" + SWEEP.split("\n")[0] + "\n" + rows
+    )

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from runners.parsers import get_parser, qperf
 from runners.parsers.base import ParseError
 from tests.parsers.conftest import SAMPLES, read_sample
+from tests.parsers.properties import check_only_parse_error, check_truncated
 
 approx = pytest.approx
 
@@ -179,19 +180,13 @@ def test_no_test_block_is_a_parse_error(sample):
 def test_truncated_prefixes_parse_or_raise_parse_error(name, data):
     text = read_sample(f"qperf/{name}")
     cut = data.draw(st.integers(min_value=0, max_value=len(text)))
-    try:
-        qperf.parse(text[:cut])
-    except ParseError:
-        pass
+    check_truncated(qperf.parse, text, cut)
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text())
 def test_random_text_only_raises_parse_error(text):
-    try:
-        qperf.parse(text)
-    except ParseError:
-        pass
+    check_only_parse_error(qperf.parse, text)
 
 
 @settings(max_examples=200, deadline=None)
@@ -199,7 +194,4 @@ def test_random_text_only_raises_parse_error(text):
     body=st.text(alphabet=st.sampled_from(list("0123456789., =KMGTBbitsecyu/%()\n ")), max_size=120)
 )
 def test_qperf_like_noise_only_raises_parse_error(body):
-    try:
-        qperf.parse("tcp_bw:\n    bw  =  " + body)
-    except ParseError:
-        pass
+    check_only_parse_error(qperf.parse, "tcp_bw:\n    bw  =  " + body)

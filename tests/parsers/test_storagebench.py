@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from runners.parsers import get_parser, storagebench
 from runners.parsers.base import ParseError
 from tests.parsers.conftest import SAMPLES, read_sample
+from tests.parsers.properties import check_only_parse_error, check_truncated
 
 KIB = 1024  # beegfs-ctl prints KiB/s
 approx = pytest.approx
@@ -147,16 +148,10 @@ def test_truncated_target_list_keeps_complete_rows(sample):
 def test_truncated_prefixes_parse_or_raise_parse_error(name, data):
     text = read_sample(f"beegfs/{name}")
     cut = data.draw(st.integers(min_value=0, max_value=len(text)))
-    try:
-        storagebench.parse(text[:cut])
-    except ParseError:
-        pass
+    check_truncated(storagebench.parse, text, cut)
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text())
 def test_random_text_only_raises_parse_error(text):
-    try:
-        storagebench.parse(text)
-    except ParseError:
-        pass
+    check_only_parse_error(storagebench.parse, text)
