@@ -8,6 +8,7 @@ from django.shortcuts import render
 from experiments import charts, dimensions
 from experiments.models import Metric, Run, Testbed
 from experiments.models.runs import Tool
+from experiments.utils import is_uuid
 from runners.parsers.base import METRIC_UNITS
 
 PRESETS = [
@@ -41,7 +42,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     if tools:
         runs = runs.filter(tool__in=tools)
     if testbeds:
-        runs = runs.filter(testbed__uuid__in=[t for t in testbeds if _is_uuid(t)])
+        runs = runs.filter(testbed__uuid__in=[t for t in testbeds if is_uuid(t)])
 
     points: list[charts.Point] = []
     plotted: list[charts.Point] = []
@@ -83,12 +84,3 @@ def compare(request: HttpRequest) -> HttpResponse:
     template = "experiments/_compare_result.html" if request.htmx else "experiments/compare.html"
     return render(request, template, context)
 
-
-def _is_uuid(value: str) -> bool:
-    import uuid
-
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True

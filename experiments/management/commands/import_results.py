@@ -8,10 +8,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from experiments.importing import MAX_IMPORT_BYTES, import_output
 from experiments.models import Testbed, TuningSet
+from experiments.utils import is_uuid
 
 
 def find(model, value: str, what: str):
-    matches = model.objects.filter(uuid=value) if _is_uuid(value) else model.objects.filter(
+    matches = model.objects.filter(uuid=value) if is_uuid(value) else model.objects.filter(
         name=value)
     found = list(matches[:2])
     if not found:
@@ -20,15 +21,6 @@ def find(model, value: str, what: str):
         raise CommandError(f"several {what}s are named {value!r}: give its UUID")
     return found[0]
 
-
-def _is_uuid(value: str) -> bool:
-    import uuid
-
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 class Command(BaseCommand):
