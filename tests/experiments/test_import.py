@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from experiments.models import Metric, Run
 
-pytestmark = pytest.mark.django_db
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "samples"
+from tests.parsers.conftest import SAMPLES
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"no samples at {SAMPLES}"),
+]
 IOR = SAMPLES / "ior" / "ior-3.2.1-posix-fpp-64tasks-wr-beegfs-aws.txt"
 MDTEST = SAMPLES / "mdtest" / "mdtest-3.3.0-64tasks-8nodes-3iter-lustre-gcp.txt"
 

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from pathlib import Path
 
 import pytest
 
-SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "samples"
+# The real tool outputs live in ../shared/samples beside the checkout (as in CI);
+# BEEWEB_SAMPLES_DIR points elsewhere.
+SAMPLES = Path(os.environ.get("BEEWEB_SAMPLES_DIR")
+               or Path(__file__).resolve().parents[2].parent / "shared" / "samples")
+
+if not SAMPLES.is_dir() and not os.environ.get("CI"):
+    # A clone without the shared samples beside it: skip the parser tests, loudly. CI never
+    # skips them (the missing directory then fails collection).
+    warnings.warn(f"parser tests skipped: no samples at {SAMPLES} (set BEEWEB_SAMPLES_DIR)",
+                  stacklevel=1)
+    collect_ignore_glob = ["test_*.py"]
 
 
 def read_sample(relative: str) -> str:
