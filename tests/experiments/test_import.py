@@ -7,7 +7,6 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from experiments.models import Metric, Run
-
 from tests.parsers.conftest import SAMPLES
 
 pytestmark = [
