@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import dd, elbencho, fio
 from runners.parsers.base import ParseError
-from tests.parsers.conftest import SAMPLES, read_sample
+from tests.parsers.conftest import SAMPLES, metric, read_sample
 
 MIB = 1024**2
 GIB = 1024**3
@@ -17,20 +17,6 @@ ELBENCHO_SAMPLES = sorted(p.name for p in (SAMPLES / "elbencho").iterdir())
 OTHER_SAMPLES = sorted(
     f"{tool}/{p.name}" for tool in ("fio", "dd") for p in (SAMPLES / tool).iterdir()
 )
-
-
-def metric(result, name, stat="value", iteration=None, **extra):
-    """The one metric matching name/stat/iteration and the given extra keys (None = absent)."""
-    found = [
-        m
-        for m in result.metrics
-        if m.name == name
-        and m.stat == stat
-        and m.iteration == iteration
-        and all(m.extra.get(k) == v for k, v in extra.items())
-    ]
-    assert len(found) == 1, f"{len(found)} metrics match {name}/{stat}/{extra}"
-    return found[0].value
 
 
 # --- mtelbencho sweeps (elbencho 1.x "Elapsed ms" format) ------------------------------------

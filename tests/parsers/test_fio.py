@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import dd, elbencho, fio
 from runners.parsers.base import ParseError
-from tests.parsers.conftest import SAMPLES, read_sample
+from tests.parsers.conftest import SAMPLES, metric, read_sample
 
 KIB = 1024
 MIB = 1024**2
@@ -21,20 +21,6 @@ FIO_SAMPLES = sorted(p.name for p in (SAMPLES / "fio").iterdir())
 OTHER_SAMPLES = sorted(
     f"{tool}/{p.name}" for tool in ("dd", "elbencho") for p in (SAMPLES / tool).iterdir()
 )
-
-
-def metric(result, name, stat="value", iteration=None, **extra):
-    """The one metric matching name/stat/iteration and the given extra keys (None = absent)."""
-    found = [
-        m
-        for m in result.metrics
-        if m.name == name
-        and m.stat == stat
-        and m.iteration == iteration
-        and all(m.extra.get(k) == v for k, v in extra.items())
-    ]
-    assert len(found) == 1, f"{len(found)} metrics match {name}/{stat}/{extra}"
-    return found[0].value
 
 
 # --- normal text ---------------------------------------------------------------------------
