@@ -131,7 +131,7 @@ class TargetForm(forms.ModelForm):
     class Meta:
         model = Target
         fields = ["kind", "node", "target_id", "name", "count", "numa_domain", "raid_level",
-                  "disks", "drive", "filesystem", "mount_options", "capacity_gb", "pool"]
+                  "disks", "drive", "filesystem", "mount_options", "path", "capacity_gb", "pool"]
 
     def __init__(self, *args, parent: Testbed | None = None, user=None, **kwargs):
         super().__init__(*args, **kwargs)

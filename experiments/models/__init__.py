@@ -5,6 +5,7 @@ from experiments.models.inventory import (
     Architecture,
     Drive,
     HardwareProfile,
+    MirrorGroup,
     Nic,
     Node,
     StoragePool,
@@ -12,6 +13,7 @@ from experiments.models.inventory import (
     Testbed,
     TestbedNode,
 )
+from experiments.models.matrices import LaunchMode, Matrix
 from experiments.models.runs import Metric, Run
 from experiments.models.tuning import TuningParameter, TuningRevision, TuningSet
 from experiments.models.workers import Worker
@@ -20,6 +22,9 @@ __all__ = [
     "Architecture",
     "Drive",
     "HardwareProfile",
+    "LaunchMode",
+    "Matrix",
+    "MirrorGroup",
     "Metric",
     "Nic",
     "Node",

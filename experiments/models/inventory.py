@@ -298,6 +298,11 @@ class Target(UUIDModel):
     filesystem = models.CharField("local file system", max_length=8, choices=LocalFs.choices,
                                   blank=True)
     mount_options = models.CharField(max_length=400, blank=True)
+    path = models.CharField(
+        "mount point", max_length=400, blank=True,
+        help_text="Where the target is mounted on its node; local benchmarks of this target "
+        "write below it.",
+    )
     capacity_gb = models.FloatField("capacity (GB)", null=True, blank=True)
     pool = models.ForeignKey(
         StoragePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="targets"
@@ -313,3 +318,29 @@ class Target(UUIDModel):
     def __str__(self) -> str:
         label = self.name or (f"#{self.target_id}" if self.target_id is not None else "target")
         return f"{label} ({self.get_raid_level_display()}, {self.get_kind_display()})"
+
+
+class MirrorGroup(UUIDModel):
+    """A BeeGFS buddy mirror group: two storage targets, or two metadata nodes' targets."""
+
+    testbed = models.ForeignKey(Testbed, on_delete=models.CASCADE, related_name="mirror_groups")
+    kind = models.CharField(max_length=10, choices=TargetKind.choices, default="storage")
+    group_id = models.PositiveIntegerField("buddy group ID")
+    primary = models.ForeignKey(
+        Target, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    secondary = models.ForeignKey(
+        Target, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["testbed", "kind", "group_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["testbed", "kind", "group_id"],
+                name="%(app_label)s_%(class)s_unique_testbed_kind_group",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} buddy group {self.group_id}"

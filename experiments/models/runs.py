@@ -6,7 +6,7 @@ from django.db import connection, models
 from django.urls import reverse
 
 from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
-from experiments.models.inventory import Target, Testbed
+from experiments.models.inventory import Node, Target, Testbed
 from experiments.models.tuning import TuningSet
 
 
@@ -71,14 +71,53 @@ class Run(OwnedModel, PublishedModel):
     finished_at = models.DateTimeField(null=True, blank=True)
     notes = models.TextField(blank=True)
 
+    # Execution (runs of a matrix). The Run row exists before its task is queued.
+    matrix = models.ForeignKey(
+        "experiments.Matrix", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="runs",
+    )
+    cell_key = models.CharField(max_length=64, blank=True, editable=False,
+                                help_text="Hash of the cell: parameters, testbed, tuning set.")
+    repetition = models.PositiveSmallIntegerField(null=True, blank=True)
+    node = models.ForeignKey(
+        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs",
+        help_text="Launcher node: its worker's queue runs the tool.",
+    )
+    launch = models.JSONField(default=dict, blank=True,
+                              help_text="Launch mode, hosts, timeout, drop caches.")
+    # Each dispatch carries a fresh token; a delivery whose token is not the run's is stale
+    # (a duplicate, or a message the janitor already replaced) and does nothing.
+    dispatch_token = models.UUIDField(null=True, blank=True, editable=False)
+    queue = models.CharField(max_length=300, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    worker = models.CharField(max_length=255, blank=True)
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True, help_text="Why the execution failed or stopped.")
+    effective_config = models.JSONField(
+        default=dict, blank=True, help_text="Configuration read from the node before the run."
+    )
+    queued_at = models.DateTimeField(null=True, blank=True)
+
     objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created"]
-        constraints = [published_key_constraint()]
+        constraints = [
+            published_key_constraint(),
+            models.UniqueConstraint(
+                fields=["matrix", "cell_key", "repetition"],
+                condition=models.Q(matrix__isnull=False),
+                name="%(app_label)s_%(class)s_unique_matrix_cell_repetition",
+            ),
+        ]
         indexes = [
             # Run list filtered by testbed, newest first.
             models.Index(fields=["testbed", "-created"], name="exp_run_testbed_created"),
+            # Janitor: running runs by heartbeat; matrix progress counts by status.
+            models.Index(fields=["status", "heartbeat_at"], name="exp_run_status_heartbeat"),
+            models.Index(fields=["matrix", "status"], name="exp_run_matrix_status"),
         ]
 
     def __str__(self) -> str:
