@@ -22,6 +22,7 @@ migrate: install
 demo: migrate
 	$(PY) manage.py load_published
 	$(PY) manage.py ensure_admin
+	$(PY) manage.py ensure_localhost
 	$(PY) manage.py collectstatic --noinput -v0
 
 ## Set up everything and serve http://$(HOST):$(PORT) with a web server and a Celery worker.

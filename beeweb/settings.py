@@ -211,6 +211,22 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    # Requeue or fail runs whose worker stopped sending heartbeats.
+    "janitor": {"task": "runners.janitor", "schedule": 30.0},
+}
+
+# --- Execution ----------------------------------------------------------------------------
+# Per-run scratch directories (hostfiles, job files, the tool's output log) on worker nodes.
+RUN_DIR = Path(envstr("BEEWEB_RUN_DIR", str(DATA_DIR / "runs")))
+# A running run whose worker has not written a heartbeat for this long is orphaned.
+RUN_STALE_SECONDS = envint("BEEWEB_RUN_STALE_SECONDS", "60")
+# Attempts before an orphaned run is failed instead of requeued.
+RUN_MAX_ATTEMPTS = envint("BEEWEB_RUN_MAX_ATTEMPTS", "2")
+# Seconds between a running run's output/heartbeat writes to the database.
+RUN_PROGRESS_SECONDS = float(envstr("BEEWEB_RUN_PROGRESS_SECONDS", "2"))
+# Upper bound on the runs one matrix may expand into.
+MATRIX_MAX_RUNS = envint("BEEWEB_MATRIX_MAX_RUNS", "20000")
 
 LOGGING = {
     "version": 1,

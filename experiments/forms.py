@@ -340,3 +340,59 @@ class ImportForm(forms.Form):
             raise forms.ValidationError("Choose output files or paste output.")
         data["items"] = items
         return data
+
+
+class TopologyImportForm(forms.Form):
+    """Paste (or upload) BeeGFS CLI output to fill a testbed's nodes, targets and pools."""
+
+    BOXES = 4  # outputs that need different node types each get a box
+
+    profile = forms.ModelChoiceField(
+        queryset=HardwareProfile.objects.none(), required=False, to_field_name="uuid",
+        label="hardware profile of new nodes",
+        empty_label="“Unknown (imported from BeeGFS)”, to fix later",
+    )
+    files = MultipleFileField(required=False, label="output files")
+    files_node_type = forms.ChoiceField(required=False, label="node type of the files")
+
+    def __init__(self, *args, user=None, **kwargs):
+        from experiments.topology import NODE_TYPE_CHOICES
+
+        super().__init__(*args, **kwargs)
+        self.fields["profile"].queryset = visible(HardwareProfile, user)
+        self.fields["files_node_type"].choices = NODE_TYPE_CHOICES
+        for n in range(1, self.BOXES + 1):
+            self.fields[f"text_{n}"] = forms.CharField(
+                required=False, label=f"output {n}", strip=False,
+                widget=forms.Textarea(attrs={"rows": 6, "class": "conf", "spellcheck": "false"}),
+            )
+            self.fields[f"node_type_{n}"] = forms.ChoiceField(
+                required=False, choices=NODE_TYPE_CHOICES, label=f"node type of output {n}")
+
+    def boxes(self):
+        """(text field, node type field) per box, for the template."""
+        return [(self[f"text_{n}"], self[f"node_type_{n}"]) for n in range(1, self.BOXES + 1)]
+
+    def clean(self):
+        from experiments.topology import MAX_TOPOLOGY_BYTES
+
+        data = super().clean()
+        # (field the text came from, label, text, node type): errors go back to that field.
+        items: list[tuple[str, str, str, str]] = []
+        for n in range(1, self.BOXES + 1):
+            text = data.get(f"text_{n}") or ""
+            if text.strip():
+                if len(text.encode()) > MAX_TOPOLOGY_BYTES:
+                    self.add_error(f"text_{n}", "The output is larger than 2 MiB.")
+                    continue
+                items.append((f"text_{n}", f"Output {n}", text, data.get(f"node_type_{n}", "")))
+        for upload in data.get("files") or []:
+            if upload.size > MAX_TOPOLOGY_BYTES:
+                self.add_error("files", f"{upload.name} is larger than 2 MiB.")
+                continue
+            text = upload.read().decode("utf-8", errors="replace")
+            items.append(("files", upload.name, text, data.get("files_node_type", "")))
+        if not items and not self.errors:
+            raise forms.ValidationError("Paste BeeGFS output or choose output files.")
+        data["items"] = items
+        return data

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from experiments.views import compare, importing, inventory, runs, tuning
+from experiments.views import compare, importing, inventory, matrices, runs, topology, tuning
 
 app_name = "experiments"
 
@@ -11,6 +11,20 @@ urlpatterns = [
     path("runs/", runs.run_list, name="run_list"),
     path("runs/import/", importing.run_import, name="run_import"),
     path("runs/<uuid:uuid>/", runs.run_detail, name="run"),
+    path("runs/<uuid:uuid>/live/", matrices.run_live, name="run_live"),
+    path("runs/<uuid:uuid>/cancel/", matrices.run_cancel, name="run_cancel"),
+    path("matrices/", matrices.matrix_list, name="matrix_list"),
+    path("matrices/new/", matrices.matrix_edit, name="matrix_new"),
+    path("matrices/import/", matrices.matrix_import, name="matrix_import"),
+    path("matrices/<uuid:uuid>/", matrices.matrix_detail, name="matrix"),
+    path("matrices/<uuid:uuid>/edit/", matrices.matrix_edit, name="matrix_edit"),
+    path("matrices/<uuid:uuid>/delete/", matrices.matrix_delete, name="matrix_delete"),
+    path("matrices/<uuid:uuid>/export.yaml", matrices.matrix_export, name="matrix_export"),
+    path("matrices/<uuid:uuid>/progress/", matrices.matrix_progress, name="matrix_progress"),
+    path("matrices/<uuid:uuid>/launch/", matrices.matrix_launch, name="matrix_launch"),
+    path("matrices/<uuid:uuid>/rerun/", matrices.matrix_rerun, name="matrix_rerun"),
+    path("matrices/<uuid:uuid>/resume/", matrices.matrix_resume, name="matrix_resume"),
+    path("matrices/<uuid:uuid>/cancel/", matrices.matrix_cancel, name="matrix_cancel"),
     path("compare/", compare.compare, name="compare"),
     path("tuning/", tuning.tuningset_list, name="tuningset_list"),
     path("tuning/new/", tuning.tuningset_edit, name="tuningset_new"),
@@ -35,6 +49,8 @@ urlpatterns = [
                  name=f"{kind}_delete"),
         )
     ],
+    path("testbeds/<uuid:uuid>/topology/", topology.testbed_topology_import,
+         name="testbed_topology_import"),
     # Parts edited on their parent's page: drives and NICs of a profile; roles, targets and
     # pools of a testbed.
     path("<str:prefix>/<uuid:uuid>/<str:part>/new/", inventory.part_edit, name="part_new"),

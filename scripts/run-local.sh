@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Start a Celery worker (queues "default" and this node's "node.<hostname>") and beat beside
-# gunicorn; stop all of them when any stops or on Ctrl-C.
+# Start two Celery workers beside gunicorn: one for the "default" queue (janitor, light
+# tasks) and this node's benchmark worker on "node.<hostname>" (solo pool: one benchmark at a
+# time, and a tool never outlives its worker), plus beat; stop all on Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
-NODE=$(hostname -s 2>/dev/null || hostname)
+# The node name the localhost testbed uses (Python's socket.gethostname()).
+NODE=$("$VENV/bin/python" -c 'import socket; print(socket.gethostname())')
 mkdir -p var
 
 pids=()
@@ -18,11 +20,14 @@ stop() {
 trap stop INT TERM EXIT
 
 "$VENV/bin/celery" -A beeweb worker --loglevel=INFO --concurrency=2 \
-  -Q "default,node.$NODE" -n "worker@$NODE" >>var/worker.log 2>&1 &
+  -Q default -n "default@$NODE" >>var/worker.log 2>&1 &
+pids+=($!)
+"$VENV/bin/celery" -A beeweb worker --loglevel=INFO --pool=solo \
+  -Q "node.$NODE" -n "node@$NODE" >>var/node-worker.log 2>&1 &
 pids+=($!)
 "$VENV/bin/celery" -A beeweb beat --loglevel=INFO >>var/beat.log 2>&1 &
 pids+=($!)
-echo "Celery worker and beat started (logs: var/worker.log, var/beat.log)."
+echo "Celery workers and beat started (logs: var/worker.log, var/node-worker.log, var/beat.log)."
 echo "beeweb is at http://$HOST:$PORT/  (Ctrl-C stops everything)"
 "$VENV/bin/gunicorn" beeweb.wsgi:application --bind "$HOST:$PORT" --workers 2 \
   --access-logfile - &

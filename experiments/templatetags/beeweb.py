@@ -26,3 +26,31 @@ def num(value, digits: int = 3) -> str:
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return f"{value:.{int(digits)}g}"
+
+
+@register.filter
+def bytes(value) -> str:  # noqa: A001 - the template filter's name
+    """A byte count in binary units (what dd, fio and IOzone sizes use)."""
+    if value is None or value == "":
+        return "—"
+    value = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} PiB"
+
+
+@register.filter
+def duration(seconds) -> str:
+    """Seconds as 42 s, 3 min 20 s or 2 h 05 min."""
+    if seconds is None or seconds == "":
+        return "—"
+    seconds = float(seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

@@ -16,8 +16,9 @@ def get_for_user(request: HttpRequest, model: type[Model], uuid: UUID, *, write:
     writing needs its owner or staff, and published study data is never writable."""
     obj = get_object_or_404(queryset if queryset is not None else model.objects, uuid=uuid)
     if write and not obj.can_edit(request.user):
-        raise PermissionDenied("Only the owner may change this." if not obj.published
-                               else "Published study data is read-only.")
+        published = getattr(obj, "published", False)
+        raise PermissionDenied("Published study data is read-only." if published
+                               else "Only the owner may change this.")
     return obj
 
 

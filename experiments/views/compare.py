@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from experiments import charts, dimensions
-from experiments.models import Metric, Run, Testbed
+from experiments.models import Matrix, Metric, Run, Testbed
 from experiments.models.runs import Tool
 from experiments.utils import is_uuid
 from runners.parsers.base import METRIC_UNITS
@@ -35,6 +35,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     series = request.GET.get("series", "arch")
     tools = [t for t in request.GET.getlist("tool") if t in Tool.values]
     testbeds = request.GET.getlist("testbed")
+    matrices = [m for m in request.GET.getlist("matrix") if is_uuid(m)]
     binary = request.GET.get("unit") == "GiB"
     error = ""
 
@@ -43,6 +44,8 @@ def compare(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(tool__in=tools)
     if testbeds:
         runs = runs.filter(testbed__uuid__in=[t for t in testbeds if is_uuid(t)])
+    if matrices:
+        runs = runs.filter(matrix__uuid__in=matrices)
 
     points: list[charts.Point] = []
     plotted: list[charts.Point] = []
@@ -71,11 +74,18 @@ def compare(request: HttpRequest) -> HttpResponse:
                 log_x=charts.is_power_of_two_axis(plotted),
             )
     dims = [(key, d.label) for key, d in dimensions.FIXED.items()]
-    dims += [(f"param:{p}", f"parameter: {p.replace('_', ' ')}") for p in PARAM_AXES]
+    # The axes of the chosen matrices, and whatever the URL asks for, are offered too.
+    params = list(PARAM_AXES)
+    for axes in Matrix.objects.filter(uuid__in=matrices).values_list("axes", flat=True):
+        params += [a["param"] for a in axes if isinstance(a, dict) and "param" in a]
+    params += [d[len("param:"):] for d in (x, series) if d.startswith("param:")]
+    params = list(dict.fromkeys(p for p in params if ":" not in p))
+    dims += [(f"param:{p}", f"parameter: {p.replace('_', ' ')}") for p in params]
     context = {
         "metrics": available, "metric": metric, "x": x, "series": series, "dims": dims,
         "tools": Tool.choices, "selected_tools": tools, "testbeds": Testbed.objects.only(
             "uuid", "name"), "selected_testbeds": testbeds, "binary": binary,
+        "matrices": Matrix.objects.only("uuid", "name"), "selected_matrices": matrices,
         "points": points, "figure": fig,
         "unit_label": unit_label, "error": error, "presets": PRESETS,
         "n_runs": sum(p.n for p in points),

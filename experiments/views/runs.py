@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from uuid import UUID
 
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
 
 from experiments.charts import display_unit
 from experiments.models import HardwareProfile, Run, Testbed, TuningSet
@@ -49,11 +51,21 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 def run_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     run = get_object_or_404(
-        Run.objects.visible_to(request.user).select_related("testbed", "tuning_set", "target"),
+        Run.objects.visible_to(request.user).select_related("testbed", "tuning_set", "target",
+                                                            "matrix", "node"),
         uuid=uuid,
     )
     metrics = []
     for metric in run.metrics.all():
         unit, divisor = display_unit(metric.unit)
         metrics.append((metric, metric.value / divisor, unit))
-    return render(request, "experiments/run_detail.html", {"run": run, "metrics": metrics})
+    active = run.status in (Run.Status.QUEUED, Run.Status.RUNNING)
+    elapsed = None
+    if run.started_at:
+        elapsed = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
+    return render(request, "experiments/run_detail.html", {
+        "run": run, "metrics": metrics, "active": active, "elapsed": elapsed,
+        "tail": "\n".join(run.raw_output.splitlines()[-200:]) if active else "",
+        "can_edit": run.can_edit(request.user),
+        "config": json.dumps(run.effective_config, indent=2) if run.effective_config else "",
+    })

@@ -1,0 +1,115 @@
+"""`manage.py launch_matrix FILE.yaml [--wait]`: create a matrix from YAML and launch it.
+
+Exit status: 0 when launched (with --wait: when every run succeeded), 1 when some run failed
+or was cancelled, 2 for an invalid file (one line on stderr names the problem).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from experiments import matrices
+from experiments.matrix_files import MAX_YAML_BYTES, from_data, parse_yaml
+from experiments.models import Run, Testbed
+
+
+class Command(BaseCommand):
+    help = "Create a matrix from a YAML file and launch it (--wait: until every run ends)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", help="Matrix definition (YAML); '-' reads stdin.")
+        parser.add_argument("--wait", action="store_true",
+                            help="Wait for every run to end, printing progress.")
+        parser.add_argument("--timeout", type=float, default=0,
+                            help="With --wait: give up after this many seconds (0: never).")
+        parser.add_argument("--owner", help="User who owns the matrix (default: the first "
+                                            "superuser).")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="Print the preview (runs, commands) and create nothing.")
+
+    def handle(self, *args, file, wait, timeout, owner, dry_run, **options):
+        user = self._owner(owner)
+        try:
+            text = sys.stdin.read() if file == "-" else self._read(Path(file))
+            data = parse_yaml(text)
+            self._localhost(data, user)
+            matrix = from_data(data, user)
+        except matrices.MatrixError as exc:
+            self.stderr.write(f"{file}: {exc}")
+            sys.exit(2)
+        try:
+            plan = matrices.plan(matrix)
+            if plan.errors:
+                first = plan.errors[0]
+                raise matrices.MatrixError("params", f"{first.cell.label}: {first.error}")
+            self.stdout.write(f"matrix {matrix.name} ({matrix.uuid}): {plan.runs} runs, "
+                              f"{plan.excluded} cells skipped by rules")
+            if dry_run:
+                for cell in plan.active:
+                    self.stdout.write("  " + " ".join(cell.argv))
+                matrix.delete()
+                return
+            counts = matrices.launch(matrix)
+        except matrices.MatrixError as exc:
+            matrix.delete()
+            self.stderr.write(f"{file}: {exc}")
+            sys.exit(2)
+        self.stdout.write(f"queued {counts['queued']} runs")
+        if wait:
+            self._wait(matrix, timeout)
+
+    def _read(self, path: Path) -> str:
+        try:
+            if path.stat().st_size > MAX_YAML_BYTES:
+                raise matrices.MatrixError("file", "larger than 1 MiB")
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise matrices.MatrixError("file", f"cannot read it ({exc})") from None
+
+    def _owner(self, username: str | None):
+        users = get_user_model().objects
+        if username:
+            user = users.filter(username=username).first()
+            if user is None:
+                raise CommandError(f"no user named {username!r}")
+            return user
+        user = users.filter(is_superuser=True).order_by("pk").first()
+        if user is None:
+            raise CommandError("no superuser yet: run manage.py ensure_admin or pass --owner")
+        return user
+
+    def _localhost(self, data: dict, user) -> None:
+        """A file naming the "localhost" testbed works on a fresh installation."""
+        names = data.get("testbeds") or []
+        if "localhost" in ([names] if isinstance(names, str) else names) and \
+                not Testbed.objects.filter(name="localhost").exists():
+            from experiments.localhost import ensure_localhost_testbed
+
+            ensure_localhost_testbed(user)
+
+    def _wait(self, matrix, timeout: float) -> None:
+        deadline = time.monotonic() + timeout if timeout else None
+        last = None
+        while True:
+            progress = matrices.progress(matrix)
+            line = (f"{progress['finished']}/{progress['total']} finished "
+                    + " ".join(f"{k}={v}" for k, v in sorted(progress["counts"].items())))
+            if line != last:
+                self.stdout.write(line)
+                last = line
+            if progress["finished"] == progress["total"]:
+                break
+            if deadline and time.monotonic() > deadline:
+                self.stderr.write(f"gave up waiting after {timeout:.0f} s")
+                sys.exit(1)
+            time.sleep(1)
+        bad = matrix.runs.exclude(status=Run.Status.SUCCEEDED)
+        for run in bad:
+            self.stderr.write(f"{run.label}: {run.status}: {run.error or run.parse_error}")
+        if bad.exists():
+            sys.exit(1)

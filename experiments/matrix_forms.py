@@ -1,0 +1,193 @@
+"""Forms of the matrix pages: the matrix as a form (parameters and axes as short text) and
+YAML import."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+
+from experiments.matrices import (
+    FACT_NAMES,
+    TARGET_AXIS,
+    TUNING_PREFIX,
+    MatrixError,
+    _identifier,
+    compile_rule,
+    normalise_axes,
+)
+from experiments.matrix_files import MAX_YAML_BYTES
+from experiments.models import Matrix, Testbed, TuningSet
+from runners.tools import ADAPTERS
+
+_RANGE_RE = re.compile(
+    r"^(pow2|linear)\(\s*(\d+)\s*(?:\.\.|,)\s*(\d+)\s*(?:(?:,|step)\s*(\d+)\s*)?\)$")
+
+
+def scalar(text: str) -> Any:
+    """A value as typed: whole numbers become ints, true/false booleans, the rest text."""
+    text = text.strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text
+
+
+def parse_lines(text: str, field_name: str) -> list[tuple[str, str]]:
+    pairs = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise forms.ValidationError(f"line {number}: expected 'name = value', got {line!r}")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def format_params(params: dict[str, Any]) -> str:
+    return "\n".join(f"{k} = {_show(v)}" for k, v in params.items())
+
+
+def format_axes(axes: list[dict[str, Any]]) -> str:
+    lines = []
+    for axis in axes:
+        if "values" in axis:
+            lines.append(f"{axis['param']} = {', '.join(_show(v) for v in axis['values'])}")
+        else:
+            spec = axis["range"]
+            step = f", {spec['step']}" if spec.get("scale") == "linear" and spec.get("step") \
+                else ""
+            lines.append(f"{axis['param']} = {spec.get('scale', 'pow2')}({spec['start']}.."
+                         f"{spec['stop']}{step})")
+    return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+class MatrixForm(forms.ModelForm):
+    params_text = forms.CharField(
+        label="Fixed parameters", required=False, widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="One per line, e.g. <code>size = 1g</code>, <code>bs = 1m</code>. The "
+                  "parameters of each tool are listed below.",
+    )
+    axes_text = forms.CharField(
+        label="Axes", required=False, widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="One axis per line: <code>rw = write, read</code>, "
+                  "<code>numjobs = pow2(1..64)</code>, <code>bs = linear(4..16, 4)</code>; "
+                  "<code>target = btrfs-raid0, btrfs-raid10</code> sweeps a testbed's targets "
+                  "and <code>tuning:os.vm.dirty_ratio = 10, 40</code> a tuning key.",
+    )
+    exclusions_text = forms.CharField(
+        label="Skip cells where", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One rule per line over parameters and testbed facts ("
+                  + ", ".join(FACT_NAMES) + "), e.g. <code>numjobs &gt; clients * cores</code>.",
+    )
+
+    class Meta:
+        model = Matrix
+        fields = ["name", "description", "tool", "launch_mode", "tasks_per_node", "testbeds",
+                  "tuning_sets", "repetitions", "drop_caches", "apply_tuning", "timeout_s"]
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 2}),
+            "testbeds": forms.CheckboxSelectMultiple,
+            "tuning_sets": forms.CheckboxSelectMultiple,
+        }
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tool"].choices = [(name, name) for name in sorted(ADAPTERS)]
+        self.fields["testbeds"].queryset = Testbed.objects.order_by("-published", "name")
+        self.fields["tuning_sets"].queryset = TuningSet.objects.order_by("name")
+        self.fields["tuning_sets"].help_text = "None chosen: the runs use no tuning set."
+        if self.instance.pk:
+            self.fields["params_text"].initial = format_params(self.instance.fixed_params)
+            self.fields["axes_text"].initial = format_axes(self.instance.axes)
+            self.fields["exclusions_text"].initial = "\n".join(self.instance.exclusions)
+
+    def _check_name(self, name: str, field_name: str) -> None:
+        tool = self.cleaned_data.get("tool")
+        adapter = ADAPTERS.get(tool)
+        if name == TARGET_AXIS or name.startswith(TUNING_PREFIX) or adapter is None:
+            return
+        if name not in adapter.params:
+            known = ", ".join(sorted(adapter.params))
+            raise forms.ValidationError(f"{tool} has no parameter {name!r} (known: {known})")
+
+    def clean_params_text(self) -> dict[str, Any]:
+        params = {}
+        for key, value in parse_lines(self.cleaned_data["params_text"], "params"):
+            self._check_name(key, "params_text")
+            params[key] = scalar(value)
+        return params
+
+    def clean_axes_text(self) -> list[dict[str, Any]]:
+        axes = []
+        for key, value in parse_lines(self.cleaned_data["axes_text"], "axes"):
+            self._check_name(key, "axes_text")
+            match = _RANGE_RE.match(value.replace(" ", ""))
+            if match:
+                scale, start, stop, step = match.groups()
+                spec = {"start": int(start), "stop": int(stop), "scale": scale}
+                if step:
+                    spec["step"] = int(step)
+                axes.append({"param": key, "range": spec})
+            else:
+                values = [scalar(v) for v in value.split(",") if v.strip()]
+                axes.append({"param": key, "values": values})
+        try:
+            return normalise_axes(axes)
+        except MatrixError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        rules = [line.strip() for line in (data.get("exclusions_text") or "").splitlines()
+                 if line.strip()]
+        names = set(FACT_NAMES)
+        names |= {_identifier(k) for k in data.get("params_text") or {}}
+        names |= {_identifier(a["param"]) for a in data.get("axes_text") or []}
+        for rule in rules:
+            try:
+                compile_rule(rule, names)
+            except MatrixError as exc:
+                self.add_error("exclusions_text", exc.message)
+        data["exclusions"] = rules
+        return data
+
+    def save(self, commit: bool = True) -> Matrix:
+        matrix = super().save(commit=False)
+        matrix.fixed_params = self.cleaned_data["params_text"]
+        matrix.axes = self.cleaned_data["axes_text"]
+        matrix.exclusions = self.cleaned_data["exclusions"]
+        if commit:
+            matrix.save()
+            self.save_m2m()
+        return matrix
+
+
+class MatrixImportForm(forms.Form):
+    file = forms.FileField(required=False, label="YAML file")
+    text = forms.CharField(required=False, label="or paste YAML",
+                           widget=forms.Textarea(attrs={"rows": 14, "class": "mono"}))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        upload = data.get("file")
+        if upload:
+            if upload.size > MAX_YAML_BYTES:
+                raise forms.ValidationError("The file is larger than 1 MiB.")
+            try:
+                data["yaml"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The file is not UTF-8 text.") from None
+        else:
+            data["yaml"] = data.get("text") or ""
+        if not data["yaml"].strip():
+            raise forms.ValidationError("Choose a file or paste YAML.")
+        return data

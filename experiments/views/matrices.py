@@ -1,0 +1,232 @@
+"""Matrix pages: define (form or YAML), preview every command, launch, watch live progress,
+re-run failed cells, resume, cancel; and cancelling one run."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.text import slugify
+from django.views.decorators.http import require_http_methods, require_POST
+
+from experiments import matrices
+from experiments.matrix_files import from_yaml, to_yaml
+from experiments.matrix_forms import MatrixForm, MatrixImportForm
+from experiments.models import Matrix, Run, Worker
+from experiments.views.common import get_for_user, render_form
+from runners.tools import ADAPTERS
+
+TAIL_LINES = 25
+
+
+def matrix_list(request: HttpRequest) -> HttpResponse:
+    rows = Matrix.objects.select_related("owner").annotate(
+        n_runs=Count("runs"),
+        n_done=Count("runs", filter=Q(runs__status=Run.Status.SUCCEEDED)),
+        n_failed=Count("runs", filter=Q(runs__status=Run.Status.FAILED)),
+        n_active=Count("runs", filter=Q(runs__status__in=[Run.Status.QUEUED,
+                                                           Run.Status.RUNNING])),
+    )
+    return render(request, "experiments/matrix_list.html", {"matrices": rows})
+
+
+def _tool_docs() -> list[dict]:
+    return [{"tool": name, "modes": adapter.modes, "params": adapter.describe()}
+            for name, adapter in sorted(ADAPTERS.items())]
+
+
+@require_http_methods(["GET", "POST"])
+def matrix_edit(request: HttpRequest, uuid: UUID | None = None) -> HttpResponse:
+    matrix = get_for_user(request, Matrix, uuid, write=True) if uuid else None
+    initial = {}
+    if matrix is None and request.method == "GET":
+        initial = {"tool": request.GET.get("tool", "fio")}
+    form = MatrixForm(request.POST or None, instance=matrix, user=request.user, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        saved = form.save(commit=False)
+        if matrix is None:
+            saved.owner = request.user
+        saved.save()
+        form.save_m2m()
+        messages.success(request, f"Saved matrix {saved}. Check the preview, then launch it.")
+        return render_form(request, {}, success_url=saved.get_absolute_url())
+    return render_form(request, {
+        "form": form, "object": matrix, "tool_docs": _tool_docs(),
+        "title": f"Edit {matrix}" if matrix else "New matrix",
+        "action": request.path,
+        "cancel": matrix.get_absolute_url() if matrix else reverse("experiments:matrix_list"),
+    }, page="experiments/matrix_form.html")
+
+
+@require_http_methods(["GET", "POST"])
+def matrix_import(request: HttpRequest) -> HttpResponse:
+    form = MatrixImportForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            matrix = from_yaml(form.cleaned_data["yaml"], request.user)
+        except matrices.MatrixError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Created matrix {matrix} from YAML.")
+            return render_form(request, {}, success_url=matrix.get_absolute_url())
+    return render_form(request, {
+        "form": form, "title": "Import a matrix from YAML", "action": request.path,
+        "multipart": True, "cancel": reverse("experiments:matrix_list"),
+        "help": "The same format as the Export button and manage.py launch_matrix.",
+    })
+
+
+def matrix_export(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    matrix = get_for_user(request, Matrix, uuid)
+    response = HttpResponse(to_yaml(matrix), content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = (
+        f'attachment; filename="{slugify(matrix.name) or "matrix"}.yaml"')
+    return response
+
+
+def _runs(matrix: Matrix):
+    return matrix.runs.select_related("testbed", "tuning_set", "target").order_by(
+        "cell_key", "repetition")
+
+
+def _progress_context(matrix: Matrix) -> dict:
+    runs = list(_runs(matrix).defer("raw_output"))
+    running = [r for r in runs if r.status == Run.Status.RUNNING]
+    tails = {}
+    if running:
+        for pk, text in Run.objects.filter(pk__in=[r.pk for r in running]).values_list(
+                "pk", "raw_output"):
+            tails[pk] = "\n".join(text.splitlines()[-TAIL_LINES:])
+    now = timezone.now()
+    for run in runs:
+        run.tail = tails.get(run.pk, "")
+        if run.started_at:
+            run.elapsed = ((run.finished_at or now) - run.started_at).total_seconds()
+        else:
+            run.elapsed = None
+    queues = {r.queue for r in runs if r.status == Run.Status.QUEUED}
+    online = {q for w in Worker.objects.filter(last_seen__gte=now - Worker.ONLINE_AFTER)
+              for q in w.queues}
+    return {
+        "matrix": matrix,
+        "runs": runs,
+        "progress": matrices.progress(matrix),
+        "waiting_queues": sorted(q for q in queues if q not in online),
+    }
+
+
+def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    matrix = get_for_user(request, Matrix, uuid)
+    context = _progress_context(matrix)
+    try:
+        context["plan"] = matrices.plan(matrix)
+    except matrices.MatrixError as exc:
+        context["plan_error"] = str(exc)
+    context["can_edit"] = matrix.can_edit(request.user)
+    context["yaml"] = to_yaml(matrix)
+    return render(request, "experiments/matrix_detail.html", context)
+
+
+def matrix_progress(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    """The live part of the matrix page (htmx polls it while runs are queued or running)."""
+    matrix = get_for_user(request, Matrix, uuid)
+    context = _progress_context(matrix)
+    context["can_edit"] = matrix.can_edit(request.user)
+    return render(request, "experiments/_matrix_progress.html", context)
+
+
+def _action(request: HttpRequest, uuid: UUID, action) -> HttpResponse:
+    matrix = get_for_user(request, Matrix, uuid, write=True)
+    try:
+        text = action(matrix)
+    except matrices.MatrixError as exc:
+        messages.error(request, f"Nothing was launched. {exc}")
+    else:
+        messages.success(request, text)
+    return redirect(matrix.get_absolute_url())
+
+
+@require_POST
+def matrix_launch(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    def launch(matrix):
+        counts = matrices.launch(matrix)
+        return (f"Launched: {counts['queued']} runs queued ({counts['created']} new, "
+                f"{counts['excluded']} excluded by rules).")
+    return _action(request, uuid, launch)
+
+
+@require_POST
+def matrix_rerun(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    return _action(request, uuid, lambda m: f"Queued {matrices.rerun_failed(m)} failed or "
+                                            "cancelled runs again.")
+
+
+@require_POST
+def matrix_resume(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    return _action(request, uuid, lambda m: f"Sent {matrices.resume(m)} planned or queued runs "
+                                            "to their workers again.")
+
+
+@require_POST
+def matrix_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    def cancel(matrix):
+        counts = matrices.cancel_runs(matrix.runs.all())
+        return (f"Cancelled {counts['cancelled']} queued runs; {counts['stopping']} running "
+                "runs are being stopped.")
+    return _action(request, uuid, cancel)
+
+
+@require_http_methods(["GET", "POST"])
+def matrix_delete(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    matrix = get_for_user(request, Matrix, uuid, write=True)
+    if request.method == "POST":
+        if matrix.runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exists():
+            messages.error(request, "Cancel the queued and running runs first.")
+            return redirect(matrix.get_absolute_url())
+        name = str(matrix)
+        matrix.delete()
+        messages.success(request, f"Deleted matrix {name} and its runs.")
+        return redirect("experiments:matrix_list")
+    return render(request, "experiments/confirm_delete.html", {
+        "object": matrix, "cancel": matrix.get_absolute_url(),
+        "consequence": f"Its {matrix.runs.count()} runs and their metrics are deleted too.",
+    })
+
+
+@require_POST
+def run_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    run = get_object_or_404(Run, uuid=uuid)
+    if not run.can_edit(request.user):
+        raise PermissionDenied("Only the owner may cancel this run.")
+    counts = matrices.cancel_runs(Run.objects.filter(pk=run.pk))
+    if counts["cancelled"]:
+        messages.success(request, "Cancelled before it started.")
+    elif counts["stopping"]:
+        messages.success(request, "Stopping: its worker kills the process group.")
+    else:
+        messages.info(request, f"Nothing to cancel: the run is {run.get_status_display()}.")
+    return redirect(request.POST.get("next") or run.get_absolute_url())
+
+
+def run_live(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    """Status, elapsed time and the tail of the output of one run (htmx polling)."""
+    run = get_object_or_404(Run.objects.visible_to(request.user), uuid=uuid)
+    tail = "\n".join(run.raw_output.splitlines()[-200:])
+    elapsed = None
+    if run.started_at:
+        elapsed = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
+    active = run.status in (Run.Status.QUEUED, Run.Status.RUNNING)
+    response = render(request, "experiments/_run_live.html", {
+        "run": run, "tail": tail, "elapsed": elapsed, "active": active,
+        "can_edit": run.can_edit(request.user),
+    })
+    if request.htmx and not active:
+        # The run ended while the page watched it: reload once to show its metrics.
+        response["HX-Refresh"] = "true"
+    return response

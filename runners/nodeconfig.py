@@ -1,0 +1,202 @@
+"""What a worker reads from (and, through an allowlist, applies to) its node before a run.
+
+Reading never fails a run: what cannot be read is recorded as such. Writing goes only to the
+allowlisted sysctl, block-device and transparent-huge-page files and to BeeGFS's own striping
+command, each value checked against a strict pattern first; commands are argv lists.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+SYSCTLS = (
+    "vm.dirty_background_ratio", "vm.dirty_ratio", "vm.dirty_background_bytes",
+    "vm.dirty_bytes", "vm.vfs_cache_pressure", "vm.min_free_kbytes", "vm.zone_reclaim_mode",
+    "vm.swappiness", "kernel.numa_balancing", "net.core.rmem_max", "net.core.wmem_max",
+    "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+)
+QUEUE_KEYS = ("scheduler", "nr_requests", "read_ahead_kb", "max_sectors_kb")
+THP = {
+    "transparent_hugepage": "/sys/kernel/mm/transparent_hugepage/enabled",
+    "transparent_hugepage_defrag": "/sys/kernel/mm/transparent_hugepage/defrag",
+}
+STRIPING_FLAGS = {"chunksize": "--chunksize", "numtargets": "--numtargets",
+                  "pattern": "--pattern", "storagepoolid": "--storagepoolid"}
+COMMAND_TIMEOUT = 15
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9+_\-][A-Za-z0-9+_\- \t]{0,63}$")
+_PROC_SYS = Path("/proc/sys")
+_SYS_BLOCK = Path("/sys/block")
+
+
+def _read_text(path: Path | str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _run(argv: list[str]) -> tuple[int, str]:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return -1, str(exc)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def mount_of(path: Path | str) -> dict[str, str]:
+    """The mount holding ``path``: mount point, file system type, source device, options."""
+    path = os.path.realpath(path)
+    best: dict[str, str] = {}
+    for line in (_read_text("/proc/self/mountinfo") or "").splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if len(fields) < 6 or len(rest) < 2:
+            continue
+        point = fields[4].replace("\\040", " ")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best.get("mount_point", "")):
+            best = {"mount_point": point, "fstype": rest[0], "source": rest[1],
+                    "options": fields[5] + ("," + rest[2] if len(rest) > 2 else "")}
+    return best
+
+
+def block_device(source: str) -> str | None:
+    """The /sys/block name of a mount source (a partition maps to its disk)."""
+    if not source.startswith("/dev/"):
+        return None
+    name = os.path.basename(os.path.realpath(source))
+    if (_SYS_BLOCK / name).exists():
+        return name
+    for disk in _SYS_BLOCK.iterdir() if _SYS_BLOCK.exists() else []:
+        if (disk / name).exists():
+            return disk.name
+    return None
+
+
+def read(workdir: Path | str, version_argv: list[str] | None = None) -> dict[str, Any]:
+    """The configuration this run sees: kernel, sysctls, the benchmark directory's mount and
+    device queue settings, BeeGFS striping of the directory, and the tool's version."""
+    config: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "sysctl": {},
+    }
+    for key in SYSCTLS:
+        value = _read_text(_PROC_SYS / key.replace(".", "/"))
+        if value is not None:
+            config["sysctl"][key] = " ".join(value.split())
+    for key, path in THP.items():
+        value = _read_text(path)
+        if value is not None:
+            config[key] = value
+    governor = _read_text("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    if governor:
+        config["cpu_governor"] = governor
+    mount = mount_of(workdir)
+    if mount:
+        config["mount"] = mount
+        device = block_device(mount["source"])
+        if device:
+            config["device"] = {"name": device, **{
+                key: _read_text(_SYS_BLOCK / device / "queue" / key) for key in QUEUE_KEYS}}
+    config["beegfs_entry"] = beegfs_entry_info(workdir)
+    if version_argv and shutil.which(version_argv[0]):
+        code, text = _run(version_argv)
+        if text:
+            config["tool_version"] = text.splitlines()[0][:200]
+    return config
+
+
+def beegfs_entry_info(workdir: Path | str) -> str | None:
+    """The stripe pattern of the benchmark directory, when BeeGFS's CLI is installed."""
+    if shutil.which("beegfs"):
+        code, text = _run(["beegfs", "entry", "info", "--", str(workdir)])
+    elif shutil.which("beegfs-ctl"):
+        code, text = _run(["beegfs-ctl", "--getentryinfo", "--", str(workdir)])
+    else:
+        return None
+    return text[:8000] if code == 0 else f"not available: {text[:500]}"
+
+
+def drop_caches() -> str:
+    """Flush dirty pages and drop the page cache, dentries and inodes."""
+    os.sync()
+    try:
+        with open(_PROC_SYS / "vm" / "drop_caches", "w") as fh:
+            fh.write("3\n")
+    except OSError as exc:
+        return f"not permitted: {exc.strerror or exc}"
+    return "dropped"
+
+
+def apply_tuning(values: dict[str, str], workdir: Path | str) -> list[dict[str, str]]:
+    """Apply a tuning set's OS and striping settings (keys ``scope.key``) through the
+    allowlist; one record per key: applied, skipped (and why) or failed."""
+    actions: list[dict[str, str]] = []
+    striping: dict[str, str] = {}
+    mount = mount_of(workdir)
+    device = block_device(mount.get("source", "")) if mount else None
+    for full_key, raw in sorted(values.items()):
+        scope, _, key = full_key.partition(".")
+        value = str(raw).strip()
+        record = {"key": full_key, "value": value}
+        actions.append(record)
+        if not _SAFE_VALUE.match(value):
+            record["result"] = "skipped: value has characters outside [A-Za-z0-9+_- ]"
+            continue
+        if scope == "striping" and key in STRIPING_FLAGS:
+            striping[key] = value
+            record["result"] = "pending"
+        elif scope == "os" and key in SYSCTLS:
+            record["result"] = _write(_PROC_SYS / key.replace(".", "/"), value)
+        elif scope == "os" and key in QUEUE_KEYS:
+            if device is None:
+                record["result"] = "skipped: the benchmark directory is not on a block device"
+            else:
+                record["result"] = _write(_SYS_BLOCK / device / "queue" / key, value)
+        elif scope == "os" and key in THP:
+            record["result"] = _write(Path(THP[key]), value)
+        else:
+            record["result"] = "skipped: not in the allowlist (needs a service restart or " \
+                               "is not a node setting)"
+    if striping:
+        result = _set_pattern(striping, workdir)
+        for record in actions:
+            if record.get("result") == "pending":
+                record["result"] = result
+    return actions
+
+
+def _write(path: Path, value: str) -> str:
+    try:
+        path.write_text(value + "\n")
+    except OSError as exc:
+        return f"failed: {exc.strerror or exc}"
+    return "applied"
+
+
+def _set_pattern(striping: dict[str, str], workdir: Path | str) -> str:
+    if shutil.which("beegfs-ctl"):
+        argv = ["beegfs-ctl", "--setpattern"]
+        argv += [f"{STRIPING_FLAGS[k]}={v}" for k, v in sorted(striping.items())]
+        argv += ["--", str(workdir)]
+    elif shutil.which("beegfs"):
+        names = {"chunksize": "--chunk-size", "numtargets": "--num-targets",
+                 "pattern": "--pattern", "storagepoolid": "--pool"}
+        argv = ["beegfs", "entry", "set"]
+        argv += [f"{names[k]}={v}" for k, v in sorted(striping.items())]
+        argv += ["--", str(workdir)]
+    else:
+        return "skipped: no BeeGFS command-line tool on this node"
+    code, text = _run(argv)
+    return "applied" if code == 0 else f"failed: {text[:300]}"

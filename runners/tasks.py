@@ -1,0 +1,25 @@
+"""Celery tasks that run benchmarks: one task per run, on the launcher node's queue."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+
+# Only transient errors (the database unreachable while claiming or storing) are retried;
+# a tool that fails is a result, not an error, and is never run again automatically.
+@shared_task(name="runners.execute_run", bind=True, acks_late=True,
+             autoretry_for=(OperationalError, InterfaceError), retry_backoff=2,
+             retry_backoff_max=60, max_retries=5)
+def execute_run(self, run_id: int, token: str) -> str:
+    from runners.execute import execute
+
+    return execute(run_id, token, worker=self.request.hostname or "unknown")
+
+
+@shared_task(name="runners.janitor")
+def janitor() -> dict[str, int]:
+    """Requeue or fail runs whose worker stopped sending heartbeats (beat, every 30 s)."""
+    from runners.execute import janitor as sweep
+
+    return sweep()

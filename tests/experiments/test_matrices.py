@@ -1,0 +1,296 @@
+"""Matrices: axes, exclusion rules, idempotent expansion, preview, YAML, and their pages."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import yaml
+from django.urls import reverse
+
+from experiments import matrices
+from experiments.matrix_files import from_yaml, to_yaml
+from experiments.models import Matrix, Node, Run, TestbedNode
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def bench(testbed, node, tmp_path):
+    """The shared testbed with a client role and a benchmark directory on this machine."""
+    testbed.benchmark_dir = str(tmp_path)
+    testbed.save()
+    TestbedNode.objects.filter(testbed=testbed, node=node).update(client=True)
+    return testbed
+
+
+@pytest.fixture
+def fio_matrix(alice, bench):
+    matrix = Matrix.objects.create(
+        owner=alice, name="fio sweep", tool="fio", repetitions=3, timeout_s=120,
+        fixed_params={"size": "8m", "bs": "1m"},
+        axes=[{"param": "rw", "values": ["write", "read"]},
+              {"param": "numjobs", "values": [1, 2, 4, 8]}],
+    )
+    matrix.testbeds.set([bench])
+    return matrix
+
+
+def test_axis_values_explicit_and_ranges():
+    assert matrices.axis_values({"param": "t", "values": [1, 2]}) == [1, 2]
+    pow2 = matrices.axis_values({"param": "t", "range": {"start": 1, "stop": 1024}})
+    assert pow2 == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    linear = {"param": "t", "range": {"start": 4, "stop": 16, "step": 4, "scale": "linear"}}
+    assert matrices.axis_values(linear) == [4, 8, 12, 16]
+    for bad in ({"param": "t", "values": []}, {"param": "t", "values": [1, 1]},
+                {"param": "t", "range": {"start": 0, "stop": 4}},
+                {"param": "t", "range": {"start": 8, "stop": 4}},
+                {"param": "t", "range": {"start": 1, "stop": 4, "scale": "log"}}):
+        with pytest.raises(matrices.MatrixError, match="axis t"):
+            matrices.axis_values(bad)
+
+
+@pytest.mark.parametrize("rule", [
+    "__import__('os').system('id')", "numjobs.__class__", "[x for x in numjobs]",
+    "lambda: 1", "open('/etc/passwd')", "numjobs >",
+])
+def test_exclusion_rules_reject_anything_but_arithmetic(rule):
+    with pytest.raises(matrices.MatrixError, match="exclusions"):
+        matrices.compile_rule(rule, {"numjobs", "cores"})
+
+
+def test_exclusion_rule_unknown_name_lists_known_names():
+    with pytest.raises(matrices.MatrixError, match="unknown name 'threads'.*clients"):
+        matrices.compile_rule("threads > 4", set(matrices.FACT_NAMES))
+
+
+def test_exclusion_rules_evaluate():
+    tree = matrices.compile_rule("numjobs > clients * cores and rw in ['write']",
+                                 {"numjobs", "clients", "cores", "rw"})
+    assert matrices.evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": 4, "rw": "write"})
+    assert not matrices.evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": 4,
+                                             "rw": "read"})
+    # An unknown fact never hides a cell.
+    assert not matrices.evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": None,
+                                             "rw": "write"})
+
+
+def test_expansion_is_idempotent(fio_matrix):
+    first = matrices.expand(fio_matrix)
+    assert first == {"created": 24, "existing": 0, "excluded": 0}
+    assert matrices.expand(fio_matrix)["created"] == 0
+    assert fio_matrix.runs.count() == 24
+    run = fio_matrix.runs.get(params__rw="read", params__numjobs=4, repetition=2)
+    assert run.status == Run.Status.PLANNED
+    assert run.queue == "node.stor1"
+    assert run.argv[0] == "fio"
+    assert run.params == {"size": "8m", "bs": "1m", "rw": "read", "numjobs": 4}
+    # Three repetitions of one cell share its key; cells differ.
+    assert len(set(fio_matrix.runs.values_list("cell_key", flat=True))) == 8
+
+
+def test_adding_an_axis_value_expands_only_the_new_cells(fio_matrix):
+    matrices.expand(fio_matrix)
+    fio_matrix.axes[1]["values"].append(16)
+    fio_matrix.save()
+    assert matrices.expand(fio_matrix)["created"] == 6
+
+
+def test_exclusions_skip_cells(fio_matrix, profile):
+    # The R740xd client has 2 × 24 cores: skip numjobs above half of them.
+    fio_matrix.exclusions = ["numjobs * 8 > clients * cores"]
+    fio_matrix.save()
+    result = matrices.plan(fio_matrix)
+    assert result.excluded == 2  # numjobs 8 for write and read
+    assert result.runs == 18
+    assert matrices.expand(fio_matrix)["created"] == 18
+
+
+def test_preview_has_commands_data_volume_and_estimates(fio_matrix):
+    result = matrices.plan(fio_matrix)
+    assert result.runs == 24 and not result.errors
+    eight = next(c for c in result.cells if c.cell.params["numjobs"] == 8)
+    assert eight.data_bytes == 8 * 8 * 1024 * 1024
+    assert eight.argv[0] == "fio"
+    # No earlier runs: no estimate; then one finished run of the cell gives one.
+    assert result.estimate_s is None
+    matrices.expand(fio_matrix)
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    run = fio_matrix.runs.get(params__rw="write", params__numjobs=8, repetition=1)
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED, started_at=now,
+                                         finished_at=now + timedelta(seconds=12))
+    again = matrices.plan(fio_matrix)
+    cell = next(c for c in again.cells if c.cell.key == run.cell_key)
+    assert cell.estimate_s == 12
+
+
+@pytest.mark.parametrize("value", ["1m; rm -rf /", "$(reboot)", "1m\nrm", "`id`"])
+def test_injection_in_a_parameter_is_rejected_before_anything_runs(fio_matrix, value):
+    fio_matrix.fixed_params["bs"] = value
+    fio_matrix.save()
+    result = matrices.plan(fio_matrix)
+    assert result.errors and all("bs" in c.error for c in result.errors)
+    with pytest.raises(matrices.MatrixError, match="bs"):
+        matrices.expand(fio_matrix)
+    assert not fio_matrix.runs.exists()
+
+
+def test_path_outside_the_benchmark_directory_is_rejected(fio_matrix):
+    fio_matrix.fixed_params["directory"] = "../../etc"
+    fio_matrix.save()
+    with pytest.raises(matrices.MatrixError, match="directory"):
+        matrices.expand(fio_matrix)
+
+
+def test_testbed_without_benchmark_directory_is_explained(fio_matrix, bench):
+    bench.benchmark_dir = ""
+    bench.save()
+    assert "no benchmark directory" in matrices.plan(fio_matrix).errors[0].error
+
+
+def test_dispatch_queues_on_commit_with_fresh_tokens(fio_matrix,
+                                                     django_capture_on_commit_callbacks):
+    matrices.expand(fio_matrix)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        ids = list(fio_matrix.runs.values_list("pk", flat=True)[:2])
+        assert matrices.dispatch(ids) == 2
+    assert len(callbacks) == 1
+    tokens = set(Run.objects.filter(pk__in=ids).values_list("dispatch_token", flat=True))
+    assert len(tokens) == 2 and None not in tokens
+    assert set(Run.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"queued"}
+
+
+def test_cancel_queued_runs(fio_matrix, django_capture_on_commit_callbacks):
+    matrices.expand(fio_matrix)
+    with django_capture_on_commit_callbacks(execute=False):
+        matrices.dispatch(list(fio_matrix.runs.values_list("pk", flat=True)))
+    assert matrices.cancel_runs(fio_matrix.runs.all()) == {"cancelled": 24, "stopping": 0}
+    assert matrices.progress(fio_matrix)["percent"] == 100
+
+
+def test_yaml_round_trip(fio_matrix, alice):
+    text = to_yaml(fio_matrix)
+    data = yaml.safe_load(text)
+    assert data["axes"] == {"rw": ["write", "read"], "numjobs": [1, 2, 4, 8]}
+    assert data["testbeds"] == ["bench"]
+    copy = from_yaml(text, alice)
+    assert copy.pk != fio_matrix.pk
+    assert copy.axes == fio_matrix.axes and copy.fixed_params == fio_matrix.fixed_params
+    assert list(copy.testbeds.all()) == list(fio_matrix.testbeds.all())
+    assert matrices.plan(copy).runs == 24
+
+
+@pytest.mark.parametrize("text, message", [
+    ("- just a list", "mapping"),
+    ("name: x\ntool: fio\nsurprise: 1", "unknown keys: surprise"),
+    ("name: x\ntool: rm\ntestbeds: [bench]", "tool"),
+    ("name: x\ntool: fio\ntestbeds: [nowhere]", "no testbed named 'nowhere'"),
+    ("name: x\ntool: fio\ntestbeds: [bench]\nrepetitions: 0", "repetitions"),
+    ("name: x\ntool: fio\ntestbeds: [bench]\naxes: {numjobs: {range: {start: 4}}}",
+     "axis numjobs"),
+    ("name: [unclosed", "not valid YAML at line 1"),
+])
+def test_yaml_errors_name_the_field(bench, alice, text, message):
+    with pytest.raises(matrices.MatrixError, match=message):
+        from_yaml(text, alice)
+
+
+# --- Pages --------------------------------------------------------------------------------
+
+def test_matrix_form_creates_a_matrix_with_ranges(alice_client, bench):
+    response = alice_client.post(reverse("experiments:matrix_new"), {
+        "name": "sweep", "tool": "fio", "launch_mode": "single", "tasks_per_node": 1,
+        "testbeds": [bench.pk], "repetitions": 2, "timeout_s": 600, "drop_caches": "on",
+        "params_text": "size = 16m\nbs = 1m", "axes_text": "rw = write, read\n"
+                                                          "numjobs = pow2(1..8)",
+        "exclusions_text": "numjobs > clients * cores",
+    })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    matrix = Matrix.objects.get(name="sweep")
+    assert matrix.axes[1] == {"param": "numjobs", "range": {"start": 1, "stop": 8,
+                                                            "scale": "pow2"}}
+    assert matrix.fixed_params == {"size": "16m", "bs": "1m"}
+    page = alice_client.get(matrix.get_absolute_url()).content.decode()
+    assert "16</strong> runs" in page and "fio" in page
+
+
+def test_matrix_form_rejects_unknown_parameters_and_rules(alice_client, bench):
+    response = alice_client.post(reverse("experiments:matrix_new"), {
+        "name": "bad", "tool": "fio", "launch_mode": "single", "tasks_per_node": 1,
+        "testbeds": [bench.pk], "repetitions": 1, "timeout_s": 60,
+        "params_text": "blocksize = 1m", "axes_text": "numjobs = 1, 2",
+        "exclusions_text": "open('x')",
+    })
+    text = response.content.decode()
+    assert response.status_code == 200
+    assert "fio has no parameter &#x27;blocksize&#x27;" in text
+    assert "Call is not allowed" in text
+    assert not Matrix.objects.exists()
+
+
+def test_launch_page_action_refuses_invalid_matrix(alice_client, fio_matrix):
+    fio_matrix.fixed_params["bs"] = "1m; rm -rf /"
+    fio_matrix.save()
+    response = alice_client.post(reverse("experiments:matrix_launch", args=[fio_matrix.uuid]),
+                                 follow=True)
+    assert "Nothing was launched" in response.content.decode()
+    assert not fio_matrix.runs.exists()
+
+
+def test_launch_queues_runs_and_progress_polls(alice_client, fio_matrix,
+                                               django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        alice_client.post(reverse("experiments:matrix_launch", args=[fio_matrix.uuid]))
+    assert fio_matrix.runs.filter(status="queued").count() == 24
+    part = alice_client.get(reverse("experiments:matrix_progress", args=[fio_matrix.uuid]),
+                            HTTP_HX_REQUEST="true").content.decode()
+    assert 'hx-trigger="every 2s"' in part and "0 of 24 finished" in part
+    assert "No worker is online for node.stor1" in part
+
+
+def test_matrix_pages_access(alice_client, bob_client, fio_matrix, alice):
+    from django.test import Client
+
+    client = Client()
+    url = fio_matrix.get_absolute_url()
+    assert alice_client.get(url).status_code == 200
+    assert bob_client.get(url).status_code == 200
+    assert client.get(url).status_code == 302
+    for name in ("matrix_launch", "matrix_cancel", "matrix_rerun", "matrix_resume"):
+        assert bob_client.post(reverse(f"experiments:{name}", args=[fio_matrix.uuid])) \
+            .status_code == 403
+        assert client.post(reverse(f"experiments:{name}", args=[fio_matrix.uuid])) \
+            .status_code == 302
+    assert bob_client.get(reverse("experiments:matrix_edit", args=[fio_matrix.uuid])) \
+        .status_code == 403
+    assert alice_client.get(reverse("experiments:matrix_export", args=[fio_matrix.uuid])) \
+        .status_code == 200
+    assert alice_client.get(reverse("experiments:matrix_list")).status_code == 200
+
+
+def test_yaml_import_page(alice_client, bench):
+    text = "name: imported\ntool: fio\ntestbeds: [bench]\nrepetitions: 1\n" \
+           "params: {size: 4m}\naxes: {rw: [write]}\n"
+    response = alice_client.post(reverse("experiments:matrix_import"), {"text": text})
+    assert response.status_code == 302
+    assert Matrix.objects.get(name="imported").repetitions == 1
+    bad = alice_client.post(reverse("experiments:matrix_import"), {"text": "tool: [x"})
+    assert "not valid YAML" in bad.content.decode()
+
+
+def test_localhost_node_queue_matches_the_worker(alice):
+    from experiments.localhost import ensure_localhost_testbed
+
+    testbed = ensure_localhost_testbed(alice)
+    assert ensure_localhost_testbed(alice).pk == testbed.pk
+    node = Node.objects.get(memberships__testbed=testbed)
+    assert node.hostname == socket.gethostname()
+    matrix = Matrix.objects.create(owner=alice, name="local", tool="dd",
+                                   fixed_params={"count": 4, "bs": "1m"}, repetitions=1)
+    matrix.testbeds.set([testbed])
+    matrices.expand(matrix)
+    assert matrix.runs.get().queue == f"node.{socket.gethostname()}"

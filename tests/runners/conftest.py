@@ -1,0 +1,63 @@
+"""Adapter tests: launch contexts on temporary directories, and running a Command for real."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runners.tools import Command, Host, LaunchContext
+
+HOSTS = (Host("c1", "10.0.0.1"), Host("c2", "c2.ib.example"))
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> LaunchContext:
+    """Single mode on a fresh workdir, scratch beside it."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "scratch").mkdir()
+    return LaunchContext(workdir=tmp_path / "work", scratch=tmp_path / "scratch")
+
+
+@pytest.fixture
+def mpi_ctx(tmp_path: Path) -> LaunchContext:
+    return LaunchContext(
+        workdir=Path("/mnt/beegfs/bench"),
+        scratch=tmp_path,
+        mode="mpi",
+        hosts=HOSTS,
+        tasks_per_node=4,
+    )
+
+
+@pytest.fixture
+def multihost_ctx(tmp_path: Path) -> LaunchContext:
+    return LaunchContext(
+        workdir=Path("/mnt/beegfs/bench"), scratch=tmp_path, mode="multihost", hosts=HOSTS
+    )
+
+
+def need(binary: str) -> str:
+    """Path of ``binary``, or skip the test saying it is missing (CI installs them all)."""
+    path = shutil.which(binary)
+    if path is None:
+        pytest.skip(f"{binary} not installed")
+    return path
+
+
+def run(cmd: Command, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Launch ``cmd`` as the executor would: write its files, no shell, its env added."""
+    for path, content in cmd.files.items():
+        Path(path).write_text(content, encoding="utf-8")
+    return subprocess.run(
+        cmd.argv,
+        cwd=cmd.cwd,
+        env={**os.environ, **cmd.env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,172 @@
+"""The executor in-process with real tools: claim, supervise, store raw output, parse; stale
+and duplicate deliveries, timeouts, cancel, failing tools, and the janitor."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from experiments import matrices
+from experiments.models import Matrix, Run, TestbedNode
+from runners import execute
+
+pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+
+
+@pytest.fixture
+def bench(testbed, node, tmp_path, settings):
+    settings.RUN_DIR = tmp_path / "runs"
+    settings.RUN_PROGRESS_SECONDS = 0.5
+    workdir = tmp_path / "bench"
+    workdir.mkdir()
+    testbed.benchmark_dir = str(workdir)
+    testbed.save()
+    TestbedNode.objects.filter(testbed=testbed, node=node).update(client=True)
+    return testbed
+
+
+def make_matrix(owner, testbed, tool="fio", params=None, axes=None, **fields):
+    matrix = Matrix.objects.create(owner=owner, name=f"{tool} test", tool=tool,
+                                   fixed_params=params or {}, axes=axes or [],
+                                   repetitions=fields.pop("repetitions", 1),
+                                   drop_caches=fields.pop("drop_caches", False), **fields)
+    matrix.testbeds.set([testbed])
+    matrices.expand(matrix)
+    return matrix
+
+
+def queue(run: Run) -> str:
+    token = uuid.uuid4()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, dispatch_token=token)
+    return str(token)
+
+
+@pytest.mark.django_db
+def test_fio_runs_and_parses(alice, bench):
+    matrix = make_matrix(alice, bench, params={"size": "4m", "bs": "1m", "rw": "write",
+                                               "numjobs": 2}, drop_caches=True)
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.exit_code == 0 and run.attempts == 1
+    assert run.raw_output.lstrip().startswith("{")  # fio's JSON, stored as printed
+    assert run.metrics.get(name="write_bw", primary=True).value > 0
+    assert run.params["numjobs"] == 2 and run.params["threads"] == 2  # matrix + parser
+    assert run.tool_version.startswith("fio-")
+    config = run.effective_config
+    assert "vm.dirty_ratio" in config["sysctl"]
+    assert config["drop_caches"] in ("dropped",) or config["drop_caches"].startswith(
+        "not permitted")
+    assert config["mount"]["mount_point"]
+    assert not (bench.benchmark_dir and any(
+        p.name.startswith("beeweb") for p in __import__("pathlib").Path(
+            bench.benchmark_dir).iterdir())), "fio's files are cleaned up"
+
+
+@pytest.mark.django_db
+def test_stale_and_duplicate_deliveries_do_nothing(alice, bench):
+    matrix = make_matrix(alice, bench, params={"size": "1m", "rw": "write"})
+    run = matrix.runs.get()
+    token = queue(run)
+    assert execute.execute(run.pk, str(uuid.uuid4()), "w@test") == "stale"
+    assert Run.objects.get(pk=run.pk).status == "queued"
+    assert execute.execute(run.pk, token, "w@test") == "succeeded"
+    assert execute.execute(run.pk, token, "w@test") == "stale"  # delivered twice
+    assert Run.objects.get(pk=run.pk).attempts == 1
+    assert execute.execute(987654, token, "w@test") == "stale"  # deleted run
+
+
+@pytest.mark.django_db
+def test_failing_tool_keeps_its_output(alice, bench):
+    matrix = make_matrix(alice, bench, tool="dd",
+                         params={"direction": "read", "file": "missing.bin", "bs": "1m",
+                                 "count": 1})
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == "failed"
+    run.refresh_from_db()
+    assert run.exit_code == 1
+    assert "missing.bin" in run.raw_output and "No such file" in run.raw_output
+    assert run.error == "dd exited with 1"
+
+
+@pytest.mark.django_db
+def test_timeout_kills_the_process_group(alice, bench):
+    matrix = make_matrix(alice, bench, params={"rw": "write", "size": "64m", "runtime": 60,
+                                               "time_based": True}, timeout_s=2)
+    run = matrix.runs.get()
+    started = time.monotonic()
+    assert execute.execute(run.pk, queue(run), "w@test") == "failed"
+    assert time.monotonic() - started < 20
+    run.refresh_from_db()
+    assert run.error.startswith("timed out after 2 s")
+    assert run.pid and not _alive(run.pid)
+
+
+@pytest.mark.django_db
+def test_janitor_requeues_then_fails_orphans(alice, bench, settings,
+                                             django_capture_on_commit_callbacks):
+    settings.RUN_MAX_ATTEMPTS = 2
+    matrix = make_matrix(alice, bench, params={"rw": "write", "size": "1m"}, repetitions=2)
+    first, second = matrix.runs.order_by("repetition")
+    old = timezone.now() - timedelta(minutes=10)
+    Run.objects.filter(pk=first.pk).update(status="running", attempts=1, heartbeat_at=old,
+                                           worker="gone@node", raw_output="partial output")
+    Run.objects.filter(pk=second.pk).update(status="running", attempts=2, heartbeat_at=old,
+                                            worker="gone@node")
+    fresh = make_matrix(alice, bench, params={"rw": "read", "size": "1m"}).runs.get()
+    Run.objects.filter(pk=fresh.pk).update(status="running", attempts=1,
+                                           heartbeat_at=timezone.now())
+    with django_capture_on_commit_callbacks(execute=False):
+        assert execute.janitor() == {"requeued": 1, "failed": 1}
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == "queued" and "stopped sending heartbeats" in first.error
+    assert second.status == "failed" and "gave up after 2 attempts" in second.error
+    assert Run.objects.get(pk=fresh.pk).status == "running"
+    # The next attempt keeps the earlier attempt's output in its history.
+    execute.execute(first.pk, str(first.dispatch_token), "w2@test")
+    first.refresh_from_db()
+    assert first.attempts == 2 and first.status == "succeeded"
+    assert first.launch["history"][0]["output_tail"] == "partial output"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_while_running(alice, bench):
+    matrix = make_matrix(alice, bench, params={"rw": "write", "size": "64m", "runtime": 60,
+                                               "time_based": True}, timeout_s=120)
+    run = matrix.runs.get()
+    token = queue(run)
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(
+        status=execute.execute(run.pk, token, "w@test")))
+    worker.start()
+    deadline = time.monotonic() + 30
+    while Run.objects.get(pk=run.pk).status != "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    assert matrices.cancel_runs(Run.objects.filter(pk=run.pk)) == {"cancelled": 0,
+                                                                    "stopping": 1}
+    worker.join(timeout=30)
+    assert result["status"] == "cancelled"
+    run.refresh_from_db()
+    assert "cancelled while running" in run.error
+    assert not _alive(run.pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True,
+                           text=True).stdout.strip()
+    return bool(state) and not state.startswith("Z")

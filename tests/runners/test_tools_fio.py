@@ -1,0 +1,137 @@
+"""fio adapter: argv, multihost job files, validation, and real write/read runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from runners.parsers import parse
+from runners.tools import ParamError, build_command
+from runners.tools.fio import ADAPTER
+from tests.runners.conftest import need, run
+
+MIB = 1024**2
+
+
+def test_typical_argv(ctx):
+    cmd = build_command(
+        "fio",
+        {"rw": "randwrite", "bs": "4k", "size": "10g", "numjobs": 16, "iodepth": 32,
+         "ioengine": "libaio", "direct": True, "runtime": "60", "time_based": True,
+         "ramp_time": "5s", "end_fsync": True},
+        ctx,
+    )  # fmt: skip
+    assert cmd.argv == [
+        "fio",
+        "--output-format=json",
+        "--name=beeweb",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--size=10g",
+        "--numjobs=16",
+        "--iodepth=32",
+        "--ioengine=libaio",
+        "--direct=1",
+        f"--directory={ctx.workdir}",
+        "--nrfiles=1",
+        "--filename_format=beeweb.$jobnum.$filenum",
+        "--runtime=60",
+        "--time_based",
+        "--ramp_time=5",
+        "--end_fsync=1",
+    ]
+    assert cmd.files == {}
+    assert cmd.env == {}
+    assert cmd.cwd == ctx.workdir
+    assert cmd.parse_options == {}
+    assert cmd.data_bytes == 16 * 10 * 1024**3
+    assert cmd.cleanup == [ctx.workdir / f"beeweb.{j}.0" for j in range(16)]
+    assert cmd.output_file is None
+
+
+def test_mixed_subdirectory_shared_files_and_keep(ctx):
+    cmd = build_command(
+        "fio",
+        {"rw": "randrw", "rwmixread": 70, "numjobs": 2, "nrfiles": 2, "directory": "fio/run1",
+         "file_per_job": False, "fsync_on_close": "yes"},
+        ctx,
+    )  # fmt: skip
+    assert "--rwmixread=70" in cmd.argv
+    assert "--fsync_on_close=1" in cmd.argv
+    assert "--filename_format=fio/run1/beeweb.$filenum" in cmd.argv
+    assert cmd.cleanup == [ctx.workdir / "fio/run1/beeweb.0", ctx.workdir / "fio/run1/beeweb.1"]
+    assert build_command("fio", {"keep": True}, ctx).cleanup == []
+
+
+def test_multihost_writes_one_job_file_per_client(multihost_ctx):
+    cmd = build_command("fio", {"rw": "write", "numjobs": 4, "size": "1g"}, multihost_ctx)
+    scratch = multihost_ctx.scratch
+    assert cmd.argv == [
+        "fio",
+        "--output-format=json",
+        "--client=10.0.0.1",
+        str(scratch / "fio-0.job"),
+        "--client=c2.ib.example",
+        str(scratch / "fio-1.job"),
+    ]
+    job = cmd.files[str(scratch / "fio-0.job")]
+    assert job.splitlines() == [
+        "[beeweb]",
+        "rw=write",
+        "bs=1m",
+        "size=1g",
+        "numjobs=4",
+        "iodepth=1",
+        "ioengine=psync",
+        "direct=0",
+        "directory=/mnt/beegfs/bench",
+        "nrfiles=1",
+        "filename_format=beeweb.c1.$jobnum.$filenum",
+    ]
+    assert "filename_format=beeweb.c2.$jobnum.$filenum" in cmd.files[str(scratch / "fio-1.job")]
+    assert cmd.data_bytes == 2 * 4 * 1024**3
+    assert len(cmd.cleanup) == 8
+
+
+@pytest.mark.parametrize(
+    ("params", "param"),
+    [
+        ({"numjobs": 0}, "numjobs"),
+        ({"numjobs": 100000}, "numjobs"),
+        ({"iodepth": 0}, "iodepth"),
+        ({"ioengine": "windowsaio"}, "ioengine"),
+        ({"rw": "trim"}, "rw"),
+        ({"time_based": True}, "runtime"),
+        ({"rwmixread": 50}, "rwmixread"),
+        ({"rw": "randrw", "rwmixread": 101}, "rwmixread"),
+        ({"bs": "2m", "size": "1m"}, "bs"),
+        ({"filename": "/dev/sda"}, "filename"),
+    ],
+)
+def test_rejected(params, param, ctx):
+    with pytest.raises(ParamError) as exc:
+        ADAPTER.build(params, ctx)
+    assert exc.value.param == param
+    assert str(exc.value).startswith(f"{param}: ")
+
+
+def test_real_write_then_read(ctx):
+    need("fio")
+    params = {"numjobs": 2, "size": "8m", "bs": "1m", "direct": False, "runtime": 10}
+    write = build_command("fio", {**params, "rw": "write", "keep": True}, ctx)
+    done = run(write)
+    assert done.returncode == 0, done.stderr
+    result = parse(done.stdout, tool="fio", **write.parse_options)
+    assert result.get("write_bw") > 0
+    assert write.cleanup == []  # keep: the read run uses the files
+    files = sorted(ctx.workdir.iterdir())
+    assert [p.name for p in files] == ["beeweb.0.0", "beeweb.1.0"]
+    assert all(p.stat().st_size == 8 * MIB for p in files)
+
+    read = build_command("fio", {**params, "rw": "read"}, ctx)
+    done = run(read)
+    assert done.returncode == 0, done.stderr
+    result = parse(done.stdout, tool="fio", **read.parse_options)
+    assert result.get("read_bw") > 0
+    assert read.data_bytes == 16 * MIB
+    assert all(path.exists() for path in read.cleanup)
+    assert len(read.cleanup) == 2
