@@ -573,3 +573,36 @@ def progress(matrix: Matrix) -> dict[str, Any]:
         "percent": round(100 * finished / total) if total else 0,
         "active": bool(counts.get(Run.Status.QUEUED) or counts.get(Run.Status.RUNNING)),
     }
+
+
+# The metric a tool's comparison opens on (a read-only run opens on its read metric).
+DEFAULT_METRIC = {"fio": "write_bw", "dd": "write_bw", "ior": "write_bw",
+                  "mdtest": "file_create", "iozone": "write_bw", "qperf": "tcp_bw",
+                  "elbencho": "write_bw", "storagebench": "write_bw"}
+
+
+def compare_query(matrix: Matrix) -> str:
+    """The comparison of this matrix's runs: x is its first numeric axis, the series its next
+    axis (or the testbed or tuning set when several are swept)."""
+    from urllib.parse import urlencode
+
+    axes = [a["param"] for a in matrix.axes if ":" not in a["param"]]
+    numeric = [a["param"] for a in matrix.axes if ":" not in a["param"] and (
+        "range" in a or all(isinstance(v, int | float) for v in a.get("values", [])))]
+    x = numeric[0] if numeric else (axes[0] if axes else None)
+    others = [a for a in axes if a != x]
+    if others:
+        series = f"param:{others[0]}"
+    elif matrix.testbeds.count() > 1:
+        series = "testbed"
+    elif matrix.tuning_sets.count() > 1:
+        series = "tuning"
+    else:
+        series = "tool"
+    metric = DEFAULT_METRIC.get(matrix.tool, "write_bw")
+    fixed = {str(v) for k, v in matrix.fixed_params.items() if k in ("rw", "direction")}
+    if fixed & {"read", "randread"}:
+        metric = "read_bw"
+    query = {"matrix": str(matrix.uuid), "metric": metric, "series": series,
+             "x": f"param:{x}" if x else "tool"}
+    return urlencode(query)

@@ -230,7 +230,7 @@ def _read_section(plan: TopologyPlan, index: int, label: str, section: _Section)
         result = beegfs.parse(section.text, node_type=section.node_type)
     except ParseError as exc:
         line = exc.line + offset if exc.line is not None else None
-        plan.errors.append(InputError(index, name, line, exc.message))
+        plan.errors.append(InputError(index, name, line, _shift_lines(exc.message, offset)))
         return
     topo = result.extra["topology"]
     kind = topo["kind"]
@@ -268,10 +268,7 @@ def _read_section(plan: TopologyPlan, index: int, label: str, section: _Section)
         index=index, label=name, listing=f"{topo['cli']} {kind.replace('_', ' ')}",
         node_type=", ".join(sorted(types)) or section.node_type, summary=", ".join(counts),
     ))
-    for warning in topo.get("warnings", []):
-        # The parser counts lines from the section; the user counts them from the paste.
-        warning = re.sub(r"^line (\d+)", lambda m: f"line {int(m.group(1)) + offset}", warning)
-        plan.warnings.append(f"{name}: {warning}")
+    plan.warnings.extend(f"{name}: {_shift_lines(w, offset)}" for w in topo.get("warnings", []))
     for node in topo["nodes"]:
         _add_node(plan, node["type"], node["id"], node.get("name"), node)
     for target in topo["targets"]:
@@ -280,6 +277,13 @@ def _read_section(plan: TopologyPlan, index: int, label: str, section: _Section)
         _add_pool(plan, pool)
     for group in topo["mirror_groups"]:
         _add_mirror_group(plan, group, name)
+
+
+def _shift_lines(message: str, offset: int) -> str:
+    """The parser counts lines from the start of a section; the user, from the paste."""
+    if not offset:
+        return message
+    return re.sub(r"\bline (\d+)", lambda m: f"line {int(m.group(1)) + offset}", message)
 
 
 def _hostname(node_type: str, name: str) -> str:

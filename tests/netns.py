@@ -177,7 +177,8 @@ class TcpForwarder:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server: socket.socket | None = None
-        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
 
     def __repr__(self) -> str:
@@ -201,6 +202,8 @@ class TcpForwarder:
         server.listen(self.backlog)
         server.setblocking(False)
         self._server = server
+        # Writing to this pair wakes the accept loop at once on stop().
+        self._wake_r, self._wake_w = socket.socketpair()
         self.listen = server.getsockname()[:2]  # port 0 means "any": report the real one
         self._acceptor = threading.Thread(target=self._accept_loop, daemon=True,
                                           name=f"forward-{self.listen[1]}")
@@ -211,7 +214,7 @@ class TcpForwarder:
         if self._server is None or self._stopping.is_set():
             return
         self._stopping.set()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, AttributeError):
             self._wake_w.send(b"x")
         if self._acceptor is not None:
             self._acceptor.join(timeout)
@@ -227,8 +230,9 @@ class TcpForwarder:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._server.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        for sock in (self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
 
     def __enter__(self) -> TcpForwarder:
         return self.start()
@@ -344,6 +348,7 @@ class NetnsLab:
         self.forwarders: list[TcpForwarder] = []
         self._procs: list[subprocess.Popen] = []
         self._started = False
+        self._bridge_created = False  # never delete a bridge of the same name we did not make
 
     def __repr__(self) -> str:
         return f"NetnsLab(bridge={self.bridge}, subnet={self.subnet}, nodes={len(self.nodes)})"
@@ -404,10 +409,16 @@ class NetnsLab:
         LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
         with open(LOCK_FILE, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            owner = next((link.get("ifalias", "") for link in _links()
+                          if link.get("ifname") == self.bridge), None)
+            if owner is not None:
+                # pid % 10000 collides with a live process's lab (or a foreign bridge).
+                raise LabError(f"bridge {self.bridge} exists already ({owner or 'no alias'})")
             self.subnet = self._free_subnet()
             hosts = list(self.subnet.hosts())
             self.gateway = str(hosts[0])
             _ip("link", "add", self.bridge, "type", "bridge")
+            self._bridge_created = True
             _ip("link", "set", "dev", self.bridge, "alias", f"{ALIAS_PREFIX}{self.pid}")
             _ip("addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
             _ip("link", "set", "dev", self.bridge, "up")
@@ -484,6 +495,8 @@ class NetnsLab:
 
     def stop(self) -> None:
         """Kill the lab's processes, stop forwarders, delete namespaces and bridge. Idempotent."""
+        if not self._started:
+            return
         for proc in self._procs:
             self.kill(proc)
         self._procs.clear()
@@ -501,8 +514,9 @@ class NetnsLab:
                     os.kill(int(pid), signal.SIGKILL)
             _ip("netns", "del", netns, check=False)
             _ip("link", "del", f"bw{self.pid}-v{i}", check=False)
-        if any(link.get("ifname") == self.bridge for link in _links()):
+        if self._bridge_created and any(link.get("ifname") == self.bridge for link in _links()):
             _ip("link", "del", self.bridge)
+        self._bridge_created = False
         self.nodes = []
         if NetnsLab._active is self:
             NetnsLab._active = None

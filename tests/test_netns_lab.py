@@ -316,7 +316,8 @@ def start_lab_process(mode: str) -> tuple[subprocess.Popen, int, str]:
 
 def test_teardown_leaves_nothing_behind(netns_available):
     proc, pid, _bridge = start_lab_process("clean")
-    assert proc.wait(30) == 0, proc.stderr.read()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
     assert lab_leftovers(pid) == []
 
 
@@ -329,8 +330,38 @@ def test_leftovers_of_a_crashed_lab_are_removed_once_its_pid_is_dead(netns_avail
         assert bridge in lab_leftovers(pid)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # a crash: no teardown runs
-        proc.wait(10)
+        proc.communicate(timeout=10)
     assert lab_leftovers(pid) != []
     removed = NetnsLab.cleanup_stale()
     assert {f"bw{pid}-n1", f"bw{pid}-n2", bridge} <= set(removed)
     assert lab_leftovers(pid) == []
+
+
+COLLISION_SCRIPT = """
+import os, sys
+sys.path.insert(0, {root!r})
+from tests.netns import LabError, NetnsLab
+lab = NetnsLab(n=1)
+lab.bridge = sys.argv[1]  # as if pid % 10000 matched another lab's
+try:
+    lab.start()
+except LabError as exc:
+    print(os.getpid(), exc)
+"""
+
+
+def test_a_bridge_name_collision_leaves_the_other_bridge_alone(netns_available):
+    foreign = f"bwbr9{os.getpid() % 1000}x"
+    subprocess.run(["ip", "link", "add", foreign, "type", "bridge"], check=True)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", COLLISION_SCRIPT.format(root=str(ROOT)), foreign],
+            capture_output=True, text=True, timeout=60)
+        pid, message = proc.stdout.split(" ", 1)
+        assert f"bridge {foreign} exists already" in message
+        links = subprocess.run(["ip", "-o", "link", "show", foreign], capture_output=True,
+                               text=True)
+        assert links.returncode == 0  # still there
+        assert lab_leftovers(int(pid)) == []
+    finally:
+        subprocess.run(["ip", "link", "del", foreign], check=False)

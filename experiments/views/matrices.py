@@ -130,6 +130,7 @@ def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
         context["plan_error"] = str(exc)
     context["can_edit"] = matrix.can_edit(request.user)
     context["yaml"] = to_yaml(matrix)
+    context["compare_query"] = matrices.compare_query(matrix)
     return render(request, "experiments/matrix_detail.html", context)
 
 

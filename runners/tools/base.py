@@ -23,9 +23,11 @@ MODES = ("single", "mpi", "multihost")
 
 # Caps that keep a typo from asking for an exabyte or a month-long run.
 MAX_SIZE = 2**60
+MAX_INT = 2**63 - 1
 MAX_SECONDS = 30 * 86400
 MAX_TASKS_PER_NODE = 4096
 KIB = 1024
+MAX_TEXT = 4096  # PATH_MAX; also keeps int() away from its digit limit
 
 
 class ParamError(ValueError):
@@ -42,18 +44,18 @@ class ParamError(ValueError):
 
 # --- value checks --------------------------------------------------------------------------
 
-_INT_RE = re.compile(r"^\d+$")
-_SIZE_RE = re.compile(r"^(\d+)(?:\.(\d+))?(?:([kmgtp])(?:i?b)?|b)?$", re.IGNORECASE)
-_SECONDS_RE = re.compile(r"^(\d+)(s|m|h|d)?$", re.IGNORECASE)
+_INT_RE = re.compile(r"^\d+\Z", re.ASCII)
+_SIZE_RE = re.compile(r"^(\d+)(?:\.(\d+))?(?:([kmgtp])(?:i?b)?|b)?\Z", re.I | re.A)
+_SECONDS_RE = re.compile(r"^(\d+)(s|m|h|d)?\Z", re.I | re.A)
 _SECONDS_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _CONTROL_CHARS = "control characters (newline, NUL, ...) are not allowed"
 _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n"}
 # Path characters: no whitespace, quotes, $, `, ;, |, &, <, >, *, ?, ~, brackets or controls.
-_PATH_RE = re.compile(r"^[A-Za-z0-9._+@%,=:/-]+$")
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9._+@%,=:/-]+$")
+_PATH_RE = re.compile(r"^[A-Za-z0-9._+@%,=:/-]+\Z")
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9._+@%,=:/-]+\Z")
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOSTNAME_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\.?$")
+_HOSTNAME_RE = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\.?\Z")
 
 
 def _text(value: Any, param: str) -> str:
@@ -65,16 +67,19 @@ def _text(value: Any, param: str) -> str:
     text = value.strip()
     if not text:
         raise ParamError(param, "must not be empty")
+    if len(text) > MAX_TEXT:
+        raise ParamError(param, f"is longer than {MAX_TEXT} characters")
     if text.startswith("-"):
         raise ParamError(param, f"{text!r} starts with '-' and would be read as an option")
     return text
 
 
 def _bounds(number: int, param: str, lo: int | None, hi: int | None, unit: str = "") -> int:
+    shown = f"{number}{unit}" if number < 10**20 else "the value"
     if lo is not None and number < lo:
-        raise ParamError(param, f"{number}{unit} is below the minimum {lo}{unit}")
+        raise ParamError(param, f"{shown} is below the minimum {lo}{unit}")
     if hi is not None and number > hi:
-        raise ParamError(param, f"{number}{unit} is above the maximum {hi}{unit}")
+        raise ParamError(param, f"{shown} is above the maximum {hi}{unit}")
     return number
 
 
@@ -89,7 +94,7 @@ def clean_int(value: Any, param: str, lo: int | None = None, hi: int | None = No
         if not isinstance(text, str) or not _INT_RE.match(text):
             raise ParamError(param, f"expected a whole number, got {value!r}")
         value = int(text)
-    return _bounds(value, param, lo, hi)
+    return _bounds(value, param, lo, MAX_INT if hi is None else hi)
 
 
 def clean_size(value: Any, param: str, lo: int | None = None, hi: int | None = None) -> int:

@@ -83,6 +83,18 @@ class FioAdapter(Adapter):
             raise ParamError("rwmixread", f"only applies to rw={' or rw='.join(MIXED)}")
         if p["bs"] > p["size"] // p["nrfiles"]:
             raise ParamError("bs", "is larger than the size of each file (size / nrfiles)")
+        if (
+            ctx is not None
+            and ctx.mode == "multihost"
+            and ctx.tasks_per_node
+            not in (
+                1,
+                p["numjobs"],
+            )
+        ):
+            raise ParamError(
+                "tasks_per_node", "fio takes jobs per client from 'numjobs'; leave it at 1"
+            )
 
     def _filename_format(self, p: dict[str, Any], host: str | None) -> str:
         parts = [JOB_NAME] + ([host] if host else [])

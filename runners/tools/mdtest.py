@@ -54,7 +54,10 @@ class MdtestAdapter(Adapter):
             choices=tuple(PHASES),
         ),
         Param(
-            "directory", "path", "test directory, relative to the workdir (-d)", default="mdtest"
+            "directory",
+            "path",
+            "test directory (-d), relative to the workdir; removed afterwards",
+            default="mdtest",
         ),
     )
 

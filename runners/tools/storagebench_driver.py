@@ -30,8 +30,8 @@ _STATE_RE = re.compile(
     r"^\s*(Finished|Running|Stopping|Stopped|Error|Uninitialized|Idle)\s*:\s*(\d+)\s*$",
     re.IGNORECASE | re.MULTILINE,
 )
-_SIZE_RE = re.compile(r"^\d+[KMGT]?$")
-_IDS_RE = re.compile(r"^\d+(,\d+)*$")
+_SIZE_RE = re.compile(r"\d{1,18}[KMGT]?")
+_IDS_RE = re.compile(r"\d{1,9}(,\d{1,9})*")
 
 
 class Terminated(Exception):
@@ -54,13 +54,13 @@ def is_done(counts: dict[str, int]) -> bool:
 
 
 def _size(text: str) -> str:
-    if not _SIZE_RE.match(text):
+    if not _SIZE_RE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"not a size like 512K or 1G: {text!r}")
     return text
 
 
 def _ids(text: str) -> str:
-    if not _IDS_RE.match(text):
+    if not _IDS_RE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"not a comma-separated list of target ids: {text!r}")
     return text
 

@@ -18,6 +18,7 @@ from experiments.models import (
     Drive,
     HardwareProfile,
     Node,
+    Run,
     Target,
     Testbed,
     TestbedNode,
@@ -259,6 +260,13 @@ def test_reassembles_from_existing_disk_files(alice, data_dir, tmp_path, capsys)
         assert out.count("reused the btrfs on 4 existing disk files") == 2
         assert (bench / "keep.txt").read_text() == "still here"
         assert Target.objects.filter(testbed__owner=alice).count() == 2
+        measured = Target.objects.get(testbed__owner=alice, name="btrfs-raid10")
+        Run.objects.create(owner=alice, testbed=measured.testbed, target=measured, tool="dd")
     finally:
         call_command("local_raid", dir=str(root), owner="alice", teardown=True)
     assert not root.exists()
+    # A measured target outlives the teardown, so its results keep their RAID level.
+    out = capsys.readouterr().out
+    assert "kept target btrfs-raid10: 1 run(s) refer to it" in out
+    assert list(Target.objects.filter(testbed__owner=alice).values_list("name", flat=True)) == [
+        "btrfs-raid10"]

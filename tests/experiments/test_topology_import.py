@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.urls import reverse
 
 from experiments.models import (
@@ -326,8 +328,6 @@ def test_preview_saves_nothing_then_save_imports(alice_client, lab, alice):
 
 @needs_samples
 def test_upload_with_a_profile(alice_client, lab, profile):
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
     upload = SimpleUploadedFile("listnodes-meta.txt",
                                 beegfs("listnodes-nodetype-meta.txt").encode())
     response = alice_client.post(url(lab), {"files": upload, "files_node_type": "meta",
@@ -351,6 +351,20 @@ def test_garbage_is_refused_with_its_line_number(alice_client, lab):
     assert "Output 1: line 1: no BeeGFS listing recognised" in html
     assert 'id="topology-changes"' not in html
     assert not Node.objects.exists()
+
+
+def test_errors_count_lines_from_the_start_of_the_paste(lab):
+    session = ("$ beegfs-ctl --listnodes --nodetype=meta\n"  # line 1
+               "meta01 [ID: 1]\n"
+               "$ beegfs-ctl --listtargets --nodetype=meta\n"
+               "TargetID   NodeID\n"  # line 4: the table's header
+               "========   ======\n"
+               "       1   meta01-not-a-number\n")
+    plan = plan_topology(lab, [(session, None)])
+    [error] = plan.errors
+    assert error.label == "Output 1 (beegfs-ctl --listtargets --nodetype=meta)"
+    assert str(error) == "line 4: the beegfs-ctl table at line 4 has no readable rows"
+    assert list(plan.nodes) == [("meta", 1)]  # the first output was still read
 
 
 def test_untyped_listnodes_and_entry_info_are_refused(alice_client, lab):
@@ -379,8 +393,6 @@ def test_a_tampered_save_changes_nothing(alice_client, lab):
 
 
 def test_only_owner_and_staff_import(alice_client, bob_client, lab, django_user_model):
-    from django.test import Client
-
     assert alice_client.get(url(lab)).status_code == 200
     assert bob_client.get(url(lab)).status_code == 403
     response = bob_client.post(url(lab), {"action": "save", "item_label": "x",

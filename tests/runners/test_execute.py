@@ -34,10 +34,16 @@ def bench(testbed, node, tmp_path, settings):
 
 
 def make_matrix(owner, testbed, tool="fio", params=None, axes=None, **fields):
-    matrix = Matrix.objects.create(owner=owner, name=f"{tool} test", tool=tool,
-                                   fixed_params=params or {}, axes=axes or [],
-                                   repetitions=fields.pop("repetitions", 1),
-                                   drop_caches=fields.pop("drop_caches", False), **fields)
+    matrix = Matrix.objects.create(
+        owner=owner,
+        name=f"{tool} test",
+        tool=tool,
+        fixed_params=params or {},
+        axes=axes or [],
+        repetitions=fields.pop("repetitions", 1),
+        drop_caches=fields.pop("drop_caches", False),
+        **fields,
+    )
     matrix.testbeds.set([testbed])
     matrices.expand(matrix)
     return matrix
@@ -51,8 +57,12 @@ def queue(run: Run) -> str:
 
 @pytest.mark.django_db
 def test_fio_runs_and_parses(alice, bench):
-    matrix = make_matrix(alice, bench, params={"size": "4m", "bs": "1m", "rw": "write",
-                                               "numjobs": 2}, drop_caches=True)
+    matrix = make_matrix(
+        alice,
+        bench,
+        params={"size": "4m", "bs": "1m", "rw": "write", "numjobs": 2},
+        drop_caches=True,
+    )
     run = matrix.runs.get()
     assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
     run.refresh_from_db()
@@ -64,11 +74,16 @@ def test_fio_runs_and_parses(alice, bench):
     config = run.effective_config
     assert "vm.dirty_ratio" in config["sysctl"]
     assert config["drop_caches"] in ("dropped",) or config["drop_caches"].startswith(
-        "not permitted")
+        "not permitted"
+    )
     assert config["mount"]["mount_point"]
-    assert not (bench.benchmark_dir and any(
-        p.name.startswith("beeweb") for p in __import__("pathlib").Path(
-            bench.benchmark_dir).iterdir())), "fio's files are cleaned up"
+    assert not (
+        bench.benchmark_dir
+        and any(
+            p.name.startswith("beeweb")
+            for p in __import__("pathlib").Path(bench.benchmark_dir).iterdir()
+        )
+    ), "fio's files are cleaned up"
 
 
 @pytest.mark.django_db
@@ -86,9 +101,12 @@ def test_stale_and_duplicate_deliveries_do_nothing(alice, bench):
 
 @pytest.mark.django_db
 def test_failing_tool_keeps_its_output(alice, bench):
-    matrix = make_matrix(alice, bench, tool="dd",
-                         params={"direction": "read", "file": "missing.bin", "bs": "1m",
-                                 "count": 1})
+    matrix = make_matrix(
+        alice,
+        bench,
+        tool="dd",
+        params={"direction": "read", "file": "missing.bin", "bs": "1m", "count": 1},
+    )
     run = matrix.runs.get()
     assert execute.execute(run.pk, queue(run), "w@test") == "failed"
     run.refresh_from_db()
@@ -99,8 +117,12 @@ def test_failing_tool_keeps_its_output(alice, bench):
 
 @pytest.mark.django_db
 def test_timeout_kills_the_process_group(alice, bench):
-    matrix = make_matrix(alice, bench, params={"rw": "write", "size": "64m", "runtime": 60,
-                                               "time_based": True}, timeout_s=2)
+    matrix = make_matrix(
+        alice,
+        bench,
+        params={"rw": "write", "size": "64m", "runtime": 60, "time_based": True},
+        timeout_s=2,
+    )
     run = matrix.runs.get()
     started = time.monotonic()
     assert execute.execute(run.pk, queue(run), "w@test") == "failed"
@@ -111,19 +133,27 @@ def test_timeout_kills_the_process_group(alice, bench):
 
 
 @pytest.mark.django_db
-def test_janitor_requeues_then_fails_orphans(alice, bench, settings,
-                                             django_capture_on_commit_callbacks):
+def test_janitor_requeues_then_fails_orphans(
+    alice, bench, settings, django_capture_on_commit_callbacks
+):
     settings.RUN_MAX_ATTEMPTS = 2
     matrix = make_matrix(alice, bench, params={"rw": "write", "size": "1m"}, repetitions=2)
     first, second = matrix.runs.order_by("repetition")
     old = timezone.now() - timedelta(minutes=10)
-    Run.objects.filter(pk=first.pk).update(status="running", attempts=1, heartbeat_at=old,
-                                           worker="gone@node", raw_output="partial output")
-    Run.objects.filter(pk=second.pk).update(status="running", attempts=2, heartbeat_at=old,
-                                            worker="gone@node")
+    Run.objects.filter(pk=first.pk).update(
+        status="running",
+        attempts=1,
+        heartbeat_at=old,
+        worker="gone@node",
+        raw_output="partial output",
+    )
+    Run.objects.filter(pk=second.pk).update(
+        status="running", attempts=2, heartbeat_at=old, worker="gone@node"
+    )
     fresh = make_matrix(alice, bench, params={"rw": "read", "size": "1m"}).runs.get()
-    Run.objects.filter(pk=fresh.pk).update(status="running", attempts=1,
-                                           heartbeat_at=timezone.now())
+    Run.objects.filter(pk=fresh.pk).update(
+        status="running", attempts=1, heartbeat_at=timezone.now()
+    )
     with django_capture_on_commit_callbacks(execute=False):
         assert execute.janitor() == {"requeued": 1, "failed": 1}
     first.refresh_from_db()
@@ -140,20 +170,24 @@ def test_janitor_requeues_then_fails_orphans(alice, bench, settings,
 
 @pytest.mark.django_db(transaction=True)
 def test_cancel_while_running(alice, bench):
-    matrix = make_matrix(alice, bench, params={"rw": "write", "size": "64m", "runtime": 60,
-                                               "time_based": True}, timeout_s=120)
+    matrix = make_matrix(
+        alice,
+        bench,
+        params={"rw": "write", "size": "64m", "runtime": 60, "time_based": True},
+        timeout_s=120,
+    )
     run = matrix.runs.get()
     token = queue(run)
     result = {}
-    worker = threading.Thread(target=lambda: result.update(
-        status=execute.execute(run.pk, token, "w@test")))
+    worker = threading.Thread(
+        target=lambda: result.update(status=execute.execute(run.pk, token, "w@test"))
+    )
     worker.start()
     deadline = time.monotonic() + 30
     while Run.objects.get(pk=run.pk).status != "running" and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(1)
-    assert matrices.cancel_runs(Run.objects.filter(pk=run.pk)) == {"cancelled": 0,
-                                                                    "stopping": 1}
+    assert matrices.cancel_runs(Run.objects.filter(pk=run.pk)) == {"cancelled": 0, "stopping": 1}
     worker.join(timeout=30)
     assert result["status"] == "cancelled"
     run.refresh_from_db()
@@ -167,6 +201,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # A zombie is dead for our purposes.
-    state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True,
-                           text=True).stdout.strip()
+    state = subprocess.run(
+        ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True
+    ).stdout.strip()
     return bool(state) and not state.startswith("Z")

@@ -114,7 +114,9 @@ def test_sizes(text, expected):
     assert clean_size(text, "bs") == expected
 
 
-@pytest.mark.parametrize("text", ["", "1x", "k", "-1", "1.5", "4 k", "0x10", True, 1.5, None])
+@pytest.mark.parametrize(
+    "text", ["", "1x", "k", "-1", "1.5", "4 k", "0x10", "٣k", "4k\n", "9" * 5000, True, 1.5, None]
+)
 def test_bad_sizes(text):
     with pytest.raises(ParamError, match="^bs: "):
         clean_size(text, "bs")
@@ -135,7 +137,7 @@ def test_seconds(text, seconds):
 def test_ints_and_bools():
     assert clean_int("12", "numjobs") == 12
     assert clean_int(4.0, "numjobs") == 4
-    for bad in (True, "1.5", "twelve", 1.5, "-3"):
+    for bad in (True, "1.5", "twelve", 1.5, "-3", "٣", "3\n", "9" * 5000, 2**64):
         with pytest.raises(ParamError, match="^numjobs: "):
             clean_int(bad, "numjobs", 1)
     assert clean_bool("yes", "direct") is True
@@ -235,9 +237,16 @@ def test_mode_the_tool_lacks(ctx):
         ADAPTERS["fio"].build({}, ctx)
 
 
-@pytest.mark.parametrize(("tool", "mode"), [("ior", "mpi"), ("mdtest", "mpi"),
-                                            ("fio", "multihost"), ("iozone", "multihost"),
-                                            ("elbencho", "multihost")])
+@pytest.mark.parametrize(
+    ("tool", "mode"),
+    [
+        ("ior", "mpi"),
+        ("mdtest", "mpi"),
+        ("fio", "multihost"),
+        ("iozone", "multihost"),
+        ("elbencho", "multihost"),
+    ],
+)
 def test_mpi_and_multihost_need_hosts(tool, mode, ctx):
     ctx.mode = mode
     with pytest.raises(ParamError) as exc:

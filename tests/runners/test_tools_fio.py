@@ -135,3 +135,15 @@ def test_real_write_then_read(ctx):
     assert read.data_bytes == 16 * MIB
     assert all(path.exists() for path in read.cleanup)
     assert len(read.cleanup) == 2
+
+
+def test_multihost_jobs_come_from_numjobs(multihost_ctx):
+    multihost_ctx.tasks_per_node = 4
+    with pytest.raises(ParamError, match="^tasks_per_node: "):
+        build_command("fio", {"numjobs": 2}, multihost_ctx)
+    assert (
+        "numjobs=4"
+        in build_command("fio", {"numjobs": 4}, multihost_ctx).files[
+            str(multihost_ctx.scratch / "fio-0.job")
+        ]
+    )

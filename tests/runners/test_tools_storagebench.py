@@ -165,7 +165,7 @@ def test_timeout_stops_the_benchmark(fake_ctl, monkeypatch, capsys):
     assert "stopping the benchmark" in capsys.readouterr().err
 
 
-def test_failed_start_reports_and_stops(fake_ctl, monkeypatch, capsys):
+def test_failed_start_is_reported(fake_ctl, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_FAIL", "--write")
     code = driver.main(["--alltargets", "--write", "--blocksize", "512K", "--size", "1G",
                         "--threads", "1", "--interval", "0.01"])  # fmt: skip

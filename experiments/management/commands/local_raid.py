@@ -9,7 +9,7 @@ localhost testbed::
     DIR/raid10/bench         btrfs -d raid10 -m raid10  → Target "btrfs-raid10" (RAID10)
 
 Re-running finds the arrays mounted and only reports; ``--teardown`` unmounts, detaches, deletes
-the files and the two targets (the testbed stays).
+the files and the two targets (the testbed stays, and so does a target that runs refer to).
 """
 
 from __future__ import annotations
@@ -267,7 +267,8 @@ class Command(BaseCommand):
                             help="Unmount, detach and delete the arrays and their two targets.")
 
     def handle(self, *args, **options):
-        root = Path(options["dir"] or Path(settings.DATA_DIR) / "raid").absolute()
+        # Resolved, because /proc/self/mounts lists mount points without symlinks.
+        root = Path(options["dir"] or Path(settings.DATA_DIR) / "raid").resolve()
         arrays = [Array(root, level) for level in LEVELS]
         if options["teardown"]:
             check_requirements()
@@ -420,22 +421,30 @@ class Command(BaseCommand):
             self.stderr.write(f"targets left in the inventory: {exc}")
             return
         testbeds = Testbed.objects.filter(owner=owner, name=testbed_name, published=False)
-        deleted, _ = Target.objects.filter(
+        targets = Target.objects.filter(
             testbed__in=testbeds, node=localhost_node(owner), filesystem="btrfs",
             name__in=[array.name for array in arrays],
-        ).delete()
+        )
+        # Deleting a target would cut its runs loose (SET_NULL): the RAID0 vs RAID10 results
+        # would no longer say which array they measured. Those targets stay.
+        for target in targets.filter(runs__isnull=False).distinct():
+            self.stdout.write(f"kept target {target.name}: {target.runs.count()} run(s) refer "
+                              "to it; a rebuild reuses it")
+        deleted, _ = targets.filter(runs__isnull=True).delete()
         self.stdout.write(f"removed {deleted} target(s) from testbed {testbed_name!r} of {owner}")
 
     # --- teardown ---------------------------------------------------------------------------
 
     def teardown(self, arrays: list[Array], root: Path) -> None:
         for array in arrays:
+            done = []
             if array.mount() is not None:
                 try:
                     run(["umount", str(array.mountpoint)])
                 except CommandError as exc:
                     raise CommandError(f"{exc} (still in use? see: fuser -vm "
                                        f"{array.mountpoint})") from None
+                done.append(f"unmounted {array.mountpoint}")
             disks = array.existing_disks()
             devices = [device for path in disks for device in loops_of(path)]
             for device in devices:
@@ -451,8 +460,11 @@ class Command(BaseCommand):
                     array.mountpoint.rmdir()
                 except OSError:
                     self.stderr.write(f"{array.mountpoint} is not empty; left in place")
-            self.stdout.write(f"raid{array.level}: unmounted, {len(devices)} loop device(s) "
-                              f"detached, {len(disks)} disk file(s) deleted")
+            if devices:
+                done.append(f"detached {', '.join(devices)}")
+            if disks:
+                done.append(f"deleted {len(disks)} disk files")
+            self.stdout.write(f"raid{array.level}: {'; '.join(done) or 'nothing to remove'}")
         for directory in (root / "disks", root):
             if directory.is_dir() and not any(directory.iterdir()):
                 directory.rmdir()

@@ -1,0 +1,132 @@
+"""Browser test of the whole execution path, as a newcomer meets it after `make run`: a real
+web server and a real Celery worker (own database and broker, see tests/e2e.py); Chromium
+defines the issue's fio matrix (rw = write, read × numjobs 1, 2, 4, 8 × 3 repetitions) on the
+localhost testbed, launches it, watches the live progress to the end, and opens the
+comparison of its results."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.e2e import ROOT, Stack, wait_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+PASSWORD = "matrix-flow-pw"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    os.environ.setdefault("BEEWEB_ADMIN_PASSWORD", "")
+    stack = Stack(tmp_path)
+    stack.env.update({"BEEWEB_ADMIN_USER": "engineer", "BEEWEB_ADMIN_PASSWORD": PASSWORD,
+                      "DEBUG": "true"})
+    stack.manage("ensure_admin")
+    stack.manage("ensure_localhost", "--owner", "engineer")
+    host = socket.gethostname()
+    stack.worker(f"node.{host}", f"node@{host}")
+    port = free_port()
+    web = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}",
+                            "--noreload"], cwd=ROOT, env=stack.env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    stack.procs.append(web)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return urllib.request.urlopen(f"{url}/login/", timeout=2).status == 200
+        except OSError:
+            return False
+
+    assert wait_for(up, 60), "the web server did not start"
+    yield url, stack
+    stack.close()
+
+
+@pytest.fixture
+def page(server):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--headless", "--disable-gpu",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"],
+        )
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        pg = context.new_page()
+        pg.set_default_timeout(30_000)
+        yield pg
+        context.close()
+        browser.close()
+
+
+def test_fio_matrix_from_the_browser(server, page):
+    url, stack = server
+    page.goto(f"{url}/login/")
+    page.fill("input[name=username]", "engineer")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+
+    page.goto(f"{url}/matrices/new/")
+    page.fill("#id_name", "fio write/read x numjobs")
+    page.select_option("#id_tool", "fio")
+    page.get_by_label("localhost").check()
+    page.fill("#id_repetitions", "3")
+    page.fill("#id_timeout_s", "300")
+    page.fill("#id_params_text", "size = 16m\nbs = 1m\ndirect = false")
+    page.fill("#id_axes_text", "rw = write, read\nnumjobs = 1, 2, 4, 8")
+    page.click("#object-form button[type=submit]")
+    page.wait_for_url(re.compile(r"/matrices/[0-9a-f-]+/$"))
+    assert "24</strong> runs" in page.inner_html("#plan-summary")
+    assert page.locator("#plan tbody tr").count() == 8
+    assert "--numjobs=8" in page.inner_text("#plan") or "numjobs" in page.inner_text("#plan")
+
+    started = time.monotonic()
+    page.click("#launch")
+    page.wait_for_selector("#progress-text")
+    seen_running = False
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        text = page.inner_text("#matrix-progress")
+        seen_running |= "running" in text and "24 of 24" not in text
+        if "24 of 24 finished" in text:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"the matrix did not finish: {page.inner_text('#matrix-progress')[:500]}\n"
+                    + stack.worker_log(f"node@{socket.gethostname()}")[-2000:])
+    elapsed = time.monotonic() - started
+    assert seen_running, "the page never showed a run in progress"
+    assert "succeeded 24" in page.inner_text("#matrix-progress")
+    # Polling stops once nothing is queued or running.
+    assert page.get_attribute("#matrix-progress", "hx-trigger") is None
+    print(f"\nbrowser: 24-run fio matrix finished in {elapsed:.1f} s after Launch")
+
+    page.click("#compare-link")
+    page.wait_for_selector("#compare-table")
+    rows = page.locator("#compare-table tbody tr")
+    assert rows.count() == 4  # numjobs 1, 2, 4, 8 of the write series
+    cells = [rows.nth(i).locator("td").all_inner_texts() for i in range(4)]
+    assert [c[1] for c in cells] == ["1", "2", "4", "8"]
+    assert all(c[0] == "write" and c[2] == "3" for c in cells)
+    page.wait_for_selector("#chart .main-svg")  # plotly drew the chart
