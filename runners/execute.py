@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from experiments.importing import MAX_IMPORT_BYTES
@@ -160,8 +160,8 @@ def _cleanup(command: Command, scratch: Path) -> None:
 
 
 def execute(run_id: int, token: str, worker: str) -> str:
-    """Run one benchmark run to its end; returns the final status (or "stale")."""
-    close_old_connections()
+    """Run one benchmark run to its end; returns the final status (or "stale").
+    (Celery's Django fix-up closes stale database connections around each task.)"""
     run = claim(run_id, token, worker)
     if run is None:
         return "stale"

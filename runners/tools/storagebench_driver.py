@@ -76,6 +76,7 @@ def _positive(kind: type) -> object:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The driver's options; argparse exits with status 2 on a malformed one."""
     parser = argparse.ArgumentParser(
         prog="storagebench_driver", description=__doc__.splitlines()[0]
     )
@@ -104,9 +105,11 @@ class Driver:
         self.targets = ["--alltargets"] if args.alltargets else [f"--targetids={args.targetids}"]
 
     def ctl(self, *extra: str) -> list[str]:
+        """argv of one ``beegfs-ctl --storagebench`` call on the chosen targets."""
         return [self.args.ctl, "--storagebench", *self.targets, *extra]
 
     def call(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` (no shell); a binary that cannot start or hangs is exit status 127."""
         try:
             return subprocess.run(argv, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -165,6 +168,7 @@ class Driver:
         return code or cleaned
 
     def wait(self) -> int:
+        """Poll ``--status`` until no target runs: 0, EXIT_FAILED or EXIT_TIMEOUT."""
         deadline = time.monotonic() + self.args.timeout
         while True:
             time.sleep(min(self.args.interval, max(0.0, deadline - time.monotonic())))
@@ -179,6 +183,7 @@ class Driver:
                 return EXIT_TIMEOUT
 
     def cleanup(self) -> int:
+        """Remove the benchmark files from the targets unless ``--keep``."""
         if self.args.keep:
             return 0
         done = self.call(self.ctl("--cleanup"))
@@ -190,6 +195,7 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; SIGTERM/SIGINT stop the benchmark instead of orphaning it."""
     args = parse_args(argv)
     previous = {s: signal.signal(s, _terminate) for s in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -282,7 +282,8 @@ def test_yaml_import_page(alice_client, bench):
     assert "not valid YAML" in bad.content.decode()
 
 
-def test_localhost_node_queue_matches_the_worker(alice):
+def test_localhost_node_queue_matches_the_worker(alice, settings, tmp_path):
+    settings.DATA_DIR = tmp_path
     from experiments.localhost import ensure_localhost_testbed
 
     testbed = ensure_localhost_testbed(alice)

@@ -179,9 +179,16 @@ def test_cancel_while_running(alice, bench):
     run = matrix.runs.get()
     token = queue(run)
     result = {}
-    worker = threading.Thread(
-        target=lambda: result.update(status=execute.execute(run.pk, token, "w@test"))
-    )
+
+    def work() -> None:
+        from django.db import connection
+
+        try:
+            result["status"] = execute.execute(run.pk, token, "w@test")
+        finally:
+            connection.close()  # the test database is dropped at the end
+
+    worker = threading.Thread(target=work)
     worker.start()
     deadline = time.monotonic() + 30
     while Run.objects.get(pk=run.pk).status != "running" and time.monotonic() < deadline:

@@ -258,6 +258,8 @@ def test_context_checks(ctx):
     bad = [
         ({"workdir": Path("relative")}, "workdir"),
         ({"scratch": "/tmp"}, "scratch"),
+        ({"workdir": Path("/mnt/a:b")}, "workdir"),
+        ({"scratch": Path("/tmp/a\nb")}, "scratch"),
         ({"tasks_per_node": 0}, "tasks_per_node"),
         ({"mpirun": "mpirun; reboot"}, "mpirun"),
         ({"mode": "mpi", "hosts": ("10.0.0.1",)}, "hosts"),

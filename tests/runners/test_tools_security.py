@@ -24,6 +24,8 @@ HOSTILE = [
     "1g && reboot",
     "${IFS}",
     "",
+    "a@/etc/x",  # IOR -o and mdtest -d split paths on '@'
+    "a:/etc",  # fio splits directory lists on ':'
 ]
 
 # Parameters that are required, so the others can be tried one at a time.
