@@ -36,6 +36,18 @@ def page(live_server):
         yield pg
         context.close()
         browser.close()
+    _close_server_connections()
+
+
+def _close_server_connections() -> None:
+    """The live server's request threads may still hold PostgreSQL sessions, which would stop
+    the test database from being dropped at the end of the run."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
 
 
 def test_engineer_builds_a_testbed_and_compares(page, live_server, django_user_model):
