@@ -123,3 +123,41 @@ def test_sigkill_mid_run_requeues_and_cancel_stops_the_tool(stack, tmp_path):
     assert wait_for(lambda: not fio_pids(stack), 15)
     assert "cancelled while running" in run_field(stack, "error")
     assert second.poll() is None, "the worker survives a cancel"
+
+
+DD_MATRIX = """\
+name: dd resume
+tool: dd
+testbeds: [localhost]
+repetitions: 4
+drop_caches: false
+timeout_s: 60
+params: {bs: 1m, count: 4}
+"""
+
+
+def test_resume_after_the_broker_lost_its_messages(stack, tmp_path):
+    path = tmp_path / "dd.yaml"
+    path.write_text(DD_MATRIX)
+    stack.manage("launch_matrix", str(path))  # no worker yet: four runs wait in the broker
+    statuses = ("from experiments.models import Run;"
+                "print(sorted(Run.objects.values_list('status', flat=True)))")
+    assert stack.shell(statuses) == str(["queued"] * 4)
+
+    # The broker restarts empty (Redis here keeps nothing on disk).
+    if stack.broker.startswith("redis://"):
+        import redis
+
+        redis.Redis.from_url(stack.broker).flushdb()
+    else:
+        for message in (tmp_path / "data" / "broker" / "queue").iterdir():
+            message.unlink()
+    stack.worker(QUEUE, f"resume@{HOST}")
+    time.sleep(4)
+    assert stack.shell(statuses) == str(["queued"] * 4), "nothing should have arrived"
+
+    resent = stack.shell("from experiments import matrices; from experiments.models import "
+                         "Matrix; print(matrices.resume(Matrix.objects.get()))")
+    assert resent == "4"
+    assert wait_for(lambda: stack.shell(statuses) == str(["succeeded"] * 4), 90), \
+        stack.worker_log(f"resume@{HOST}")[-3000:]
