@@ -39,6 +39,28 @@ def _storage_target(field: str) -> Subquery:
     )
 
 
+def _storage_member_cores() -> Subquery:
+    from experiments.models import TestbedNode
+
+    return Subquery(
+        TestbedNode.objects.filter(testbed=OuterRef("run__testbed"), storage=True)
+        .order_by("node__hostname")
+        .annotate(cores=F("node__profile__sockets") * F("node__profile__cores_per_socket"))
+        .values("cores")[:1]
+    )
+
+
+# Hardware attributes of the storage servers' profile a comparison can filter or split by,
+# as ``hw:<field>`` (the arch, cpu and hardware keys above are the common ones).
+HARDWARE_FIELDS: dict[str, str] = {
+    "vendor": "vendor", "model": "model", "sockets": "sockets",
+    "cores_per_socket": "cores per socket", "cores": "cores (sockets x cores per socket)",
+    "threads_per_core": "threads per core", "clock_ghz": "clock (GHz)",
+    "numa_domains": "NUMA domains", "memory_gib": "memory (GiB)",
+    "memory_channels": "memory channels", "dimm_type": "DIMM type",
+    "raid_controller": "RAID controller",
+}
+
 FIXED: dict[str, Dimension] = {
     d.key: d
     for d in [
@@ -51,6 +73,7 @@ FIXED: dict[str, Dimension] = {
         Dimension("beegfs", "BeeGFS version", "testbed"),
         Dimension("fabric", "Network fabric", "testbed"),
         Dimension("tuning", "Tuning set", "tuning"),
+        Dimension("matrix", "Matrix", "run"),
         Dimension("tool", "Tool", "run"),
         Dimension("source", "Source (study)", "run"),
     ]
@@ -83,6 +106,18 @@ def expression(key: str):
         return Coalesce(F("run__tuning_set__name"), Value("(none)"))
     if key == "tool":
         return F("run__tool")
+    if key == "matrix":
+        return Coalesce(F("run__matrix__name"), Value("(none)"))
+    if key.startswith("hw:") and key[3:] in HARDWARE_FIELDS:
+        field = key[3:]
+        if field == "cores":
+            return Coalesce(
+                F("run__target__node__profile__sockets")
+                * F("run__target__node__profile__cores_per_socket"),
+                _storage_member_cores(),
+            )
+        return Coalesce(F(f"run__target__node__profile__{field}"),
+                        _storage_member(f"node__profile__{field}"))
     if key == "source":
         return F("run__source")
     if key.startswith("param:") and _safe_name(key[6:]):
@@ -103,6 +138,8 @@ def label(key: str) -> str:
         return key[6:].replace("_", " ")
     if key.startswith("tuning:"):
         return f"tuning {key[7:]}"
+    if key.startswith("hw:") and key[3:] in HARDWARE_FIELDS:
+        return f"storage servers' {HARDWARE_FIELDS[key[3:]]}"
     return key
 
 

@@ -107,13 +107,17 @@ def _target_drive(target):
     return next((d for d in drives if d.purpose != "os"), None)
 
 
-def compute_limits(testbed) -> Limits:
-    """Network, drive and PCIe limits of a testbed's storage side."""
-    members = list(
-        testbed.members.select_related("node__profile").prefetch_related(
-            "node__profile__nics", "node__profile__drives"
+def compute_limits(testbed, members=None, targets=None) -> Limits:
+    """Network, drive and PCIe limits of a testbed's storage side.
+
+    ``members`` and ``targets`` may be given already loaded (the comparison loads those of
+    every testbed it shows in a fixed number of queries)."""
+    if members is None:
+        members = list(
+            testbed.members.select_related("node__profile").prefetch_related(
+                "node__profile__nics", "node__profile__drives"
+            )
         )
-    )
     missing: list[str] = []
     limits: list[Limit] = []
     for role in ("storage", "client"):
@@ -124,10 +128,11 @@ def compute_limits(testbed) -> Limits:
     read = write = pcie = 0.0
     drives_total = 0
     pcie_known = True
-    targets = list(
-        testbed.targets.filter(kind="storage").select_related("drive", "node__profile")
-        .prefetch_related("node__profile__drives")
-    )
+    if targets is None:
+        targets = list(
+            testbed.targets.filter(kind="storage").select_related("drive", "node__profile")
+            .prefetch_related("node__profile__drives")
+        )
     for target in targets:
         drive = _target_drive(target)
         disks = target.disks or (1 if target.raid_level == "none" else None)
@@ -159,4 +164,31 @@ def compute_limits(testbed) -> Limits:
                             f"{drives_total} drives, lanes x generation rate"))
     if not targets:
         missing.append("no storage targets")
+    return Limits(limits, missing)
+
+
+def compute_target_limits(target) -> Limits:
+    """Drive and PCIe limits of one array (a run that measured one target: dd on a device,
+    StorageBench per target). ``target.count`` is ignored: the run measured one of them."""
+    missing: list[str] = []
+    limits: list[Limit] = []
+    drive = _target_drive(target)
+    disks = target.disks or (1 if target.raid_level == "none" else None)
+    if drive is None or disks is None:
+        missing.append(f"{target}: drive model or disks per array unknown")
+        return Limits(limits, missing)
+    if drive.seq_read_mbps and drive.seq_write_mbps:
+        r_factor, w_factor = raid_factors(target.raid_level, disks)
+        level = f"RAID{target.raid_level}" if target.raid_level != "none" else "no RAID"
+        limits.append(Limit(
+            "drives", r_factor * drive.seq_read_mbps * 1e6, w_factor * drive.seq_write_mbps * 1e6,
+            f"{disks} drive{'s' if disks > 1 else ''} in {level}, datasheet sequential bandwidth",
+        ))
+    else:
+        missing.append(f"{drive}: datasheet sequential bandwidth unknown")
+    lane = PCIE_GBPS_PER_LANE.get(drive.pcie_gen or 0)
+    if lane and drive.pcie_lanes:
+        limits.append(Limit("PCIe (drive links)", disks * drive.pcie_lanes * lane * GB,
+                            disks * drive.pcie_lanes * lane * GB,
+                            f"{disks} drives, lanes x generation rate"))
     return Limits(limits, missing)

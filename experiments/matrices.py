@@ -216,6 +216,7 @@ class Cell:
     params: dict[str, Any]          # fixed parameters overlaid with this cell's axis values
     key: str
     excluded_by: str | None = None
+    axis_names: tuple[str, ...] = ()
 
     @property
     def tool_params(self) -> dict[str, Any]:
@@ -226,8 +227,6 @@ class Cell:
     def label(self) -> str:
         axes = ", ".join(f"{k}={v}" for k, v in self.params.items() if k in self.axis_names)
         return axes or "all fixed"
-
-    axis_names: tuple[str, ...] = field(default=())
 
 
 def cell_key(testbed: Testbed, tuning_set: TuningSet | None, target: Target | None,

@@ -2,7 +2,16 @@
 
 from django.urls import path
 
-from experiments.views import compare, importing, inventory, matrices, runs, topology, tuning
+from experiments.views import (
+    compare,
+    importing,
+    inventory,
+    matrices,
+    reports,
+    runs,
+    topology,
+    tuning,
+)
 
 app_name = "experiments"
 
@@ -26,6 +35,21 @@ urlpatterns = [
     path("matrices/<uuid:uuid>/resume/", matrices.matrix_resume, name="matrix_resume"),
     path("matrices/<uuid:uuid>/cancel/", matrices.matrix_cancel, name="matrix_cancel"),
     path("compare/", compare.compare, name="compare"),
+    path("compare/print/", compare.compare_print, name="compare_print"),
+    path("compare/export.<str:fmt>", compare.compare_export, name="compare_export"),
+    path("reports/", reports.report_list, name="report_list"),
+    path("reports/new/", reports.report_new, name="report_new"),
+    path("reports/<uuid:uuid>/", reports.report_detail, name="report"),
+    path("reports/<uuid:uuid>/print/", reports.report_print, name="report_print"),
+    path("reports/<uuid:uuid>/edit/", reports.report_edit, name="report_edit"),
+    path("reports/<uuid:uuid>/delete/", reports.report_delete, name="report_delete"),
+    path("reports/<uuid:uuid>/share/", reports.share_create, name="share_create"),
+    path("reports/<uuid:uuid>/share/<str:key>/revoke/", reports.share_revoke,
+         name="share_revoke"),
+    # Share links: public (no login), read-only, frozen unless a signed-in user asks for live.
+    path("s/<str:key>/", reports.share, name="share"),
+    path("s/<str:key>/print/", reports.share_print, name="share_print"),
+    path("s/<str:key>/export.<str:fmt>", reports.share_export, name="share_export"),
     path("tuning/", tuning.tuningset_list, name="tuningset_list"),
     path("tuning/new/", tuning.tuningset_edit, name="tuningset_new"),
     path("tuning/diff/", tuning.tuningset_diff, name="tuningset_diff"),

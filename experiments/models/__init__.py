@@ -14,6 +14,7 @@ from experiments.models.inventory import (
     TestbedNode,
 )
 from experiments.models.matrices import LaunchMode, Matrix
+from experiments.models.reports import Report, ShareLink
 from experiments.models.runs import Metric, Run
 from experiments.models.tuning import TuningParameter, TuningRevision, TuningSet
 from experiments.models.workers import Worker
@@ -30,7 +31,9 @@ __all__ = [
     "Node",
     "OwnedModel",
     "PublishedModel",
+    "Report",
     "Run",
+    "ShareLink",
     "StoragePool",
     "Target",
     "Testbed",

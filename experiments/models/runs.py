@@ -99,6 +99,12 @@ class Run(OwnedModel, PublishedModel):
         default=dict, blank=True, help_text="Configuration read from the node before the run."
     )
     queued_at = models.DateTimeField(null=True, blank=True)
+    # Idempotency key of a pushed/bulk-ingested run, chosen by the client (a file's hash, a
+    # job id): ingesting the same key twice returns the existing run instead of a copy.
+    client_key = models.CharField(
+        max_length=200, null=True, blank=True,
+        help_text="Client-supplied idempotency key of an ingested run (unique per owner).",
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -110,6 +116,13 @@ class Run(OwnedModel, PublishedModel):
                 fields=["matrix", "cell_key", "repetition"],
                 condition=models.Q(matrix__isnull=False),
                 name="%(app_label)s_%(class)s_unique_matrix_cell_repetition",
+            ),
+            # Bulk ingest looks runs up by (owner, client_key) before creating them; this
+            # unique index serves that lookup and makes a concurrent duplicate fail.
+            models.UniqueConstraint(
+                fields=["owner", "client_key"],
+                condition=models.Q(client_key__isnull=False),
+                name="%(app_label)s_%(class)s_unique_owner_client_key",
             ),
         ]
         indexes = [
@@ -125,6 +138,15 @@ class Run(OwnedModel, PublishedModel):
 
     def get_absolute_url(self) -> str:
         return reverse("experiments:run", args=[self.uuid])
+
+
+class Median(models.Aggregate):
+    """PostgreSQL's exact median: PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY …)."""
+
+    function = "PERCENTILE_CONT"
+    name = "Median"
+    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = models.FloatField()
 
 
 class MetricQuerySet(models.QuerySet):
@@ -160,6 +182,59 @@ class MetricQuerySet(models.QuerySet):
             aggregates["stddev"] = models.StdDev("value", sample=True)
         rows = qs.annotate(**group).values("x", "series").annotate(**aggregates)
         return rows.order_by("series", "x")
+
+    # The comparison builder (experiments.comparison) groups by several dimensions at once
+    # and by metric name; ``groups`` maps output names to SQL expressions and ``value`` is
+    # the (possibly normalised) value expression. Every method is one query.
+
+    def summary(self, groups: dict, value=None) -> models.QuerySet:
+        """Per group and metric name: n, mean, min, max, stddev (sum_sq on SQLite), median
+        (PostgreSQL; SQLite via ``middle_values``), the raw mean/max in base units, and the
+        testbed/target id ranges that tell whether a group stands on one testbed or one
+        target."""
+        value = models.F("value") if value is None else value
+        aggregates = {
+            "n": models.Count(value),
+            "mean": models.Avg(value),
+            "min": models.Min(value),
+            "max": models.Max(value),
+            "raw_mean": models.Avg("value"),
+            "raw_max": models.Max("value"),
+            "tb_lo": models.Min("run__testbed_id"),
+            "tb_hi": models.Max("run__testbed_id"),
+            "tg_lo": models.Min("run__target_id"),
+            "tg_hi": models.Max("run__target_id"),
+            "tg_n": models.Count("run__target_id"),
+            "runs": models.Count("run_id"),
+        }
+        if connection.vendor == "sqlite":
+            aggregates["sum_sq"] = models.Sum(value * value)
+        else:
+            aggregates["stddev"] = models.StdDev(value, sample=True)
+        if connection.vendor == "postgresql":
+            aggregates["median"] = Median(value)
+        return (self.annotate(**groups).values("name", *groups).annotate(**aggregates)
+                .order_by())
+
+    def middle_values(self, groups: dict, value=None) -> models.QuerySet:
+        """The one or two middle values of each group (window functions), from which the
+        median is their mean: for databases without PERCENTILE_CONT (SQLite)."""
+        from django.db.models.functions import RowNumber
+
+        value = models.F("value") if value is None else value
+        partition = [models.F("name"), *(models.F(k) for k in groups)]
+        qs = (self.annotate(_v=value).filter(_v__isnull=False).annotate(**groups)
+              .annotate(_rn=models.Window(RowNumber(), partition_by=partition,
+                                          order_by=models.F("_v").asc()),
+                        _cnt=models.Window(models.Count("id"), partition_by=partition)))
+        qs = qs.filter(_rn__gte=models.F("_cnt") / 2.0, _rn__lte=models.F("_cnt") / 2.0 + 1)
+        return qs.values("name", *groups, "_v").order_by()
+
+    def repetitions(self, groups: dict, value=None) -> models.QuerySet:
+        """Every run's value with its group (to draw all repetitions as points)."""
+        value = models.F("value") if value is None else value
+        return (self.annotate(_v=value).filter(_v__isnull=False).annotate(**groups)
+                .values("name", *groups, "_v").order_by())
 
 
 class Metric(models.Model):

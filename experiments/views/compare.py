@@ -1,96 +1,157 @@
-"""The comparison page: one metric, an x axis and a series split, as a chart and a table."""
+"""The comparison builder: filters, metrics, axes, series and baseline in the URL; statistics,
+efficiency, baseline tests, configuration differences and charts from experiments.comparison.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+import csv
+from urllib.parse import urlencode
 
-from experiments import charts, dimensions
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_safe
+
+from experiments import comparison, dimensions
+from experiments.comparison import ComparisonResult, ComparisonSpec
 from experiments.models import Matrix, Metric, Run, Testbed
 from experiments.models.runs import Tool
-from experiments.utils import is_uuid
-from runners.parsers.base import METRIC_UNITS
 
 PRESETS = [
     ("Arm vs x86 vs POWER: write throughput by threads",
-     "metric=write_bw&x=param:threads&series=arch"),
+     "metric=write_bw&x=param:threads&series=arch&baseline=x86_64"),
     ("Arm vs x86 vs POWER: read throughput by threads",
-     "metric=read_bw&x=param:threads&series=arch"),
+     "metric=read_bw&x=param:threads&series=arch&baseline=x86_64"),
     ("Arm vs x86 vs POWER: peak write by tool", "metric=write_bw&x=tool&series=arch"),
-    ("RAID0 vs RAID10: dd write per device", "metric=write_bw&x=tool&series=raid&tool=dd"),
-    ("RAID0 vs RAID10: StorageBench per device", "metric=bw&x=tool&series=raid&tool=storagebench"),
+    ("Arm vs x86: write per storage server",
+     "metric=write_bw&x=tool&series=arch&f=arch:aarch64&f=arch:x86_64&norm=server"
+     "&chart=bar&baseline=x86_64"),
+    ("RAID0 vs RAID10: dd write per device",
+     "metric=write_bw&x=tool&series=raid&tool=dd&baseline=10"),
+    ("RAID0 vs RAID10: StorageBench per device",
+     "metric=bw&x=tool&series=raid&tool=storagebench&baseline=10"),
     ("Metadata: file creates by processes", "metric=file_create&x=param:threads&series=arch"),
 ]
 
-PARAM_AXES = ["threads", "nodes", "tasks_per_node", "transfer_size", "block_size",
-              "record_size", "file_size", "iodepth", "file_per_process", "direct", "rw"]
+PARAM_AXES = ["threads", "nodes", "tasks_per_node", "numjobs", "iodepth", "bs", "size",
+              "transfer_size", "block_size", "record_size", "file_size", "rw", "direct",
+              "file_per_process", "chunk_size", "stripe_count"]
 
 
-def compare(request: HttpRequest) -> HttpResponse:
-    available = sorted(set(Metric.objects.filter(primary=True).values_list("name", flat=True)
-                           .distinct()))
-    metric = request.GET.get("metric") or ("write_bw" if "write_bw" in available
-                                           else (available[0] if available else ""))
-    x = request.GET.get("x", "param:threads")
-    series = request.GET.get("series", "arch")
-    tools = [t for t in request.GET.getlist("tool") if t in Tool.values]
-    testbeds = request.GET.getlist("testbed")
-    matrices = [m for m in request.GET.getlist("matrix") if is_uuid(m)]
-    binary = request.GET.get("unit") == "GiB"
-    error = ""
+def _spec(request: HttpRequest) -> ComparisonSpec:
+    """The spec of the request; ``fk``/``fv`` (the builder's "add filter" controls) become
+    ``f`` filters. Without any metric the first of write_bw or what exists is chosen."""
+    query = request.GET.copy()
+    key = query.get("fk", "")
+    for value in query.getlist("fv"):
+        query.appendlist("f", f"{key}:{value}")
+    spec = ComparisonSpec.from_query(query)
+    if not spec.metrics and not query.getlist("metric"):
+        available = available_metrics()
+        if available:
+            spec.metrics = ["write_bw" if "write_bw" in available else available[0]]
+    return spec
 
-    runs = Run.objects.visible_to(request.user)
-    if tools:
-        runs = runs.filter(tool__in=tools)
-    if testbeds:
-        runs = runs.filter(testbed__uuid__in=[t for t in testbeds if is_uuid(t)])
-    if matrices:
-        runs = runs.filter(matrix__uuid__in=matrices)
 
-    points: list[charts.Point] = []
-    plotted: list[charts.Point] = []
-    fig = None
-    unit_label = ""
-    if metric not in METRIC_UNITS:
-        error = f"Unknown metric {metric!r}." if metric else "No results yet."
-    else:
-        try:
-            rows = list(Metric.objects.for_comparison(metric, x or None, series or None, runs))
-        except ValueError as exc:
-            error, rows = str(exc), []
-        unit_label, divisor = charts.display_unit(METRIC_UNITS[metric], binary)
-        points = charts.to_points(
-            rows, divisor,
-            series_label=lambda v: dimensions.display_value(series, v) if series else "all",
-            x_label=lambda v: dimensions.display_value(x, v) if x else "",
-        )
-        # A line over an x axis cannot place runs that lack that parameter (a study that
-        # states a peak but not its thread count): they stay in the table only.
-        plotted = [p for p in points if not x or p.x != dimensions.UNKNOWN]
-        if plotted:
-            fig = charts.figure(
-                plotted, x_title=dimensions.label(x) if x else "", has_x=bool(x),
-                y_title=f"{metric} ({unit_label})",
-                log_x=charts.is_power_of_two_axis(plotted),
-            )
-    dims = [(key, d.label) for key, d in dimensions.FIXED.items()]
-    # The axes of the chosen matrices, and whatever the URL asks for, are offered too.
+def available_metrics() -> list[str]:
+    return sorted(set(Metric.objects.filter(primary=True).order_by()
+                      .values_list("name", flat=True).distinct()))
+
+
+def _without(spec: ComparisonSpec, key: str, value: str) -> str:
+    pairs = [(k, v) for k, v in spec.query_pairs() if not (k == key and v == value)]
+    return urlencode(pairs)
+
+
+def builder_context(request: HttpRequest, spec: ComparisonSpec,
+                    result: ComparisonResult) -> dict:
     params = list(PARAM_AXES)
-    for axes in Matrix.objects.filter(uuid__in=matrices).values_list("axes", flat=True):
-        params += [a["param"] for a in axes if isinstance(a, dict) and "param" in a]
-    params += [d[len("param:"):] for d in (x, series) if d.startswith("param:")]
-    params = list(dict.fromkeys(p for p in params if ":" not in p))
-    dims += [(f"param:{p}", f"parameter: {p.replace('_', ' ')}") for p in params]
-    context = {
-        "metrics": available, "metric": metric, "x": x, "series": series, "dims": dims,
-        "tools": Tool.choices, "selected_tools": tools, "testbeds": Testbed.objects.only(
-            "uuid", "name"), "selected_testbeds": testbeds, "binary": binary,
-        "matrices": Matrix.objects.only("uuid", "name"), "selected_matrices": matrices,
-        "points": points, "figure": fig,
-        "unit_label": unit_label, "error": error, "presets": PRESETS,
-        "n_runs": sum(p.n for p in points),
-        "n_unplotted": sum(p.n for p in points) - sum(p.n for p in plotted) if fig else 0,
+    if spec.matrices:
+        for axes in Matrix.objects.filter(uuid__in=spec.matrices).values_list("axes", flat=True):
+            params += [a["param"] for a in axes if isinstance(a, dict) and "param" in a]
+    for key in (spec.x, spec.y, spec.series, *(k for k, _ in spec.filters)):
+        if key.startswith("param:"):
+            params.append(key[len("param:"):])
+    dims = comparison.dimension_choices([p for p in params if ":" not in p])
+    filter_key = request.GET.get("fk", "")
+    filter_values = []
+    if filter_key:
+        try:
+            taken = {v for k, v in spec.filters if k == filter_key}
+            filter_values = [(v, label) for v, label in comparison.distinct_values(
+                filter_key, Run.objects.visible_to(request.user)) if v not in taken]
+        except ValueError:
+            filter_key = ""
+    chips = [{"key": k, "label": dimensions.label(k), "value": dimensions.display_value(k, v),
+              "remove": _without(spec, "f", f"{k}:{v}")} for k, v in spec.filters]
+    testbed_names = dict(Testbed.objects.filter(uuid__in=spec.testbeds)
+                         .values_list("uuid", "name")) if spec.testbeds else {}
+    query = spec.to_query()
+    return {
+        "spec": spec, "result": result, "query": query,
+        "metrics": available_metrics(), "dims": dims, "chips": chips,
+        "filter_key": filter_key, "filter_values": filter_values,
+        "tools": Tool.choices, "testbeds": Testbed.objects.only("uuid", "name"),
+        "matrices": Matrix.objects.only("uuid", "name"),
+        "testbed_names": testbed_names,
+        "norms": comparison.NORMALISATIONS.items(), "chart_kinds": comparison.CHARTS.items(),
+        "error_kinds": comparison.ERRORS.items(), "presets": PRESETS,
+        "export_csv": f"{reverse('experiments:compare_export', args=['csv'])}?{query}",
+        "export_json": f"{reverse('experiments:compare_export', args=['json'])}?{query}",
+        "print_url": f"{reverse('experiments:compare_print')}?{query}",
+        "charts_json": charts_payload(result),
     }
-    template = "experiments/_compare_result.html" if request.htmx else "experiments/compare.html"
-    return render(request, template, context)
 
+
+def charts_payload(result: ComparisonResult) -> list[dict]:
+    """What the page's script draws: one entry per chart, with a file name for downloads."""
+    return [{"id": f"chart-{i}", "title": c.title, "figure": c.figure,
+             "filename": f"beeweb-{c.metric}-{i}"} for i, c in enumerate(result.charts, 1)]
+
+
+@require_safe
+def compare(request: HttpRequest) -> HttpResponse:
+    spec = _spec(request)
+    result = comparison.compute(spec, Run.objects.visible_to(request.user))
+    context = builder_context(request, spec, result)
+    partial = request.htmx and not request.htmx.history_restore_request
+    if partial:
+        response = render(request, "experiments/_compare_body.html", context)
+        # The canonical URL (filters added through the builder's controls become f=…).
+        response["HX-Push-Url"] = f"{request.path}?{context['query']}"
+        return response
+    return render(request, "experiments/compare.html", context)
+
+
+@require_safe
+def compare_print(request: HttpRequest) -> HttpResponse:
+    spec = _spec(request)
+    result = comparison.compute(spec, Run.objects.visible_to(request.user))
+    return render(request, "experiments/comparison_print.html", {
+        "title": spec.describe(), "result": result, "spec": spec,
+        "charts_json": charts_payload(result), "source": "live data",
+    })
+
+
+def export_response(result: ComparisonResult, fmt: str, filename: str,
+                    extra: dict | None = None) -> HttpResponse:
+    if fmt not in ("csv", "json"):
+        raise Http404("Export as csv or json.")
+    if fmt == "csv":
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{filename}.csv"'
+        writer = csv.writer(response)
+        for row in result.csv_rows():
+            writer.writerow(["" if v is None else v for v in row])
+        return response
+    body = {**(extra or {}), "result": result.to_json()}
+    response = JsonResponse(body, json_dumps_params={"indent": 1})
+    response["Content-Disposition"] = f'attachment; filename="{filename}.json"'
+    return response
+
+
+@require_safe
+def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
+    spec = _spec(request)
+    result = comparison.compute(spec, Run.objects.visible_to(request.user))
+    return export_response(result, fmt, "beeweb-comparison", {"query": spec.to_query()})

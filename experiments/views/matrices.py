@@ -7,7 +7,7 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q
+from django.db.models import Case, Count, Q, Value, When
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -23,6 +23,9 @@ from experiments.views.common import get_for_user, render_form
 from runners.tools import ADAPTERS
 
 TAIL_LINES = 25
+# Above this many runs the progress table lists the unfinished and failed runs and the most
+# recent others, so polling stays cheap on a 20,000-run matrix.
+TABLE_LIMIT = 300
 
 
 def matrix_list(request: HttpRequest) -> HttpResponse:
@@ -96,7 +99,21 @@ def _runs(matrix: Matrix):
 
 
 def _progress_context(matrix: Matrix) -> dict:
-    runs = list(_runs(matrix).defer("raw_output"))
+    progress = matrices.progress(matrix)
+    runs_qs = _runs(matrix).defer("raw_output", "effective_config", "params", "argv")
+    hidden = 0
+    if progress["total"] > TABLE_LIMIT:
+        urgency = Case(*[When(status=s, then=Value(i)) for i, s in enumerate(
+            (Run.Status.RUNNING, Run.Status.FAILED, Run.Status.QUEUED, Run.Status.CANCELLED))],
+            default=Value(9))
+        runs = list(runs_qs.exclude(status=Run.Status.SUCCEEDED).order_by(
+            urgency, "cell_key", "repetition")[:TABLE_LIMIT])
+        recent = runs_qs.filter(status=Run.Status.SUCCEEDED).order_by("-finished_at")[
+            :max(0, TABLE_LIMIT - len(runs))]
+        runs += list(recent)
+        hidden = progress["total"] - len(runs)
+    else:
+        runs = list(runs_qs)
     running = [r for r in runs if r.status == Run.Status.RUNNING]
     tails = {}
     if running:
@@ -116,7 +133,8 @@ def _progress_context(matrix: Matrix) -> dict:
     return {
         "matrix": matrix,
         "runs": runs,
-        "progress": matrices.progress(matrix),
+        "progress": progress,
+        "hidden": hidden,
         "waiting_queues": sorted(q for q in queues if q not in online),
     }
 

@@ -295,3 +295,20 @@ def test_localhost_node_queue_matches_the_worker(alice, settings, tmp_path):
     matrix.testbeds.set([testbed])
     matrices.expand(matrix)
     assert matrix.runs.get().queue == f"node.{socket.gethostname()}"
+
+
+def test_progress_of_a_large_matrix_lists_what_needs_attention(alice_client, fio_matrix,
+                                                               monkeypatch,
+                                                               django_assert_max_num_queries):
+    from experiments.views import matrices as views
+
+    monkeypatch.setattr(views, "TABLE_LIMIT", 5)
+    matrices.expand(fio_matrix)
+    fio_matrix.runs.filter(repetition__gt=1).update(status="succeeded")
+    failed = fio_matrix.runs.filter(repetition=1).first()
+    Run.objects.filter(pk=failed.pk).update(status="failed", error="dd exited with 1")
+    with django_assert_max_num_queries(12):
+        part = alice_client.get(reverse("experiments:matrix_progress", args=[fio_matrix.uuid]))
+    text = part.content.decode()
+    assert text.count('<tr id="run-') == 5
+    assert "dd exited with 1" in text and "19 more succeeded runs are not listed" in text

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -77,13 +78,8 @@ def test_fio_runs_and_parses(alice, bench):
         "not permitted"
     )
     assert config["mount"]["mount_point"]
-    assert not (
-        bench.benchmark_dir
-        and any(
-            p.name.startswith("beeweb")
-            for p in __import__("pathlib").Path(bench.benchmark_dir).iterdir()
-        )
-    ), "fio's files are cleaned up"
+    leftovers = [p.name for p in Path(bench.benchmark_dir).iterdir()]
+    assert leftovers == [], "fio's data files are cleaned up"
 
 
 @pytest.mark.django_db

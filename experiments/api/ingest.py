@@ -1,0 +1,376 @@
+"""Bulk ingest of completed runs: many runs with their metrics and parameters per request.
+
+Each item is a run that already happened somewhere (a site without a worker, another lab's
+archive, a push from a cluster node). It names its testbed (UUID or name), optionally its
+tuning set, and carries either raw tool output (stored as given, then parsed with the same
+parsers as imports and executions) or explicit metrics in DESIGN.md's vocabulary (validated
+against ``METRIC_UNITS``), or both (explicit metrics win; the raw text is kept).
+
+Idempotency: an item's ``key`` becomes the run's ``client_key``, unique per owner. Sending
+the same key again returns the existing run and creates nothing, so a client may retry a
+whole batch after a timeout.
+
+Speed: validation is plain Python (no serializer per item), references are resolved with one
+query per kind, runs and metrics are written with ``bulk_create`` in large batches, all in one
+transaction per request: no query per item.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from experiments.ingest import mark_primary
+from experiments.models import Metric, Run, Testbed, TuningSet
+from experiments.models.runs import Tool
+from runners.parsers import ParseError, parse
+from runners.parsers.base import METRIC_UNITS, STATS
+
+MAX_ITEMS = 5000
+MAX_METRICS_PER_RUN = 10000
+MAX_RAW_BYTES = 20 * 1024 * 1024
+RUN_BATCH = 1000
+METRIC_BATCH = 5000
+ITEM_FIELDS = {"key", "testbed", "tuning_set", "tool", "op", "label", "notes", "params",
+               "raw_output", "metrics", "tool_version", "command", "exit_code", "started_at",
+               "finished_at", "status"}
+METRIC_FIELDS = {"name", "value", "unit", "stat", "iteration", "extra", "source_ref"}
+STATUSES = {Run.Status.IMPORTED, Run.Status.SUCCEEDED, Run.Status.FAILED}
+
+
+class IngestError(ValueError):
+    """The request as a whole is unusable (not a list, too many items)."""
+
+
+@dataclass
+class Item:
+    index: int
+    data: dict[str, Any]
+    errors: dict[str, str] = field(default_factory=dict)
+    run: Run | None = None
+    metrics: list[Metric] = field(default_factory=list)
+    outcome: str = ""
+
+
+def _has_nul(value: Any, depth: int = 0) -> bool:
+    """PostgreSQL stores no NUL character in text or jsonb; nesting is bounded too."""
+    if depth > 20:
+        return True
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k, depth + 1) or _has_nul(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v, depth + 1) for v in value)
+    return False
+
+
+def _text(item: Item, name: str, limit: int) -> str:
+    value = item.data.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        item.errors[name] = "must be a string"
+        return ""
+    if "\x00" in value:
+        item.errors[name] = "must not contain NUL characters"
+        return ""
+    if len(value) > limit:
+        item.errors[name] = f"at most {limit} characters"
+        return ""
+    return value
+
+
+def _when(item: Item, name: str) -> datetime | None:
+    value = item.data.get(name)
+    if value in (None, ""):
+        return None
+    parsed = None
+    if isinstance(value, str) and "\x00" not in value:
+        try:
+            parsed = parse_datetime(value)
+        except ValueError:
+            parsed = None
+    if parsed is None:
+        item.errors[name] = "must be an ISO 8601 date and time"
+        return None
+    if timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, timezone.utc)
+    return parsed
+
+
+def _metrics(item: Item, raw: Any) -> list[dict[str, Any]]:
+    if not isinstance(raw, list):
+        item.errors["metrics"] = "must be a list"
+        return []
+    if len(raw) > MAX_METRICS_PER_RUN:
+        item.errors["metrics"] = f"at most {MAX_METRICS_PER_RUN} metrics per run"
+        return []
+    out = []
+    for n, m in enumerate(raw):
+        where = f"metrics[{n}]"
+        if not isinstance(m, dict):
+            item.errors[where] = "must be an object"
+            return []
+        unknown = set(m) - METRIC_FIELDS
+        if unknown:
+            item.errors[where] = f"unknown fields: {', '.join(sorted(map(str, unknown)))}"
+            return []
+        name = m.get("name")
+        if not isinstance(name, str) or name not in METRIC_UNITS:
+            item.errors[where] = (f"unknown metric name {name!r} (see DESIGN.md's vocabulary)")
+            return []
+        value = m.get("value")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            item.errors[where] = f"{name}: value must be a number"
+            return []
+        value = float(value)
+        if not math.isfinite(value) or abs(value) > 1e300:
+            item.errors[where] = f"{name}: value must be a finite number"
+            return []
+        unit = m.get("unit", METRIC_UNITS[name])
+        if unit != METRIC_UNITS[name]:
+            item.errors[where] = (f"{name}: unit must be {METRIC_UNITS[name]!r} (base units), "
+                                  f"got {unit!r}")
+            return []
+        stat = m.get("stat", "value")
+        if stat not in STATS:
+            item.errors[where] = f"{name}: unknown statistic {stat!r}"
+            return []
+        iteration = m.get("iteration")
+        if iteration is not None and (isinstance(iteration, bool)
+                                      or not isinstance(iteration, int)
+                                      or not 0 <= iteration <= 2_147_483_647):
+            item.errors[where] = f"{name}: iteration must be a non-negative integer or null"
+            return []
+        extra = m.get("extra") or {}
+        if not isinstance(extra, dict) or _has_nul(extra):
+            item.errors[where] = f"{name}: extra must be an object without NUL characters"
+            return []
+        source_ref = m.get("source_ref", "")
+        if not isinstance(source_ref, str) or len(source_ref) > 200 or "\x00" in source_ref:
+            item.errors[where] = f"{name}: source_ref must be a string of at most 200 chars"
+            return []
+        out.append({"name": name, "value": value, "unit": unit, "stat": stat,
+                    "iteration": iteration, "extra": extra, "source_ref": source_ref})
+    return out
+
+
+def _validate(item: Item) -> dict[str, Any]:
+    """Check one item's shape; returns the cleaned values (errors go to ``item.errors``)."""
+    data = item.data
+    unknown = set(data) - ITEM_FIELDS
+    if unknown:
+        item.errors["item"] = f"unknown fields: {', '.join(sorted(map(str, unknown)))}"
+    clean: dict[str, Any] = {
+        "key": _text(item, "key", 200) or None,
+        "testbed": _text(item, "testbed", 160),
+        "tuning_set": _text(item, "tuning_set", 160),
+        "tool": _text(item, "tool", 16),
+        "op": _text(item, "op", 40),
+        "label": _text(item, "label", 200),
+        "notes": _text(item, "notes", 100_000),
+        "raw_output": _text(item, "raw_output", MAX_RAW_BYTES),
+        "tool_version": _text(item, "tool_version", 60),
+        "command": _text(item, "command", 100_000),
+        "status": _text(item, "status", 10) or Run.Status.IMPORTED,
+        "started_at": _when(item, "started_at"),
+        "finished_at": _when(item, "finished_at"),
+    }
+    if not clean["testbed"] and "testbed" not in item.errors:
+        item.errors["testbed"] = "required: a testbed UUID or name"
+    if clean["tool"] and clean["tool"] not in Tool.values:
+        item.errors["tool"] = f"unknown tool {clean['tool']!r}"
+    if clean["status"] not in STATUSES:
+        item.errors["status"] = f"one of {', '.join(sorted(STATUSES))}"
+    params = data.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict) or _has_nul(params):
+        item.errors["params"] = "must be an object without NUL characters"
+        params = {}
+    clean["params"] = params
+    exit_code = data.get("exit_code")
+    if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)
+                                  or not -2_147_483_648 <= exit_code <= 2_147_483_647):
+        item.errors["exit_code"] = "must be an integer"
+        exit_code = None
+    clean["exit_code"] = exit_code
+    metrics = data.get("metrics")
+    clean["metrics"] = _metrics(item, metrics) if metrics is not None else None
+    if clean["metrics"] is None and not clean["raw_output"].strip() \
+            and "raw_output" not in item.errors:
+        item.errors["item"] = "give raw_output (parsed on the server) or metrics"
+    if clean["metrics"] is not None and not clean["tool"]:
+        item.errors.setdefault("tool", "required with explicit metrics")
+    return clean
+
+
+def _resolve(model, refs: set[str], user, field_name: str) -> dict[str, Any]:
+    """UUID or name -> object, with one query; a name several objects share resolves to the
+    user's own when exactly one of them is the user's."""
+    if not refs:
+        return {}
+    uuids, names = set(), set()
+    for ref in refs:
+        try:
+            uuids.add(uuidlib.UUID(ref))
+        except ValueError:
+            names.add(ref)
+    found: dict[str, Any] = {}
+    by_name: dict[str, list] = {}
+    for obj in model.objects.filter(Q(uuid__in=uuids) | Q(**{f"{field_name}__in": names})):
+        if obj.uuid in uuids:
+            found[str(obj.uuid)] = obj
+            for ref in refs:
+                if ref.lower() == str(obj.uuid):
+                    found[ref] = obj
+        name = getattr(obj, field_name)
+        if name in names:
+            by_name.setdefault(name, []).append(obj)
+    for name, objs in by_name.items():
+        if len(objs) > 1:
+            mine = [o for o in objs if o.owner_id == user.pk]
+            objs = mine if len(mine) == 1 else objs
+        found[name] = objs[0] if len(objs) == 1 else None  # None: ambiguous
+    return found
+
+
+def _parse_into(item: Item, run: Run, clean: dict[str, Any]) -> None:
+    """Parse the stored raw text; any failure is kept on the run, never raised."""
+    options = {"op": clean["op"]} if clean["op"] else {}
+    try:
+        result = parse(run.raw_output, tool=clean["tool"] or None, **options)
+        if result.tool not in Tool.values or not result.metrics:
+            raise ParseError(f"output of {result.tool} holds no run result")
+    except ParseError as exc:
+        run.parse_error = str(exc)
+        return
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the raw text
+        run.parse_error = f"the parser failed: {type(exc).__name__}: {exc}"
+        return
+    run.tool = result.tool
+    run.tool_version = run.tool_version or (result.tool_version or "")[:60]
+    run.command = run.command or (result.command or "")
+    run.params = {**result.params, **clean["params"]}
+    item.metrics = [
+        Metric(name=m.name, value=m.value, unit=m.unit, stat=m.stat, iteration=m.iteration,
+               extra=m.extra or {})
+        for m in result.metrics
+    ]
+
+
+def ingest(items: Any, user) -> list[dict[str, Any]]:
+    """Create the runs of ``items`` for ``user``; one result per item, in order:
+    ``{"index", "status": "created"|"existing"|"invalid", "uuid", "errors", "parse_error"}``.
+    Invalid items are reported and skipped; the others are stored."""
+    if not isinstance(items, list):
+        raise IngestError("expected a JSON array of runs (or JSON lines)")
+    if len(items) > MAX_ITEMS:
+        raise IngestError(f"at most {MAX_ITEMS} runs per request")
+    try:
+        return _ingest(items, user)
+    except IntegrityError:
+        # A concurrent request created one of these keys first: the second pass finds it.
+        return _ingest(items, user)
+
+
+def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
+    items = [Item(i, d if isinstance(d, dict) else {}) for i, d in enumerate(raw_items)]
+    cleaned: list[dict[str, Any]] = []
+    for item, raw in zip(items, raw_items, strict=True):
+        if not isinstance(raw, dict):
+            item.errors["item"] = "must be an object"
+            cleaned.append({})
+            continue
+        cleaned.append(_validate(item))
+
+    testbeds = _resolve(Testbed, {c["testbed"] for c in cleaned if c.get("testbed")}, user,
+                        "name")
+    tunings = _resolve(TuningSet, {c["tuning_set"] for c in cleaned if c.get("tuning_set")},
+                       user, "name")
+    keys = {c["key"] for c in cleaned if c.get("key")}
+    existing = dict(Run.objects.filter(owner=user, client_key__in=keys)
+                    .values_list("client_key", "uuid")) if keys else {}
+
+    now = timezone.now()
+    seen_keys: dict[str, Item] = {}
+    new: list[tuple[Item, dict[str, Any]]] = []
+    for item, clean in zip(items, cleaned, strict=True):
+        if item.errors:
+            item.outcome = "invalid"
+            continue
+        testbed = testbeds.get(clean["testbed"], False)
+        if testbed is False:
+            item.errors["testbed"] = f"no testbed {clean['testbed']!r}"
+        elif testbed is None:
+            item.errors["testbed"] = f"several testbeds are named {clean['testbed']!r}: use " \
+                                     "its UUID"
+        tuning = None
+        if clean["tuning_set"]:
+            tuning = tunings.get(clean["tuning_set"], False)
+            if tuning is False:
+                item.errors["tuning_set"] = f"no tuning set {clean['tuning_set']!r}"
+            elif tuning is None:
+                item.errors["tuning_set"] = (f"several tuning sets are named "
+                                             f"{clean['tuning_set']!r}: use its UUID")
+        if item.errors:
+            item.outcome = "invalid"
+            continue
+        key = clean["key"]
+        if key and key in existing:
+            item.outcome = "existing"
+            item.run = Run(uuid=existing[key])
+            continue
+        if key and key in seen_keys:
+            item.outcome = "existing"
+            item.run = seen_keys[key].run
+            continue
+        item.run = Run(
+            owner=user, testbed=testbed, tuning_set=tuning,
+            tool=clean["tool"] or Tool.OTHER, tool_version=clean["tool_version"],
+            label=clean["label"], notes=clean["notes"], status=clean["status"],
+            command=clean["command"], params=clean["params"], raw_output=clean["raw_output"],
+            exit_code=clean["exit_code"], started_at=clean["started_at"],
+            finished_at=clean["finished_at"], client_key=key, created=now, updated=now,
+        )
+        item.outcome = "created"
+        if key:
+            seen_keys[key] = item
+        if clean["metrics"] is not None:
+            item.metrics = [Metric(**m) for m in clean["metrics"]]
+        else:
+            _parse_into(item, item.run, clean)
+        new.append((item, clean))
+
+    with transaction.atomic():
+        runs = [item.run for item, _ in new]
+        Run.objects.bulk_create(runs, batch_size=RUN_BATCH)
+        metrics: list[Metric] = []
+        for item, _ in new:
+            for metric in item.metrics:
+                metric.run_id = item.run.pk
+            metrics.extend(mark_primary(item.metrics))
+        Metric.objects.bulk_create(metrics, batch_size=METRIC_BATCH)
+
+    results = []
+    for item in items:
+        entry: dict[str, Any] = {"index": item.index, "status": item.outcome}
+        if item.run is not None:
+            entry["uuid"] = str(item.run.uuid)
+        if item.outcome == "created":
+            entry["metrics"] = len(item.metrics)
+            if item.run.parse_error:
+                entry["parse_error"] = item.run.parse_error
+        if item.errors:
+            entry["errors"] = item.errors
+        results.append(entry)
+    return results

@@ -1,0 +1,536 @@
+"""Serializers of the API. Objects and their relations are named by UUID, never by primary key;
+owners by username. Validation follows the forms of the pages (experiments/forms.py)."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from experiments.api.ingest import _has_nul
+from experiments.matrices import (
+    FACT_NAMES,
+    TARGET_AXIS,
+    TUNING_PREFIX,
+    MatrixError,
+    _identifier,
+    compile_rule,
+    normalise_axes,
+)
+from experiments.models import (
+    Drive,
+    HardwareProfile,
+    Matrix,
+    Metric,
+    MirrorGroup,
+    Nic,
+    Node,
+    Run,
+    StoragePool,
+    Target,
+    Testbed,
+    TestbedNode,
+    TuningParameter,
+    TuningSet,
+    Worker,
+)
+from experiments.tuning_keys import TuningValueError, normalise
+from runners.tools import ADAPTERS
+
+
+@extend_schema_field(OpenApiTypes.UUID)
+class UUIDRelatedField(serializers.SlugRelatedField):
+    """A related object by its UUID; a malformed UUID is a validation error, not a crash."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="uuid", **kwargs)
+
+    def to_internal_value(self, data):
+        try:
+            uuidlib.UUID(str(data))
+        except (TypeError, ValueError, AttributeError):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class SafeJSONField(serializers.JSONField):
+    """JSON that PostgreSQL's jsonb accepts (no NUL characters) and that nests sanely."""
+
+    def to_internal_value(self, data):
+        data = super().to_internal_value(data)
+        if _has_nul(data):
+            raise serializers.ValidationError("must not contain NUL characters or nest "
+                                              "deeper than 20 levels")
+        return data
+
+
+class OwnedSerializer(serializers.ModelSerializer):
+    """uuid, owner (username, read-only), timestamps, and whether the caller may edit."""
+
+    uuid = serializers.UUIDField(read_only=True)
+    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    can_edit = serializers.SerializerMethodField()
+
+    def get_can_edit(self, obj) -> bool:
+        request = self.context.get("request")
+        return bool(request and obj.can_edit(request.user))
+
+
+OWNED = ["uuid", "owner", "can_edit", "created", "updated"]
+PUBLISHED = ["published", "source", "source_ref"]
+
+
+def _json_fields(serializer_cls):
+    """ModelSerializer maps JSONField to serializers.JSONField; use the safe one."""
+    from django.db import models
+
+    serializer_cls.serializer_field_mapping = {
+        **serializer_cls.serializer_field_mapping, models.JSONField: SafeJSONField,
+    }
+    return serializer_cls
+
+
+# --- Hardware ------------------------------------------------------------------------------
+
+class DriveSerializer(serializers.ModelSerializer):
+    uuid = serializers.UUIDField(read_only=True)
+
+    class Meta:
+        model = Drive
+        fields = ["uuid", "kind", "model", "count", "capacity_gb", "interface", "pcie_gen",
+                  "pcie_lanes", "seq_read_mbps", "seq_write_mbps", "rand_read_iops",
+                  "rand_write_iops", "purpose"]
+
+    def validate(self, data):
+        merged = {**({f: getattr(self.instance, f) for f in data} if self.instance else {}),
+                  **data}
+        if self.instance is not None:
+            for f in ("interface", "pcie_gen", "pcie_lanes"):
+                merged.setdefault(f, getattr(self.instance, f))
+        if merged.get("interface") == "pcie" and not (merged.get("pcie_gen")
+                                                      and merged.get("pcie_lanes")):
+            raise serializers.ValidationError(
+                {"pcie_lanes": "PCIe drives need a generation and a lane count."})
+        return data
+
+
+class NicSerializer(serializers.ModelSerializer):
+    uuid = serializers.UUIDField(read_only=True)
+
+    class Meta:
+        model = Nic
+        fields = ["uuid", "kind", "model", "rate_gbps", "ports", "count"]
+
+
+class HardwareProfileSerializer(OwnedSerializer):
+    drives = DriveSerializer(many=True, read_only=True)
+    nics = NicSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = HardwareProfile
+        fields = [*OWNED, *PUBLISHED, "name", "vendor", "model", "architecture", "cpu_model",
+                  "sockets", "cores_per_socket", "threads_per_core", "clock_ghz",
+                  "numa_domains", "memory_gib", "memory_channels", "dimm_type",
+                  "raid_controller", "tdp_watts", "notes", "drives", "nics"]
+        read_only_fields = PUBLISHED
+
+
+# --- Nodes ---------------------------------------------------------------------------------
+
+class NodeSerializer(OwnedSerializer):
+    profile = UUIDRelatedField(queryset=HardwareProfile.objects.all())
+
+    class Meta:
+        model = Node
+        fields = [*OWNED, *PUBLISHED, "hostname", "profile", "address", "os", "kernel", "notes"]
+        read_only_fields = PUBLISHED
+
+    def validate_hostname(self, value: str) -> str:
+        value = value.strip()
+        request = self.context["request"]
+        owner = self.instance.owner if self.instance else request.user
+        clash = Node.objects.filter(owner=owner, hostname=value)
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError("You already have a node with this hostname.")
+        return value
+
+
+# --- Testbeds ------------------------------------------------------------------------------
+
+class TestbedNodeSerializer(serializers.ModelSerializer):
+    uuid = serializers.UUIDField(read_only=True)
+    node = UUIDRelatedField(queryset=Node.objects.all())
+    hostname = serializers.CharField(source="node.hostname", read_only=True)
+
+    class Meta:
+        model = TestbedNode
+        fields = ["uuid", "node", "hostname", "management", "metadata", "storage", "client",
+                  "monitoring", "storage_links"]
+
+    def validate(self, data):
+        roles = {r: data.get(r, getattr(self.instance, r, False)) for r in TestbedNode.ROLES}
+        if not any(roles.values()):
+            raise serializers.ValidationError("Give the node at least one role.")
+        testbed = self.context.get("parent")
+        node = data.get("node")
+        if testbed is not None and node is not None:
+            clash = testbed.members.filter(node=node)
+            if self.instance is not None:
+                clash = clash.exclude(pk=self.instance.pk)
+            if clash.exists():
+                raise serializers.ValidationError(
+                    {"node": "This node is already in the testbed; edit its roles instead."})
+        return data
+
+
+class StoragePoolSerializer(serializers.ModelSerializer):
+    uuid = serializers.UUIDField(read_only=True)
+
+    class Meta:
+        model = StoragePool
+        fields = ["uuid", "pool_id", "name"]
+
+    def validate_pool_id(self, value):
+        testbed = self.context.get("parent")
+        if testbed is not None:
+            clash = testbed.pools.filter(pool_id=value)
+            if self.instance is not None:
+                clash = clash.exclude(pk=self.instance.pk)
+            if clash.exists():
+                raise serializers.ValidationError("This testbed already has a pool with "
+                                                  "this ID.")
+        return value
+
+
+class TargetSerializer(serializers.ModelSerializer):
+    uuid = serializers.UUIDField(read_only=True)
+    node = UUIDRelatedField(queryset=Node.objects.all(), required=False, allow_null=True)
+    drive = UUIDRelatedField(queryset=Drive.objects.all(), required=False, allow_null=True)
+    pool = UUIDRelatedField(queryset=StoragePool.objects.all(), required=False,
+                            allow_null=True)
+
+    class Meta:
+        model = Target
+        fields = ["uuid", "kind", "node", "target_id", "name", "count", "numa_domain",
+                  "raid_level", "disks", "drive", "filesystem", "mount_options", "path",
+                  "capacity_gb", "pool"]
+
+    def validate(self, data):
+        testbed = self.context.get("parent")
+        if testbed is not None:
+            if data.get("node") and not testbed.members.filter(node=data["node"]).exists():
+                raise serializers.ValidationError({"node": "The node is not in this testbed."})
+            if data.get("pool") and data["pool"].testbed_id != testbed.pk:
+                raise serializers.ValidationError({"pool": "The pool is not in this testbed."})
+        level = data.get("raid_level", getattr(self.instance, "raid_level", None))
+        disks = data.get("disks", getattr(self.instance, "disks", None))
+        minimum = {"1": 2, "5": 3, "6": 4, "10": 4}.get(level or "")
+        if minimum and disks and disks < minimum:
+            raise serializers.ValidationError({"disks": f"RAID{level} needs at least "
+                                                        f"{minimum} disks."})
+        if level == "10" and disks and disks % 2:
+            raise serializers.ValidationError({"disks": "RAID10 needs an even number of "
+                                                        "disks."})
+        if level == "none" and disks and disks != 1:
+            raise serializers.ValidationError({"disks": "A target without RAID has one disk."})
+        return data
+
+
+class MirrorGroupSerializer(serializers.ModelSerializer):
+    uuid = serializers.UUIDField(read_only=True)
+    primary = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
+    secondary = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
+
+    class Meta:
+        model = MirrorGroup
+        fields = ["uuid", "kind", "group_id", "primary", "secondary"]
+
+
+class TestbedSerializer(OwnedSerializer):
+    members = TestbedNodeSerializer(many=True, read_only=True)
+    targets = TargetSerializer(many=True, read_only=True)
+    pools = StoragePoolSerializer(many=True, read_only=True)
+    mirror_groups = MirrorGroupSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Testbed
+        fields = [*OWNED, *PUBLISHED, "name", "description", "beegfs_version", "fabric",
+                  "switch", "network_notes", "benchmark_dir", "members", "targets", "pools",
+                  "mirror_groups"]
+        read_only_fields = PUBLISHED
+
+    def validate_benchmark_dir(self, value: str) -> str:
+        path = value.strip()
+        if path and (not path.startswith("/") or "/../" in f"{path}/"):
+            raise serializers.ValidationError("Use an absolute path without '..'.")
+        return path
+
+
+# --- Tuning --------------------------------------------------------------------------------
+
+class TuningParameterSerializer(serializers.ModelSerializer):
+    normalized = serializers.JSONField(read_only=True)
+    known = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = TuningParameter
+        fields = ["scope", "key", "value", "normalized", "known"]
+        # Uniqueness is checked over the whole list in TuningSetSerializer.validate_params.
+        validators: list = []
+
+
+class TuningSetSerializer(OwnedSerializer):
+    parent = UUIDRelatedField(queryset=TuningSet.objects.all(), required=False,
+                              allow_null=True)
+    params = TuningParameterSerializer(many=True, required=False,
+                                       help_text="This set's own parameters; writing them "
+                                       "replaces all of them and records a revision.")
+    effective = serializers.JSONField(read_only=True)
+    revision = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = TuningSet
+        fields = [*OWNED, *PUBLISHED, "name", "description", "parent", "revision", "params",
+                  "effective"]
+        read_only_fields = PUBLISHED
+
+    def validate_params(self, value: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        entries, seen, errors = [], set(), []
+        for item in value:
+            scope, key, raw = item["scope"], item["key"].strip(), item["value"]
+            if not key:
+                errors.append("a key must not be empty")
+                continue
+            if (scope, key) in seen:
+                errors.append(f"{scope}.{key} is given twice")
+                continue
+            seen.add((scope, key))
+            try:
+                normalise(scope, key, raw)
+            except TuningValueError as exc:
+                errors.append(f"{scope}.{key}: {exc}")
+                continue
+            entries.append((scope, key, raw))
+        if errors:
+            raise serializers.ValidationError(errors)
+        return entries
+
+    def validate_parent(self, value):
+        if value is not None and self.instance is not None:
+            if self.instance.pk in {value.pk, *(t.pk for t in value.ancestors())}:
+                raise serializers.ValidationError("A set can not inherit from itself or its "
+                                                  "descendants.")
+        return value
+
+    def create(self, validated_data):
+        entries = validated_data.pop("params", [])
+        tuning_set = super().create(validated_data)
+        tuning_set.replace_params(entries, author=self.context["request"].user)
+        return tuning_set
+
+    def update(self, instance, validated_data):
+        entries = validated_data.pop("params", None)
+        tuning_set = super().update(instance, validated_data)
+        if entries is not None:
+            tuning_set.replace_params(entries, author=self.context["request"].user)
+        else:
+            tuning_set.refresh_effective()
+        return tuning_set
+
+
+# --- Matrices ------------------------------------------------------------------------------
+
+@_json_fields
+class MatrixSerializer(OwnedSerializer):
+    testbeds = UUIDRelatedField(queryset=Testbed.objects.all(), many=True)
+    tuning_sets = UUIDRelatedField(queryset=TuningSet.objects.all(), many=True,
+                                   required=False)
+    tool = serializers.ChoiceField(choices=sorted(ADAPTERS))
+    launched_at = serializers.DateTimeField(read_only=True)
+
+    class Meta:
+        model = Matrix
+        fields = [*OWNED, "name", "description", "tool", "launch_mode", "tasks_per_node",
+                  "fixed_params", "axes", "exclusions", "testbeds", "tuning_sets",
+                  "repetitions", "drop_caches", "apply_tuning", "timeout_s", "launched_at"]
+
+    def _check_name(self, tool: str, name: str) -> None:
+        adapter = ADAPTERS.get(tool)
+        if name == TARGET_AXIS or name.startswith(TUNING_PREFIX) or adapter is None:
+            return
+        if name not in adapter.params:
+            known = ", ".join(sorted(adapter.params))
+            raise serializers.ValidationError(f"{tool} has no parameter {name!r} "
+                                              f"(known: {known})")
+
+    def validate(self, data):
+        tool = data.get("tool", getattr(self.instance, "tool", ""))
+        params = data.get("fixed_params", getattr(self.instance, "fixed_params", {}))
+        axes = data.get("axes", getattr(self.instance, "axes", []))
+        rules = data.get("exclusions", getattr(self.instance, "exclusions", []))
+        if not isinstance(params, dict):
+            raise serializers.ValidationError({"fixed_params": "must be an object"})
+        for key, value in params.items():
+            if not isinstance(value, str | int | float | bool):
+                raise serializers.ValidationError(
+                    {"fixed_params": f"{key}: values must be strings, numbers or booleans"})
+            try:
+                self._check_name(tool, key)
+            except serializers.ValidationError as exc:
+                raise serializers.ValidationError({"fixed_params": exc.detail}) from None
+        try:
+            axes = normalise_axes(axes)
+            for axis in axes:
+                self._check_name(tool, axis["param"])
+        except MatrixError as exc:
+            raise serializers.ValidationError({"axes": str(exc)}) from None
+        except serializers.ValidationError as exc:
+            raise serializers.ValidationError({"axes": exc.detail}) from None
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:
+            raise serializers.ValidationError({"axes": f"malformed axes: {exc}"}) from None
+        if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+            raise serializers.ValidationError({"exclusions": "must be a list of strings"})
+        names = set(FACT_NAMES) | {_identifier(k) for k in params} | \
+            {_identifier(a["param"]) for a in axes}
+        for rule in rules:
+            try:
+                compile_rule(rule, names)
+            except MatrixError as exc:
+                raise serializers.ValidationError({"exclusions": exc.message}) from None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                raise serializers.ValidationError(
+                    {"exclusions": f"cannot read rule {rule!r}"}) from None
+        data["axes"] = axes
+        data["exclusions"] = [r.strip() for r in rules if r.strip()]
+        return data
+
+
+# --- Runs and metrics ----------------------------------------------------------------------
+
+class MetricSerializer(serializers.ModelSerializer):
+    run = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
+
+    class Meta:
+        model = Metric
+        fields = ["run", "name", "value", "unit", "stat", "iteration", "primary", "extra",
+                  "source_ref"]
+        read_only_fields = fields
+
+
+class RunMetricSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Metric
+        fields = ["name", "value", "unit", "stat", "iteration", "primary", "extra"]
+        read_only_fields = fields
+
+
+RUN_READ_ONLY = ["tool", "tool_version", "status", "command", "argv", "params", "exit_code",
+                 "started_at", "finished_at", "matrix", "cell_key", "repetition", "node",
+                 "attempts", "worker", "error", "parse_error", "queued_at", "client_key",
+                 "published", "source", "source_ref"]
+
+
+@_json_fields
+class RunSerializer(OwnedSerializer):
+    """A run. Runs are created by matrices and by ingest (POST /api/runs/ or /api/runs/bulk/);
+    afterwards only the label, notes, tuning set and target may change."""
+
+    testbed = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
+    testbed_name = serializers.CharField(source="testbed.name", read_only=True)
+    tuning_set = UUIDRelatedField(queryset=TuningSet.objects.all(), required=False,
+                                  allow_null=True)
+    target = UUIDRelatedField(queryset=Target.objects.all(), required=False, allow_null=True)
+    matrix = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
+    node = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
+    metrics = RunMetricSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [*OWNED, "testbed", "testbed_name", "tuning_set", "target", "tool",
+                  "tool_version", "label", "status", "command", "argv", "params", "exit_code",
+                  "started_at", "finished_at", "notes", "matrix", "cell_key", "repetition",
+                  "node", "attempts", "worker", "error", "parse_error", "queued_at",
+                  "client_key", "published", "source", "source_ref", "metrics"]
+        read_only_fields = RUN_READ_ONLY
+
+    def validate_target(self, value):
+        if value is not None and self.instance is not None \
+                and value.testbed_id != self.instance.testbed_id:
+            raise serializers.ValidationError("The target is not in the run's testbed.")
+        return value
+
+
+class RunDetailSerializer(RunSerializer):
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "raw_output", "effective_config", "launch"]
+        read_only_fields = [*RUN_READ_ONLY, "raw_output", "effective_config", "launch"]
+
+
+# --- Ingest (schema of POST /api/runs/ and /api/runs/bulk/) ---------------------------------
+
+class IngestMetricSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="A name of DESIGN.md's vocabulary, e.g. write_bw.")
+    value = serializers.FloatField(help_text="In base units (B/s, op/s, s, B).")
+    unit = serializers.CharField(required=False, help_text="Must be the name's base unit.")
+    stat = serializers.CharField(required=False, default="value")
+    iteration = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    extra = serializers.DictField(required=False)
+    source_ref = serializers.CharField(required=False, allow_blank=True)
+
+
+class IngestRunSerializer(serializers.Serializer):
+    """One completed run to store (documentation of the bulk format; the ingest module
+    validates items itself, faster than a serializer per item)."""
+
+    key = serializers.CharField(required=False, max_length=200,
+                                help_text="Idempotency key, unique per user.")
+    testbed = serializers.CharField(help_text="Testbed UUID or name.")
+    tuning_set = serializers.CharField(required=False, help_text="Tuning set UUID or name.")
+    tool = serializers.CharField(required=False, help_text="Tool name; detected from "
+                                 "raw_output when omitted. Required with metrics.")
+    op = serializers.CharField(required=False, help_text="Parser option (IOR's --op).")
+    label = serializers.CharField(required=False, max_length=200)
+    notes = serializers.CharField(required=False)
+    params = serializers.DictField(required=False)
+    raw_output = serializers.CharField(required=False, help_text="The tool's output: stored "
+                                       "as given, then parsed.")
+    metrics = IngestMetricSerializer(many=True, required=False)
+    tool_version = serializers.CharField(required=False, max_length=60)
+    command = serializers.CharField(required=False)
+    exit_code = serializers.IntegerField(required=False, allow_null=True)
+    started_at = serializers.DateTimeField(required=False, allow_null=True)
+    finished_at = serializers.DateTimeField(required=False, allow_null=True)
+    status = serializers.ChoiceField(choices=["imported", "succeeded", "failed"],
+                                     required=False)
+
+
+class IngestResultSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["created", "existing", "invalid"])
+    uuid = serializers.UUIDField(required=False)
+    metrics = serializers.IntegerField(required=False)
+    parse_error = serializers.CharField(required=False)
+    errors = serializers.DictField(child=serializers.CharField(), required=False)
+
+
+class IngestResponseSerializer(serializers.Serializer):
+    created = serializers.IntegerField()
+    existing = serializers.IntegerField()
+    invalid = serializers.IntegerField()
+    results = IngestResultSerializer(many=True)
+
+
+# --- Workers -------------------------------------------------------------------------------
+
+class WorkerSerializer(serializers.ModelSerializer):
+    online = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = Worker
+        fields = ["name", "hostname", "queues", "pid", "started_at", "last_seen", "online"]
+        read_only_fields = fields

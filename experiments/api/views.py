@@ -1,0 +1,324 @@
+"""API views: one viewset per object, parts nested under their parent, bulk ingest of runs.
+
+Lists are built with ``select_related``/``prefetch_related`` so their query count does not
+grow with the page size (tests/api/test_queries.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.db import IntegrityError, transaction
+from django.db.models import Prefetch
+from django.shortcuts import get_object_or_404
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, parsers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
+from rest_framework.response import Response
+
+from experiments import matrices as matrix_ops
+from experiments.api import filters, serializers
+from experiments.api.ingest import IngestError, ingest
+from experiments.api.pagination import RunCursorPagination
+from experiments.api.permissions import StaffWrites
+from experiments.models import (
+    Drive,
+    HardwareProfile,
+    Matrix,
+    Metric,
+    Nic,
+    Node,
+    Run,
+    StoragePool,
+    Target,
+    Testbed,
+    TestbedNode,
+    TuningSet,
+    Worker,
+)
+
+
+class JSONLinesParser(parsers.BaseParser):
+    """One JSON object per line (``application/x-ndjson``), for streaming large batches."""
+
+    media_type = "application/x-ndjson"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        items = []
+        try:
+            for number, line in enumerate(stream.read().decode("utf-8").splitlines(), 1):
+                if line.strip():
+                    try:
+                        items.append(json.loads(line))
+                    except ValueError as exc:
+                        raise ParseError(f"line {number}: {exc}") from None
+        except UnicodeDecodeError:
+            raise ParseError("the body is not UTF-8") from None
+        return items
+
+
+class IntegrityAsValidation:
+    """A uniqueness race that slipped past validation is the client's 400, not a 500."""
+
+    def perform_create(self, serializer):
+        try:
+            with transaction.atomic():
+                self.save_new(serializer)
+        except IntegrityError as exc:
+            raise ValidationError({"detail": f"conflicts with an existing object: {exc}"}) \
+                from None
+
+    def save_new(self, serializer):
+        serializer.save(owner=self.request.user)
+
+    def perform_update(self, serializer):
+        try:
+            with transaction.atomic():
+                serializer.save()
+        except IntegrityError as exc:
+            raise ValidationError({"detail": f"conflicts with an existing object: {exc}"}) \
+                from None
+
+    def perform_destroy(self, instance):
+        from django.db.models import ProtectedError, RestrictedError
+
+        try:
+            with transaction.atomic():
+                instance.delete()
+        except (ProtectedError, RestrictedError) as exc:
+            raise ValidationError({"detail": f"still in use: {exc.args[0]}"}) from None
+
+
+class OwnedViewSet(IntegrityAsValidation, viewsets.ModelViewSet):
+    lookup_field = "uuid"
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    ordering_fields = ["name", "created", "updated"]
+
+
+@extend_schema_view(list=extend_schema(summary="Hardware profiles with drives and NICs"))
+class HardwareProfileViewSet(OwnedViewSet):
+    queryset = (HardwareProfile.objects.select_related("owner")
+                .prefetch_related("drives", "nics").order_by("name", "id"))
+    serializer_class = serializers.HardwareProfileSerializer
+    filterset_class = filters.HardwareProfileFilter
+
+
+class NodeViewSet(OwnedViewSet):
+    queryset = Node.objects.select_related("owner", "profile").order_by("hostname", "id")
+    serializer_class = serializers.NodeSerializer
+    filterset_class = filters.NodeFilter
+    ordering_fields = ["hostname", "created", "updated"]
+
+
+class TestbedViewSet(OwnedViewSet):
+    queryset = (
+        Testbed.objects.select_related("owner").order_by("name", "id").prefetch_related(
+            Prefetch("members", TestbedNode.objects.select_related("node")),
+            Prefetch("targets", Target.objects.select_related("node", "drive", "pool")),
+            "pools",
+            "mirror_groups__primary", "mirror_groups__secondary",
+        )
+    )
+    serializer_class = serializers.TestbedSerializer
+    filterset_class = filters.TestbedFilter
+
+
+class TuningSetViewSet(OwnedViewSet):
+    queryset = (TuningSet.objects.select_related("owner", "parent").prefetch_related("params")
+                .order_by("name", "id"))
+    serializer_class = serializers.TuningSetSerializer
+    filterset_class = filters.TuningSetFilter
+
+    def perform_destroy(self, instance):
+        if instance.children.exists():
+            raise ValidationError({"detail": "Other tuning sets inherit from this one."})
+        super().perform_destroy(instance)
+
+
+class MatrixViewSet(OwnedViewSet):
+    queryset = (Matrix.objects.select_related("owner").prefetch_related("testbeds",
+                                                                         "tuning_sets")
+                .order_by("-created", "-id"))
+    serializer_class = serializers.MatrixSerializer
+    filterset_class = filters.MatrixFilter
+
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT},
+                   summary="Expand the matrix and queue its planned runs")
+    @action(detail=True, methods=["post"])
+    def launch(self, request, uuid=None):
+        matrix = self.get_object()
+        if not matrix.can_edit(request.user):
+            raise PermissionDenied("Only the owner or staff may launch this matrix.")
+        return Response(matrix_ops.launch(matrix))
+
+
+# --- Parts under their parent: /api/<parent>/<uuid>/<part>/ -------------------------------
+
+class PartViewSet(IntegrityAsValidation, viewsets.ModelViewSet):
+    """Drives and NICs of a hardware profile; members, targets and pools of a testbed.
+    Readable by everyone signed in; written by whoever may edit the parent."""
+
+    lookup_field = "uuid"
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    parent_model: type = HardwareProfile
+    parent_field = "profile"
+    pagination_class = None
+    filter_backends: list = []
+
+    def parent(self):
+        if not hasattr(self, "_parent"):
+            self._parent = get_object_or_404(self.parent_model,
+                                             uuid=self.kwargs["parent_uuid"])
+        return self._parent
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset.none()
+        return self.queryset.filter(**{self.parent_field: self.parent()})
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        if not getattr(self, "swagger_fake_view", False) and "parent_uuid" in self.kwargs:
+            context["parent"] = self.parent()
+        return context
+
+    def check_permissions(self, request):
+        super().check_permissions(request)
+        if request.method not in ("GET", "HEAD", "OPTIONS") \
+                and not self.parent().can_edit(request.user):
+            raise PermissionDenied("Only the owner or staff may change this; published "
+                                   "study data is read-only.")
+
+    def save_new(self, serializer):
+        serializer.save(**{self.parent_field: self.parent()})
+
+
+def part_viewset(name, model, serializer, parent_model, parent_field, related=()):
+    return type(name, (PartViewSet,), {
+        "queryset": model.objects.select_related(*related).order_by("id"),
+        "serializer_class": serializer,
+        "parent_model": parent_model,
+        "parent_field": parent_field,
+        "__doc__": PartViewSet.__doc__,
+    })
+
+
+PARENT_UUID = OpenApiParameter("parent_uuid", OpenApiTypes.UUID, OpenApiParameter.PATH)
+PARTS = {
+    "hardware": [
+        ("drives", part_viewset("DriveViewSet", Drive, serializers.DriveSerializer,
+                                HardwareProfile, "profile")),
+        ("nics", part_viewset("NicViewSet", Nic, serializers.NicSerializer, HardwareProfile,
+                              "profile")),
+    ],
+    "testbeds": [
+        ("members", part_viewset("TestbedNodeViewSet", TestbedNode,
+                                 serializers.TestbedNodeSerializer, Testbed, "testbed",
+                                 ("node",))),
+        ("targets", part_viewset("TargetViewSet", Target, serializers.TargetSerializer,
+                                 Testbed, "testbed", ("node", "drive", "pool"))),
+        ("pools", part_viewset("StoragePoolViewSet", StoragePool,
+                               serializers.StoragePoolSerializer, Testbed, "testbed")),
+    ],
+}
+for _parts in PARTS.values():
+    for _name, _viewset in _parts:
+        extend_schema_view(**{action_name: extend_schema(parameters=[PARENT_UUID])
+                              for action_name in ("list", "create", "retrieve", "update",
+                                                  "partial_update", "destroy")})(_viewset)
+
+
+# --- Runs ----------------------------------------------------------------------------------
+
+@extend_schema_view(
+    create=extend_schema(
+        summary="Store one completed run (raw output parsed on the server, or metrics)",
+        request=serializers.IngestRunSerializer,
+        responses={201: serializers.RunDetailSerializer, 200: serializers.RunDetailSerializer},
+    ),
+)
+class RunViewSet(IntegrityAsValidation, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                 mixins.CreateModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin,
+                 viewsets.GenericViewSet):
+    """Runs, newest first (cursor pagination). Creation goes through ingest; afterwards the
+    label, notes, tuning set and target may change."""
+
+    lookup_field = "uuid"
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+    pagination_class = RunCursorPagination
+    filterset_class = filters.RunFilter
+    filter_backends = [DjangoFilterBackend]
+    parser_classes = [parsers.JSONParser, JSONLinesParser]
+
+    def get_queryset(self):
+        runs = Run.objects.select_related("owner", "testbed", "tuning_set", "target", "matrix",
+                                          "node")
+        if self.action == "list":
+            runs = runs.defer("raw_output", "effective_config", "launch")
+        return runs.prefetch_related(
+            Prefetch("metrics", Metric.objects.order_by("name", "stat", "iteration", "id"))
+        ).order_by("-created", "-id")
+
+    def get_serializer_class(self):
+        if self.action == "list":
+            return serializers.RunSerializer
+        return serializers.RunDetailSerializer
+
+    def create(self, request, *args, **kwargs):
+        if not isinstance(request.data, dict):
+            raise ValidationError({"detail": "expected one JSON object; send arrays to "
+                                             "/api/runs/bulk/"})
+        result = ingest([request.data], request.user)[0]
+        if result["status"] == "invalid":
+            return Response({"errors": result["errors"]}, status=status.HTTP_400_BAD_REQUEST)
+        run = self.get_queryset().get(uuid=result["uuid"])
+        code = status.HTTP_201_CREATED if result["status"] == "created" else status.HTTP_200_OK
+        return Response(serializers.RunDetailSerializer(run, context=self.get_serializer_context())
+                        .data, status=code)
+
+    @extend_schema(
+        summary="Store many completed runs at once (JSON array or JSON lines)",
+        request={"application/json": serializers.IngestRunSerializer(many=True),
+                 "application/x-ndjson": serializers.IngestRunSerializer},
+        responses={200: serializers.IngestResponseSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def bulk(self, request):
+        try:
+            results = ingest(request.data, request.user)
+        except IngestError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        counts = {"created": 0, "existing": 0, "invalid": 0}
+        for result in results:
+            counts[result["status"]] += 1
+        return Response({**counts, "results": results})
+
+
+class MetricViewSet(viewsets.ReadOnlyModelViewSet):
+    """Metrics in base units, filtered by run, testbed, matrix, name, statistic, primary."""
+
+    queryset = Metric.objects.select_related("run").order_by("id")
+    serializer_class = serializers.MetricSerializer
+    filterset_class = filters.MetricFilter
+    filter_backends = [DjangoFilterBackend]
+    pagination_class = type("MetricPagination", (RunCursorPagination,),
+                            {"ordering": ("id",)})
+
+    def get_queryset(self):
+        return Metric.objects.select_related("run").only(
+            "id", "name", "value", "unit", "stat", "iteration", "primary", "extra",
+            "source_ref", "run__uuid").order_by("id")
+
+
+class WorkerViewSet(viewsets.ReadOnlyModelViewSet):
+    """Celery workers as they last reported themselves."""
+
+    queryset = Worker.objects.order_by("hostname", "name")
+    serializer_class = serializers.WorkerSerializer
+    permission_classes = [StaffWrites]
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+    filterset_fields = ["hostname"]

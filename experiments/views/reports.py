@@ -1,0 +1,224 @@
+"""Reports (saved comparisons) and share links.
+
+A share link opens without login (``login_not_required``), read-only (GET/HEAD only) and shows
+the comparison frozen as it was when the link was made; signed-in users may switch to live
+data with ``?live=1``. A revoked, expired or unknown key answers 404.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from uuid import UUID
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST, require_safe
+
+from experiments import comparison
+from experiments.comparison import ComparisonResult, ComparisonSpec
+from experiments.models import Report, Run, ShareLink
+from experiments.views.common import get_for_user
+from experiments.views.compare import charts_payload, export_response
+
+MAX_EXPIRY_DAYS = 3650
+
+
+def _data_query(spec: ComparisonSpec) -> str:
+    """The spec's query without its chart settings (those are stored apart)."""
+    from urllib.parse import urlencode
+
+    chart_keys = set(spec.chart_settings())
+    return urlencode([(k, v) for k, v in spec.query_pairs() if k not in chart_keys])
+
+
+def _chart(spec: ComparisonSpec) -> dict:
+    return {k: v for k, v in spec.chart_settings().items() if v}
+
+
+@require_safe
+def report_list(request: HttpRequest) -> HttpResponse:
+    reports = Report.objects.select_related("owner")
+    return render(request, "experiments/report_list.html", {"reports": reports})
+
+
+@require_POST
+def report_new(request: HttpRequest) -> HttpResponse:
+    spec = ComparisonSpec.from_query(request.POST.get("query", ""))
+    title = request.POST.get("title", "").strip()[:200]
+    if not title:
+        messages.error(request, "A report needs a title.")
+        return redirect(f"{reverse('experiments:compare')}?{spec.to_query()}")
+    report = Report.objects.create(
+        owner=request.user, title=title,
+        description=request.POST.get("description", "").strip(),
+        query=_data_query(spec), chart=_chart(spec),
+    )
+    messages.success(request, f"Saved the report “{report.title}”.")
+    return redirect(report)
+
+
+def _report_context(request: HttpRequest, report: Report) -> dict:
+    spec = report.spec()
+    result = comparison.compute(spec, Run.objects.visible_to(request.user))
+    return {
+        "report": report, "spec": spec, "result": result,
+        "charts_json": charts_payload(result),
+        "can_edit": report.can_edit(request.user),
+        "links": report.share_links.all(),
+        "builder_url": f"{reverse('experiments:compare')}?{spec.to_query()}",
+        "export_csv": f"{reverse('experiments:compare_export', args=['csv'])}?"
+                      f"{spec.to_query()}",
+        "export_json": f"{reverse('experiments:compare_export', args=['json'])}?"
+                       f"{spec.to_query()}",
+        "print_url": reverse("experiments:report_print", args=[report.uuid]),
+    }
+
+
+@require_safe
+def report_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    report = get_for_user(request, Report, uuid)
+    return render(request, "experiments/report_detail.html", _report_context(request, report))
+
+
+@require_safe
+def report_print(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    report = get_for_user(request, Report, uuid)
+    context = _report_context(request, report)
+    return render(request, "experiments/comparison_print.html", {
+        **context, "title": report.title, "description": report.description,
+        "source": "live data"})
+
+
+@require_POST
+def report_edit(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    report = get_for_user(request, Report, uuid, write=True)
+    title = request.POST.get("title", "").strip()[:200]
+    if title:
+        report.title = title
+    report.description = request.POST.get("description", report.description).strip()
+    if "query" in request.POST:
+        spec = ComparisonSpec.from_query(request.POST["query"])
+        report.query, report.chart = _data_query(spec), _chart(spec)
+    report.save()
+    messages.success(request, "Report updated.")
+    return redirect(report)
+
+
+@require_POST
+def report_delete(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    report = get_for_user(request, Report, uuid, write=True)
+    report.delete()
+    messages.success(request, f"Deleted the report “{report.title}” and its share links.")
+    return redirect("experiments:report_list")
+
+
+def snapshot(report: Report, result: ComparisonResult | None = None) -> dict:
+    """What a share link shows: the comparison computed now over every run, frozen."""
+    spec = report.spec()
+    if result is None:
+        result = comparison.compute(spec, Run.objects.all())
+    return {"query": spec.to_query(), "title": report.title,
+            "description": report.description, "result": result.to_json()}
+
+
+@require_POST
+def share_create(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    report = get_for_user(request, Report, uuid, write=True)
+    expires_at = None
+    days = request.POST.get("expires_days", "").strip()
+    if days:
+        try:
+            n = int(days)
+            if not 1 <= n <= MAX_EXPIRY_DAYS:
+                raise ValueError
+        except ValueError:
+            messages.error(request, f"Expiry must be 1 to {MAX_EXPIRY_DAYS} days.")
+            return redirect(report)
+        expires_at = timezone.now() + dt.timedelta(days=n)
+    link = ShareLink.objects.create(report=report, created_by=request.user,
+                                    expires_at=expires_at, snapshot=snapshot(report))
+    messages.success(request, "Share link created: it shows the data as of now.")
+    return redirect(f"{report.get_absolute_url()}#link-{link.pk}")
+
+
+@require_POST
+def share_revoke(request: HttpRequest, uuid: UUID, key: str) -> HttpResponse:
+    report = get_for_user(request, Report, uuid, write=True)
+    link = report.share_links.filter(key=key).first()
+    if link is None:
+        raise Http404("No such share link.")
+    if not link.revoked_at:
+        link.revoked_at = timezone.now()
+        link.save(update_fields=["revoked_at"])
+    messages.success(request, "Share link revoked: it now answers 404.")
+    return redirect(report)
+
+
+def _active_link(key: str) -> ShareLink:
+    link = (ShareLink.objects.active().select_related("report").filter(key=key).first()
+            if 20 <= len(key) <= 64 else None)
+    if link is None:
+        raise Http404("This share link does not exist, was revoked or has expired.")
+    return link
+
+
+def _share_data(request: HttpRequest, link: ShareLink) -> tuple[ComparisonResult, bool]:
+    live = request.GET.get("live") == "1" and request.user.is_authenticated
+    if live:
+        spec = ComparisonSpec.from_query(link.snapshot.get("query", ""))
+        return comparison.compute(spec, Run.objects.visible_to(request.user)), True
+    return ComparisonResult.from_json(link.snapshot.get("result", {})), False
+
+
+def _private(response: HttpResponse) -> HttpResponse:
+    response["X-Robots-Tag"] = "noindex, nofollow"
+    response["Referrer-Policy"] = "no-referrer"
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+@login_not_required
+@require_safe
+def share(request: HttpRequest, key: str) -> HttpResponse:
+    link = _active_link(key)
+    result, live = _share_data(request, link)
+    base = reverse("experiments:share", args=[key])
+    return _private(render(request, "experiments/share.html", {
+        "link": link, "result": result, "live": live, "charts_json": charts_payload(result),
+        "title": link.snapshot.get("title") or link.report.title,
+        "description": link.snapshot.get("description", ""),
+        "suffix": "?live=1" if live else "",
+        "export_csv": reverse("experiments:share_export", args=[key, "csv"])
+        + ("?live=1" if live else ""),
+        "export_json": reverse("experiments:share_export", args=[key, "json"])
+        + ("?live=1" if live else ""),
+        "print_url": reverse("experiments:share_print", args=[key]) + ("?live=1" if live else ""),
+        "frozen_url": base, "live_url": f"{base}?live=1",
+    }))
+
+
+@login_not_required
+@require_safe
+def share_print(request: HttpRequest, key: str) -> HttpResponse:
+    link = _active_link(key)
+    result, live = _share_data(request, link)
+    return _private(render(request, "experiments/comparison_print.html", {
+        "title": link.snapshot.get("title") or link.report.title,
+        "description": link.snapshot.get("description", ""), "result": result,
+        "charts_json": charts_payload(result),
+        "source": "live data" if live else "data as shared",
+    }))
+
+
+@login_not_required
+@require_safe
+def share_export(request: HttpRequest, key: str, fmt: str) -> HttpResponse:
+    link = _active_link(key)
+    result, live = _share_data(request, link)
+    return _private(export_response(result, fmt, "beeweb-report", {
+        "title": link.snapshot.get("title", ""), "query": link.snapshot.get("query", ""),
+        "data": "live" if live else "frozen"}))
