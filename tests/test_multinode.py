@@ -34,6 +34,10 @@ for i, (name, address) in enumerate(lab["nodes"], 1):
     # qperf: node1 is the client (the launcher), node2 the server.
     if i <= 2:
         TestbedNode.objects.create(testbed=network, node=node, client=(i == 1), storage=(i == 2))
+# fio's own multi-host mode: node2 and node3 are clients running `fio --server`.
+clients = Testbed.objects.create(owner=owner, name="clients", benchmark_dir=lab["bench"])
+for node in Node.objects.filter(hostname__in=["node2", "node3"]):
+    TestbedNode.objects.create(testbed=clients, node=node, client=True)
 """
 
 DD_PER_NODE = """\
@@ -46,6 +50,17 @@ timeout_s: 120
 params: {bs: 1m, count: 8, fdatasync: true}
 axes:
   target: [t1, t2, t3]
+"""
+
+FIO_MULTIHOST = """\
+name: fio on two clients
+tool: fio
+testbeds: [clients]
+launch_mode: multihost
+repetitions: 1
+drop_caches: false
+timeout_s: 120
+params: {rw: write, size: 4m, bs: 1m, numjobs: 2}
 """
 
 QPERF = """\
@@ -129,3 +144,36 @@ def test_qperf_between_two_nodes_is_the_network_baseline(cluster):
     assert worker == "node1@node1"
     assert argv[:2] == ["qperf", lab.nodes[1].address]
     assert metrics["tcp_bw"] > 1e6 and 0 < metrics["tcp_lat"] < 0.01
+
+
+def test_fio_multihost_mode_drives_two_client_nodes(cluster):
+    stack, lab, tmp = cluster
+    servers = [lab.popen(node, ["fio", "--server"]) for node in lab.nodes[1:]]
+    try:
+        assert wait_for(lambda: all(_listening(lab, n.address, 8765) for n in lab.nodes[1:]),
+                        30), "fio --server did not start"
+        (tmp / "fio.yaml").write_text(FIO_MULTIHOST)
+        result = stack.manage("launch_matrix", str(tmp / "fio.yaml"), "--wait",
+                              "--timeout", "120", check=False, timeout=180)
+        assert result.returncode == 0, result.stdout + result.stderr
+        worker, argv, params, bw = json.loads(stack.shell(
+            "import json; from experiments.models import Run\n"
+            "r = Run.objects.get()\n"
+            "print(json.dumps([r.worker, r.argv, r.params, "
+            "r.metrics.get(name='write_bw', primary=True).value]))"))
+    finally:
+        for server in servers:
+            lab.kill(server)
+    assert worker == "node2@node2"  # the first client launches
+    assert [a for a in argv if a.startswith("--client=")] == [
+        f"--client={lab.nodes[1].address}", f"--client={lab.nodes[2].address}"]
+    assert (params["nodes"], params["threads"]) == (2, 4)
+    assert bw > 0
+
+
+def _listening(lab, address: str, port: int) -> bool:
+    try:
+        lab.connect(lab.nodes[0], address, port, timeout=1).close()
+        return True
+    except OSError:
+        return False
