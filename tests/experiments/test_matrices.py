@@ -312,3 +312,24 @@ def test_progress_of_a_large_matrix_lists_what_needs_attention(alice_client, fio
     text = part.content.decode()
     assert text.count('<tr id="run-') == 5
     assert "dd exited with 1" in text and "19 more succeeded runs are not listed" in text
+
+
+def test_rerun_failed_queues_only_failed_and_cancelled_runs(fio_matrix,
+                                                            django_capture_on_commit_callbacks):
+    matrices.expand(fio_matrix)
+    runs = list(fio_matrix.runs.order_by("pk"))
+    Run.objects.filter(pk__in=[r.pk for r in runs[2:]]).update(status="succeeded")
+    Run.objects.filter(pk=runs[0].pk).update(status="failed", error="fio exited with 1")
+    Run.objects.filter(pk=runs[1].pk).update(status="cancelled")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert matrices.rerun_failed(fio_matrix) == 2
+    assert len(callbacks) == 1
+    assert sorted(fio_matrix.runs.values_list("status", flat=True).distinct()) == [
+        "queued", "succeeded"]
+    assert fio_matrix.runs.filter(status="queued").count() == 2
+    # Resume sends planned and queued runs again, each with a new token.
+    before = dict(fio_matrix.runs.filter(status="queued").values_list("pk", "dispatch_token"))
+    with django_capture_on_commit_callbacks(execute=False):
+        assert matrices.resume(fio_matrix) == 2
+    after = dict(fio_matrix.runs.filter(status="queued").values_list("pk", "dispatch_token"))
+    assert before.keys() == after.keys() and all(before[k] != after[k] for k in before)
