@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install install-dev lint check migrate demo clean
+.PHONY: run test install install-dev lint check migrate demo clean bench
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -35,6 +35,14 @@ test: install
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest
+
+## Benchmarks at 100,000 runs on PostgreSQL + Redis (database beeweb_bench; see bench/README.md).
+bench: install
+	$(PY) bench/generate.py
+	$(PY) bench/ingest.py
+	$(PY) bench/queries.py
+	$(PY) bench/memory.py
+	$(PY) bench/dispatch.py
 
 lint: install
 	$(PY) -m ruff check .

@@ -58,7 +58,10 @@ def database_from_url(name: str, url: str) -> dict:
             "PASSWORD": unquote(parsed.password or ""),
             "HOST": parsed.hostname or "",
             "PORT": str(port or ""),
-            "OPTIONS": dict(parse_qsl(parsed.query)),
+            # JIT off unless the URL says otherwise: beeweb's queries are short, and on the
+            # comparison queries whose cost estimate crosses jit_above_cost, compiling took
+            # ~115 ms of a 145 ms query (bench/queries.py at 100,000 runs).
+            "OPTIONS": {"options": "-c jit=off", **dict(parse_qsl(parsed.query))},
             "CONN_MAX_AGE": envint("DATABASE_CONN_MAX_AGE", "60"),
             "CONN_HEALTH_CHECKS": True,
         }
@@ -101,6 +104,11 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "experiments",
     "runners",
 ]
@@ -181,6 +189,55 @@ SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "false")
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+
+# --- REST API ----------------------------------------------------------------------------
+# Tokens for scripts and push clients, the session for the browsable docs. Every endpoint
+# needs a signed-in user; writes are checked per object (experiments.api.permissions).
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["experiments.api.permissions.OwnerOrStaffWrites"],
+    "DEFAULT_PAGINATION_CLASS": "experiments.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "beeweb API",
+    "DESCRIPTION": "Inventory, tuning sets, matrices, runs and metrics of beeweb. "
+    "Authenticate with `Authorization: Token <key>` (manage.py api_token USER, or /api/token/).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc come from drf-spectacular-sidecar's static files: no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        f"{name}Enum": f"experiments.api.enums.{const}"
+        for name, const in [("DriveKind", "DRIVE_KIND"), ("NicKind", "NIC_KIND"),
+                            ("TargetKind", "TARGET_KIND"), ("RunStatus", "RUN_STATUS"),
+                            ("IngestStatus", "INGEST_STATUS"), ("IngestResult", "INGEST_RESULT"),
+                            ("Tool", "TOOL"), ("MatrixTool", "MATRIX_TOOL")]
+    },
+}
+# Request bodies of bulk ingest (runs with raw output) may be large.
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("BEEWEB_MAX_REQUEST_BYTES", str(64 * 1024 * 1024))
 
 # --- Celery -------------------------------------------------------------------------------
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "")

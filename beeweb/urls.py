@@ -1,4 +1,4 @@
-"""Top-level URLs: auth, admin and the experiments app."""
+"""Top-level URLs: auth, admin, the REST API and the experiments app."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -8,5 +8,6 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("api/", include("experiments.api.urls")),
     path("", include("experiments.urls")),
 ]

@@ -53,7 +53,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db import connection
 from django.db.models import (
     Case,
     CharField,
@@ -126,6 +125,8 @@ def _parse_filter(text: str) -> tuple[str, str] | None:
         return None
     if head in FILTER_PREFIXES:
         name, sep, value = rest.partition(":")
+        if head == "tuning" and not (sep and "." in name):
+            return head, rest  # the tuning set's name, not a tuning key (scope.key)
         if not sep:
             return None
         return f"{head}:{name}", value
@@ -167,7 +168,7 @@ class ComparisonSpec:
             query = QueryDict()
         elif isinstance(query, str):
             query = QueryDict(query.lstrip("?"))
-        elif isinstance(query, dict):
+        elif isinstance(query, dict) and not hasattr(query, "getlist"):
             q = QueryDict(mutable=True)
             for key, value in query.items():
                 for v in value if isinstance(value, list | tuple) else [value]:
@@ -338,6 +339,14 @@ class Difference:
     series: str
     baseline: str
     rows: list[list[str]]  # [group, attribute, value in series, value in baseline]
+
+    @property
+    def areas(self) -> str:
+        """ "hardware 7, testbed 9, tuning 20" """
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row[0]] = counts.get(row[0], 0) + 1
+        return ", ".join(f"{area} {n}" for area, n in counts.items())
 
 
 @dataclass
@@ -525,14 +534,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     divisor = _normaliser(spec.norm)
     value = F("value") if divisor is None else F("value") / NullIf(divisor, 0.0)
     qs = filtered_metrics(spec, runs)
-    rows = list(qs.summary(groups, value))
-    medians: dict[tuple, float] = {}
-    if connection.vendor != "postgresql" and rows:
-        middles: dict[tuple, list[float]] = defaultdict(list)
-        for row in qs.middle_values(groups, value):
-            middles[(row["name"], row["series"], row["x"], row["y"])].append(row["_v"])
-        medians = {k: sum(v) / len(v) for k, v in middles.items()}
-
+    rows = qs.summary(groups, value)
     context = _Context.load(rows, spec, qs)
     points: list[Point] = []
     variances: dict[tuple, tuple[int, float, float]] = {}
@@ -541,7 +543,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
             continue
         m = info[row["name"]]
         sd = _stddev(row)
-        median = row.get("median", medians.get((row["name"], row["series"], row["x"], row["y"])))
+        median = row["median"]
         d = m.divisor
         ci = stats.confidence_interval(row["n"], row["mean"], sd)
         cv = stats.cv(row["mean"], sd)
@@ -750,7 +752,7 @@ class _Context:
             self.members[member.testbed_id].append(member)
         for target in (Target.objects.filter(testbed_id__in=testbed_ids, kind="storage")
                        .select_related("drive", "node__profile")
-                       .prefetch_related("node__profile__drives")):
+                       .prefetch_related("node__profile__drives", "node__profile__nics")):
             self.targets[target.testbed_id].append(target)
             self.target_by_id[target.pk] = target
         target_ids = ({r["tg_lo"] for r in rows if r["tg_lo"]}
@@ -759,7 +761,7 @@ class _Context:
         if missing:
             for target in (Target.objects.filter(pk__in=missing)
                            .select_related("drive", "node__profile")
-                           .prefetch_related("node__profile__drives")):
+                           .prefetch_related("node__profile__drives", "node__profile__nics")):
                 self.target_by_id[target.pk] = target
         tuning_ids = {c["run__tuning_set_id"] for c in self.configs if c["run__tuning_set_id"]}
         self.tunings = TuningSet.objects.in_bulk(tuning_ids) if tuning_ids else {}

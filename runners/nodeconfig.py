@@ -110,11 +110,31 @@ def read(workdir: Path | str, version_argv: list[str] | None = None) -> dict[str
             config["device"] = {"name": device, **{
                 key: _read_text(_SYS_BLOCK / device / "queue" / key) for key in QUEUE_KEYS}}
     config["beegfs_entry"] = beegfs_entry_info(workdir)
-    if version_argv and shutil.which(version_argv[0]):
-        code, text = _run(version_argv)
-        if text:
-            config["tool_version"] = text.splitlines()[0][:200]
+    if version_argv:
+        version = tool_version(tuple(version_argv))
+        if version:
+            config["tool_version"] = version
     return config
+
+
+_VERSIONS: dict[tuple, str | None] = {}
+
+
+def tool_version(version_argv: tuple[str, ...]) -> str | None:
+    """First line of the tool's version output, cached per worker process for as long as
+    the binary stays the same file (path, inode, mtime): asking costs a process per run."""
+    path = shutil.which(version_argv[0])
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (version_argv, path, st.st_ino, st.st_mtime_ns)
+    if key not in _VERSIONS:
+        code, text = _run(list(version_argv))
+        _VERSIONS[key] = text.splitlines()[0][:200] if text else None
+    return _VERSIONS[key]
 
 
 def beegfs_entry_info(workdir: Path | str) -> str | None:

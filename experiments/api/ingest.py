@@ -11,19 +11,21 @@ the same key again returns the existing run and creates nothing, so a client may
 whole batch after a timeout.
 
 Speed: validation is plain Python (no serializer per item), references are resolved with one
-query per kind, runs and metrics are written with ``bulk_create`` in large batches, all in one
-transaction per request: no query per item.
+query per kind, runs and metrics are written in bulk (PostgreSQL's COPY, else ``bulk_create``
+in large batches), all in one transaction per request: no query per item.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import uuid as uuidlib
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -44,6 +46,7 @@ ITEM_FIELDS = {"key", "testbed", "tuning_set", "tool", "op", "label", "notes", "
                "finished_at", "status"}
 METRIC_FIELDS = {"name", "value", "unit", "stat", "iteration", "extra", "source_ref"}
 STATUSES = {Run.Status.IMPORTED, Run.Status.SUCCEEDED, Run.Status.FAILED}
+TOOLS = frozenset(Tool.values)  # (Tool.values is rebuilt on every access)
 
 
 class IngestError(ValueError):
@@ -55,8 +58,8 @@ class Item:
     index: int
     data: dict[str, Any]
     errors: dict[str, str] = field(default_factory=dict)
-    run: Run | None = None
-    metrics: list[Metric] = field(default_factory=list)
+    run: SimpleNamespace | None = None
+    metrics: list[SimpleNamespace] = field(default_factory=list)
     outcome: str = ""
 
 
@@ -187,7 +190,7 @@ def _validate(item: Item) -> dict[str, Any]:
     }
     if not clean["testbed"] and "testbed" not in item.errors:
         item.errors["testbed"] = "required: a testbed UUID or name"
-    if clean["tool"] and clean["tool"] not in Tool.values:
+    if clean["tool"] and clean["tool"] not in TOOLS:
         item.errors["tool"] = f"unknown tool {clean['tool']!r}"
     if clean["status"] not in STATUSES:
         item.errors["status"] = f"one of {', '.join(sorted(STATUSES))}"
@@ -244,12 +247,12 @@ def _resolve(model, refs: set[str], user, field_name: str) -> dict[str, Any]:
     return found
 
 
-def _parse_into(item: Item, run: Run, clean: dict[str, Any]) -> None:
+def _parse_into(item: Item, run: SimpleNamespace, clean: dict[str, Any]) -> None:
     """Parse the stored raw text; any failure is kept on the run, never raised."""
     options = {"op": clean["op"]} if clean["op"] else {}
     try:
         result = parse(run.raw_output, tool=clean["tool"] or None, **options)
-        if result.tool not in Tool.values or not result.metrics:
+        if result.tool not in TOOLS or not result.metrics:
             raise ParseError(f"output of {result.tool} holds no run result")
     except ParseError as exc:
         run.parse_error = str(exc)
@@ -261,11 +264,52 @@ def _parse_into(item: Item, run: Run, clean: dict[str, Any]) -> None:
     run.tool_version = run.tool_version or (result.tool_version or "")[:60]
     run.command = run.command or (result.command or "")
     run.params = {**result.params, **clean["params"]}
-    item.metrics = [
-        Metric(name=m.name, value=m.value, unit=m.unit, stat=m.stat, iteration=m.iteration,
-               extra=m.extra or {})
-        for m in result.metrics
-    ]
+    item.metrics = [_metric(name=m.name, value=m.value, unit=m.unit, stat=m.stat,
+                            iteration=m.iteration, extra=m.extra or {}, source_ref="")
+                    for m in result.metrics]
+
+
+def _run(defaults: dict[str, Any], **values: Any) -> SimpleNamespace:
+    """A run row to insert: every column's default, a fresh UUID, then ``values``. (Plain
+    rows, not model instances: building 45-field instances was a third of ingest time.)"""
+    return SimpleNamespace(**{**defaults, "id": None, "uuid": uuidlib.uuid4(), **values})
+
+
+def _metric(**values: Any) -> SimpleNamespace:
+    return SimpleNamespace(id=None, run_id=None, primary=False, **values)
+
+
+def insert(model, objs: list) -> None:
+    """Insert rows (objects with one attribute per column) and set their ``id``.
+    PostgreSQL: ids drawn from the table's
+    sequence in one query, then COPY (several times faster than INSERT … VALUES for
+    thousands of rows, on both sides). Elsewhere: ``bulk_create`` in batches."""
+    if not objs:
+        return
+    table = model._meta.db_table
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    if connection.vendor != "postgresql":
+        instances = [model(**{f.attname: getattr(obj, f.attname) for f in fields})
+                     for obj in objs]
+        model.objects.bulk_create(instances,
+                                  batch_size=RUN_BATCH if model is Run else METRIC_BATCH)
+        for obj, instance in zip(objs, instances, strict=True):
+            obj.id = instance.pk
+        return
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(c) for c in ["id", *(f.column for f in fields)])
+    # wrap_database_errors: a unique violation inside COPY is Django's IntegrityError.
+    with connection.cursor() as cursor, connection.wrap_database_errors:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id')) "
+                       "FROM generate_series(1, %s)", [table, len(objs)])
+        ids = [row[0] for row in cursor.fetchall()]
+        with cursor.cursor.copy(f"COPY {quote(table)} ({columns}) FROM STDIN") as copy:
+            for pk, obj in zip(ids, objs, strict=True):
+                obj.id = pk
+                values = obj.__dict__
+                copy.write_row([pk, *(json.dumps(values[f.attname]) if f.attname in json_fields
+                                      else values[f.attname] for f in fields)])
 
 
 def ingest(items: Any, user) -> list[dict[str, Any]]:
@@ -302,6 +346,7 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
                     .values_list("client_key", "uuid")) if keys else {}
 
     now = timezone.now()
+    defaults = {f.attname: f.get_default() for f in Run._meta.concrete_fields}
     seen_keys: dict[str, Item] = {}
     new: list[tuple[Item, dict[str, Any]]] = []
     for item, clean in zip(items, cleaned, strict=True):
@@ -328,14 +373,15 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
         key = clean["key"]
         if key and key in existing:
             item.outcome = "existing"
-            item.run = Run(uuid=existing[key])
+            item.run = SimpleNamespace(uuid=existing[key], parse_error="")
             continue
         if key and key in seen_keys:
             item.outcome = "existing"
             item.run = seen_keys[key].run
             continue
-        item.run = Run(
-            owner=user, testbed=testbed, tuning_set=tuning,
+        item.run = _run(
+            defaults, owner_id=user.pk, testbed_id=testbed.pk,
+            tuning_set_id=tuning.pk if tuning else None,
             tool=clean["tool"] or Tool.OTHER, tool_version=clean["tool_version"],
             label=clean["label"], notes=clean["notes"], status=clean["status"],
             command=clean["command"], params=clean["params"], raw_output=clean["raw_output"],
@@ -346,20 +392,20 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
         if key:
             seen_keys[key] = item
         if clean["metrics"] is not None:
-            item.metrics = [Metric(**m) for m in clean["metrics"]]
+            item.metrics = [_metric(**m) for m in clean["metrics"]]
         else:
             _parse_into(item, item.run, clean)
         new.append((item, clean))
 
     with transaction.atomic():
         runs = [item.run for item, _ in new]
-        Run.objects.bulk_create(runs, batch_size=RUN_BATCH)
-        metrics: list[Metric] = []
+        insert(Run, runs)
+        metrics: list[SimpleNamespace] = []
         for item, _ in new:
             for metric in item.metrics:
-                metric.run_id = item.run.pk
+                metric.run_id = item.run.id
             metrics.extend(mark_primary(item.metrics))
-        Metric.objects.bulk_create(metrics, batch_size=METRIC_BATCH)
+        insert(Metric, metrics)
 
     results = []
     for item in items:

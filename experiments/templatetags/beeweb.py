@@ -54,3 +54,30 @@ def duration(seconds) -> str:
         return f"{minutes} min {secs:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+@register.filter
+def lookup(mapping, key):
+    """``{{ colours|lookup:series }}``: a dict value by a variable key."""
+    try:
+        return mapping.get(key, "")
+    except AttributeError:
+        return ""
+
+
+@register.filter
+def signed_pct(value) -> str:
+    """A difference in percent with its sign: +50.0%, −12%."""
+    if value is None or value == "":
+        return "—"
+    value = float(value)
+    text = f"{abs(value):.0f}" if abs(value) >= 10 else f"{abs(value):.1f}"
+    return f"{'+' if value >= 0 else '−'}{text}%"
+
+
+@register.filter
+def pvalue(value) -> str:
+    if value is None or value == "":
+        return "—"
+    value = float(value)
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"

@@ -32,7 +32,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = Run.objects.visible_to(request.user).select_related("testbed", "tuning_set")
+    # The list shows neither the raw output nor the execution details: leave them in the
+    # database (a run's raw output may be megabytes).
+    runs = (Run.objects.visible_to(request.user).select_related("testbed", "tuning_set")
+            .only("uuid", "label", "tool", "status", "params", "created", "testbed__name",
+                  "testbed__uuid", "tuning_set__name", "tuning_set__uuid"))
     tool = request.GET.get("tool", "")
     testbed = request.GET.get("testbed", "")
     if tool:

@@ -1,0 +1,1 @@
+"""Benchmarks of beeweb at 100,000 runs (see bench/README.md)."""

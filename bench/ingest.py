@@ -1,0 +1,125 @@
+"""Bulk ingest rate through the real HTTP API: gunicorn serving beeweb on the bench database,
+4 client threads POSTing JSON batches of completed runs (7 metrics and 10 parameters each) to
+/api/runs/bulk/ with a token. Target: >= 2,000 runs/s.
+
+    .venv/bin/python bench/ingest.py [--runs 40000] [--batch 500] [--threads 4] [--workers 2]
+
+Request bodies are encoded before the clock starts, so the figure is the server's. The
+ingested runs are deleted afterwards (they carry client keys "bench-ingest-…"), leaving the
+generated 100,000 in place. Also prints the RSS of gunicorn after the load (see memory.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import common  # noqa: E402
+
+METRICS = [("write_bw", "value"), ("read_bw", "value"), ("write_iops", "value"),
+           ("read_iops", "value"), ("write_lat", "mean"), ("read_lat", "mean"),
+           ("elapsed", "value")]
+
+
+def payloads(runs: int, batch: int, testbed: str, tuning: str, tag: str) -> list[bytes]:
+    rng = random.Random(1)
+    bodies = []
+    for start in range(0, runs, batch):
+        items = []
+        for i in range(start, min(runs, start + batch)):
+            items.append({
+                "key": f"bench-ingest-{tag}-{i}", "testbed": testbed, "tuning_set": tuning,
+                "tool": "fio", "label": f"pushed {i}",
+                "params": {"threads": 2 ** (i % 7), "nodes": 1 + i % 4, "tasks_per_node": 4,
+                           "transfer_size": 1 << 20, "block_size": 1 << 30,
+                           "file_size": 4 << 30, "iodepth": 16, "direct": True,
+                           "rw": "write", "ioengine": "libaio"},
+                "metrics": [{"name": n, "value": rng.uniform(1, 1e9), "stat": s}
+                            for n, s in METRICS],
+            })
+        bodies.append(json.dumps(items).encode())
+    return bodies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=40_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    common.ensure_database()
+    token = common.bench_token()
+    tag = str(int(time.time()))
+    bodies = payloads(args.runs, args.batch, "cluster-00", "tuning-00", tag)
+    print(f"{len(bodies)} requests of {args.batch} runs, "
+          f"{sum(map(len, bodies)) / len(bodies) / 1024:.0f} KiB each")
+
+    with common.gunicorn(workers=args.workers) as (url, proc):
+        queue = list(enumerate(bodies))
+        lock = threading.Lock()
+        created = [0]
+        errors: list[str] = []
+
+        def client():
+            while True:
+                with lock:
+                    if not queue or errors:
+                        return
+                    _, body = queue.pop()
+                request = urllib.request.Request(
+                    f"{url}/api/runs/bulk/", data=body, method="POST",
+                    headers={"Authorization": f"Token {token}",
+                             "Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(request, timeout=300) as answer:
+                        data = json.loads(answer.read())
+                except Exception as exc:  # noqa: BLE001 - reported below
+                    errors.append(str(exc))
+                    return
+                with lock:
+                    created[0] += data["created"]
+                    if data["invalid"]:
+                        errors.append(f"invalid items: {data['results'][:2]}")
+
+        # Warm-up: one small request per worker (imports, connections).
+        warm = payloads(4, 2, "cluster-00", "tuning-00", tag + "w")
+        for body in warm:
+            urllib.request.urlopen(urllib.request.Request(
+                f"{url}/api/runs/bulk/", data=body, method="POST",
+                headers={"Authorization": f"Token {token}",
+                         "Content-Type": "application/json"}), timeout=60).read()
+        started = time.perf_counter()
+        threads = [threading.Thread(target=client) for _ in range(args.threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - started
+        rss = common.rss_kib(proc.pid) / 1024
+    if errors:
+        raise SystemExit(f"ingest failed: {errors[0]}")
+    rate = created[0] / elapsed
+    print(f"bulk ingest over HTTP: {created[0]:,} runs ({created[0] * len(METRICS):,} metrics)"
+          f" in {elapsed:.1f} s = {rate:,.0f} runs/s with {args.threads} client threads, "
+          f"gunicorn {args.workers} workers [target >= 2,000 runs/s]")
+    print(f"gunicorn RSS after the load: {rss:.0f} MB (master + {args.workers} workers)")
+
+    common.setup_django()
+    from experiments.models import Metric, Run
+
+    ids = Run.objects.filter(client_key__startswith="bench-ingest-").values("id")
+    Metric.objects.filter(run__in=ids)._raw_delete(Metric.objects.db)
+    Run.objects.filter(client_key__startswith="bench-ingest-")._raw_delete(Run.objects.db)
+
+
+if __name__ == "__main__":
+    main()

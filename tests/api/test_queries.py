@@ -1,0 +1,86 @@
+"""No N+1: API lists and the run list page cost the same number of queries whatever the
+page size."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, reset_queries
+from django.test.utils import CaptureQueriesContext
+
+from experiments.models import (
+    Drive,
+    HardwareProfile,
+    Matrix,
+    MirrorGroup,
+    Nic,
+    Node,
+    StoragePool,
+    Target,
+    Testbed,
+    TestbedNode,
+    TuningSet,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(alice, api):
+    """A few of everything, then as many again: list costs must not change."""
+
+    def grow(n: int, tag: str):
+        for i in range(n):
+            profile = HardwareProfile.objects.create(owner=alice, name=f"{tag}{i}",
+                                                     architecture="x86_64")
+            Drive.objects.create(profile=profile, kind="nvme")
+            Nic.objects.create(profile=profile, kind="ethernet", rate_gbps=10)
+            node = Node.objects.create(owner=alice, hostname=f"{tag}{i}", profile=profile)
+            tb = Testbed.objects.create(owner=alice, name=f"{tag}{i}")
+            TestbedNode.objects.create(testbed=tb, node=node, storage=True)
+            pool = StoragePool.objects.create(testbed=tb, pool_id=1, name="p")
+            t1 = Target.objects.create(testbed=tb, node=node, raid_level="0", pool=pool)
+            t2 = Target.objects.create(testbed=tb, node=node, raid_level="0")
+            MirrorGroup.objects.create(testbed=tb, group_id=1, primary=t1, secondary=t2)
+            ts = TuningSet.objects.create(owner=alice, name=f"{tag}{i}")
+            ts.replace_params([("os", "vm.dirty_ratio", "10")])
+            matrix = Matrix.objects.create(owner=alice, name=f"{tag}{i}", tool="dd")
+            matrix.testbeds.add(tb)
+            matrix.tuning_sets.add(ts)
+            items = [{"testbed": str(tb.uuid), "tuning_set": str(ts.uuid), "tool": "dd",
+                      "metrics": [{"name": "write_bw", "value": 1.0},
+                                  {"name": "elapsed", "value": 2.0}]} for _ in range(3)]
+            assert api.post("/api/runs/bulk/", items).json()["created"] == 3
+
+    return grow
+
+
+LISTS = ["/api/hardware/", "/api/nodes/", "/api/testbeds/", "/api/tuning-sets/",
+         "/api/matrices/", "/api/runs/", "/api/metrics/", "/api/workers/"]
+
+
+@pytest.mark.parametrize("url", LISTS)
+def test_api_lists_have_a_constant_query_count(api, world, url, django_assert_max_num_queries):
+    world(2, "a")
+    reset_queries()  # the request resets the log; count from an empty one
+    with CaptureQueriesContext(connection) as few:
+        assert api.get(url, {"page_size": 500}).status_code == 200
+    baseline = len(few.captured_queries)  # now: the property reads the live log
+    world(8, "b")
+    with django_assert_max_num_queries(baseline):
+        response = api.get(url, {"page_size": 500})
+    assert response.status_code == 200
+    assert 0 < baseline <= 10
+
+
+def test_run_list_page_has_a_constant_query_count(alice_client, api, world,
+                                                  django_assert_max_num_queries):
+    world(2, "a")
+    reset_queries()  # the request resets the log; count from an empty one
+    with CaptureQueriesContext(connection) as few:
+        assert alice_client.get("/runs/").status_code == 200
+    baseline = len(few.captured_queries)
+    world(20, "b")
+    with django_assert_max_num_queries(baseline):
+        response = alice_client.get("/runs/")
+    assert response.status_code == 200
+    assert response.content.decode().count("<tr>") >= 50

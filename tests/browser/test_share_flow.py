@@ -1,0 +1,186 @@
+"""Browser test of comparisons and shared reports: Playwright drives Debian's Chromium.
+
+An engineer builds Arm vs x86 (published studies) and RAID0 vs RAID10 comparisons with the
+builder's controls, checks that the URL holds the state (back button), compares the runs of
+a local fio matrix, saves a report, shares it, opens the link in a logged-out browser (same
+chart and table), revokes it and sees 404.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import pytest
+from django.core.management import call_command
+from django.db import connections
+
+from tests.browser.test_inventory_flow import _close_server_connections
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def browser(live_server):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    # Playwright's sync API runs the test inside its own context, where Django may hold other
+    # connections than outside it: start from fresh ones (another browser test's teardown may
+    # have terminated the live server's PostgreSQL sessions) and close them before leaving.
+    connections.close_all()
+    with sync_api.sync_playwright() as p:
+        connections.close_all()
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+        connections.close_all()
+    _close_server_connections()
+
+
+def local_fio_matrix(user):
+    """A fio matrix on the localhost testbed, expanded and 'run': rw write/read x numjobs
+    1, 2, 4 x 3 repetitions, with results stored as a finished run would store them."""
+    from experiments.ingest import replace_metrics
+    from experiments.localhost import ensure_localhost_testbed
+    from experiments.matrices import expand
+    from experiments.models import Matrix, Run
+
+    testbed = ensure_localhost_testbed(user)
+    matrix = Matrix.objects.create(
+        owner=user, name="local fio", tool="fio", repetitions=3,
+        fixed_params={"size": "16m", "bs": "1m", "direct": False},
+        axes=[{"param": "rw", "values": ["write", "read"]},
+              {"param": "numjobs", "values": [1, 2, 4]}])
+    matrix.testbeds.add(testbed)
+    expand(matrix)
+    for run in Run.objects.filter(matrix=matrix):
+        jobs, rep = int(run.params["numjobs"]), run.repetition
+        value = 1e9 * jobs * (1.5 if run.params["rw"] == "read" else 1.0) + rep * 1e7
+        name = "read_bw" if run.params["rw"] == "read" else "write_bw"
+        replace_metrics(run, [{"name": name, "value": value, "unit": "B/s"}])
+        run.status = Run.Status.SUCCEEDED
+        run.save(update_fields=["status"])
+    return matrix
+
+
+def swapped(page, action) -> None:
+    """Do ``action`` on the builder and wait until htmx has swapped the new result in."""
+    before = page.evaluate("+document.body.dataset.swaps || 0")
+    action()
+    page.wait_for_function(f"(+document.body.dataset.swaps || 0) > {before}")
+
+
+def table_text(page) -> str:
+    return page.inner_text("#compare-table")
+
+
+def test_build_save_share_and_revoke(browser, live_server, django_user_model):
+    user = django_user_model.objects.create_user("erin", password="erin-secret-pw")
+    call_command("load_published", verbosity=0)
+    matrix = local_fio_matrix(user)
+    url = live_server.url
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{url}/login/")
+    page.fill("#id_username", "erin")
+    page.fill("#id_password", "erin-secret-pw")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/")
+
+    # Arm vs x86, built with the controls: metric, x axis, series, a filter, a baseline.
+    page.goto(f"{url}/compare/")
+    page.wait_for_selector("#chart .main-svg")
+    swapped(page, lambda: page.select_option("#metric", ["write_bw"]))
+    swapped(page, lambda: page.select_option("#x", "param:threads"))
+    swapped(page, lambda: page.select_option("#series", "arch"))
+    assert "ppc64le (POWER)" in table_text(page)
+    swapped(page, lambda: page.select_option("#fk", "arch"))
+    swapped(page, lambda: page.select_option("#fv", ["aarch64", "x86_64"]))
+    assert "ppc64le" not in table_text(page)
+    assert "f=arch%3Aaarch64" in page.url and "f=arch%3Ax86_64" in page.url
+    filtered_url = page.url
+    swapped(page, lambda: page.select_option("#baseline", "x86_64"))
+    page.wait_for_selector("#chart .main-svg")
+    assert "baseline=x86_64" in page.url and "metric=write_bw" in page.url
+    assert "x=param%3Athreads" in page.url and "series=arch" in page.url
+    table = table_text(page)
+    assert "aarch64 (Arm)" in table and "x86_64" in table and "ppc64le" not in table
+    assert "faster than x86_64" in page.inner_text("#baseline-sentences")
+    assert "hardware" in page.inner_text("#differences summary")
+    page.click("#differences summary")
+    assert "architecture" in page.inner_text("#differences")
+    # The URL holds the state: back returns to the unfiltered-baseline page, and a copied
+    # URL opens the same comparison.
+    page.go_back()
+    page.wait_for_function(f"location.href === {filtered_url!r}")
+    page.wait_for_selector("#compare-table")
+    assert page.locator("#baseline-sentences").count() == 0
+    page.go_forward()
+    page.wait_for_selector("#baseline-sentences")
+    # Remove the Arm filter through its chip: only x86 stays.
+    chip = "#filter-chips .chip[data-filter='arch:aarch64 (Arm)'] a"
+    swapped(page, lambda: page.click(chip))
+    assert "aarch64" not in table_text(page)
+    assert "f=arch%3Aaarch64" not in page.url
+
+    # The local fio matrix: its compare link, every run as a point, a bar chart.
+    page.goto(f"{url}/compare/?matrix={matrix.uuid}&metric=write_bw&series=param:rw"
+              "&x=param:numjobs")
+    page.wait_for_selector("#chart .main-svg")
+    table = table_text(page)
+    assert re.search(r"write\s+1\s+3\s+1\.02", table), table
+    swapped(page, lambda: page.check("#reps"))
+    swapped(page, lambda: page.select_option("#chart-kind", "bar"))
+    assert "reps=1" in page.url and "chart=bar" in page.url
+    page.wait_for_selector("#chart .main-svg")
+
+    # RAID0 vs RAID10 on the published device trial, saved as a report.
+    page.goto(f"{url}/compare/?metric=write_bw&x=tool&series=raid&tool=dd")
+    page.wait_for_selector("#chart .main-svg")
+    swapped(page, lambda: page.select_option("#baseline", "10"))
+    assert "RAID0 writes 50% faster than RAID10" in page.inner_text("#baseline-sentences")
+    assert "98%" in table_text(page)  # 5.1 of 5.2 GB/s: drives in RAID0 are the limit
+    page.fill("#report-title", "RAID0 vs RAID10 (dd per device)")
+    page.fill("#report-description", "Seed 002's device trial.")
+    page.click("#save-report button[type=submit]")
+    page.wait_for_selector("h1#report-title")
+    page.wait_for_selector("#chart .main-svg")
+    report_table = table_text(page)
+    assert "RAID0" in report_table and "RAID10" in report_table
+    page.click("#create-share")
+    page.wait_for_selector("#link-table .open-share")
+    share_url = page.inner_text("#link-table code.share-url").strip()
+    assert re.search(r"/s/[A-Za-z0-9_-]{43}/$", share_url)
+
+    # A colleague without an account opens the link: same chart and table.
+    anonymous = browser.new_context(viewport={"width": 1400, "height": 1000})
+    colleague = anonymous.new_page()
+    colleague.set_default_timeout(20_000)
+    response = colleague.goto(share_url)
+    assert response.status == 200
+    colleague.wait_for_selector("#chart .main-svg")
+    assert table_text(colleague) == report_table
+    assert colleague.locator("#live-switch").count() == 0
+    assert "RAID0 writes 50% faster than RAID10" in colleague.inner_text("#baseline-sentences")
+    assert colleague.locator("header nav").count() == 0
+
+    # The owner sees the live switch on the shared page, then revokes the link.
+    page.goto(share_url)
+    page.wait_for_selector("#live-switch")
+    page.go_back()
+    page.wait_for_selector("#link-table .revoke")
+    page.click("#link-table .revoke")
+    page.wait_for_selector("#link-table td.state:has-text('revoked')")
+    response = colleague.goto(share_url)
+    assert response.status == 404
+    anonymous.close()
+    context.close()
