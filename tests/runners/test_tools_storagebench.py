@@ -56,6 +56,8 @@ elif "--stop" in args:
 @pytest.fixture
 def fake_ctl(tmp_path, monkeypatch):
     """A fake beegfs-ctl first on PATH; returns the list of its calls (read lazily)."""
+    if not SAMPLE.exists():
+        pytest.skip(f"no StorageBench sample at {SAMPLE} (set BEEWEB_SAMPLES_DIR)")
     bindir = tmp_path / "bin"
     bindir.mkdir()
     ctl = bindir / "beegfs-ctl"
