@@ -469,8 +469,9 @@ class Adapter:
         raise NotImplementedError
 
     def version_argv(self) -> list[str] | None:
-        """argv that prints the tool's version, or None when its output already shows it."""
-        return None
+        """argv that prints the tool's version (``<binary> --version`` unless a tool says
+        otherwise), or None when its output already shows it."""
+        return [self.binary, "--version"]
 
     def describe(self) -> list[dict[str, Any]]:
         """Parameter descriptions for forms and docs, in declaration order."""

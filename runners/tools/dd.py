@@ -45,9 +45,6 @@ class DdAdapter(Adapter):
         Param("keep", "bool", "leave the data file for a later read run", default=False),
     )
 
-    def version_argv(self) -> list[str]:
-        return [self.binary, "--version"]
-
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
         if p["fdatasync"] and p["direction"] != "write":
             raise ParamError("fdatasync", "only applies to direction=write")

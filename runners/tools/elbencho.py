@@ -85,9 +85,6 @@ class ElbenchoAdapter(Adapter):
         Param("keep", "bool", "leave the files for a later run", default=False),
     )
 
-    def version_argv(self) -> list[str]:
-        return [self.binary, "--version"]
-
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
         if not any(p[name] for name, _ in PHASES):
             raise ParamError("write", "choose at least one phase")

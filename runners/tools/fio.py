@@ -73,9 +73,6 @@ class FioAdapter(Adapter):
         Param("keep", "bool", "leave the data files for a later run", default=False),
     )
 
-    def version_argv(self) -> list[str]:
-        return [self.binary, "--version"]
-
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
         if p["time_based"] and p["runtime"] is None:
             raise ParamError("runtime", "time_based needs a runtime")

@@ -53,9 +53,6 @@ class IorAdapter(Adapter):
         Param("keep", "bool", "keep the test file(s) (-k)", default=False),
     )
 
-    def version_argv(self) -> list[str]:
-        return [self.binary, "--version"]
-
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
         if not p["write"] and not p["read"]:
             raise ParamError("write", "IOR needs a write and/or a read phase")

@@ -61,6 +61,10 @@ class MdtestAdapter(Adapter):
         ),
     )
 
+    def version_argv(self) -> None:
+        """None: mdtest prints its version in its own banner."""
+        return None
+
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
         if p["items"] is not None and p["items_per_dir"] is not None:
             raise ParamError("items_per_dir", "give items or items_per_dir, not both")

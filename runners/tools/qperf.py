@@ -49,9 +49,6 @@ class QperfAdapter(Adapter):
         ),
     )
 
-    def version_argv(self) -> list[str]:
-        return [self.binary, "--version"]
-
     def server_argv(self, port: int | None = None) -> list[str]:
         """argv of the qperf server to start on the server node first."""
         if port is None:

@@ -71,6 +71,10 @@ class StoragebenchAdapter(Adapter):
         Param("keep", "bool", "skip --cleanup so a read benchmark can follow", default=False),
     )
 
+    def version_argv(self) -> None:
+        """None: beegfs-ctl has no --version option; the testbed records the BeeGFS version."""
+        return None
+
     def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
         argv = [sys.executable, "-m", DRIVER, "--ctl", self.binary]
         argv += ["--interval", str(p["interval"]), "--timeout", str(p["timeout"])]
