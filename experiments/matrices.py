@@ -120,6 +120,14 @@ def _identifier(name: str) -> str:
     return name.replace(".", "_").replace("-", "_").replace(":", "_")
 
 
+def rule_names(params, axes) -> set[str]:
+    """Names an exclusion rule may use: the testbed facts, the fixed parameters and the
+    axes (dots, dashes and colons read as underscores: ``tuning:os.vm.dirty_ratio`` is
+    ``tuning_os_vm_dirty_ratio``)."""
+    return set(FACT_NAMES) | {_identifier(k) for k in params} | {
+        _identifier(a["param"]) for a in axes if isinstance(a, dict) and "param" in a}
+
+
 def compile_rule(rule: str, names: set[str]) -> ast.Expression:
     """Parse an exclusion rule; only arithmetic, comparisons, and/or/not, numbers, strings
     and the given names. Never evaluated by Python's ``eval``."""
@@ -253,9 +261,8 @@ def cells(matrix: Matrix) -> list[Cell]:
     tunings: list[TuningSet | None] = list(matrix.tuning_sets.order_by("name", "id")) or [None]
     names = [axis["param"] for axis in axes]
     value_lists = [axis_values(axis) for axis in axes]
-    rule_names = set(FACT_NAMES) | {_identifier(n) for n in names} | {
-        _identifier(n) for n in matrix.fixed_params}
-    rules = [(rule, compile_rule(rule, rule_names)) for rule in matrix.exclusions or []]
+    allowed = rule_names(matrix.fixed_params, axes)
+    rules = [(rule, compile_rule(rule, allowed)) for rule in matrix.exclusions or []]
     result: list[Cell] = []
     for testbed in testbeds:
         facts = testbed_facts(testbed)

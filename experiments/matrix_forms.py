@@ -13,9 +13,9 @@ from experiments.matrices import (
     TARGET_AXIS,
     TUNING_PREFIX,
     MatrixError,
-    _identifier,
     compile_rule,
     normalise_axes,
+    rule_names,
 )
 from experiments.matrix_files import MAX_YAML_BYTES
 from experiments.models import Matrix, Testbed, TuningSet
@@ -149,9 +149,7 @@ class MatrixForm(forms.ModelForm):
         data = super().clean()
         rules = [line.strip() for line in (data.get("exclusions_text") or "").splitlines()
                  if line.strip()]
-        names = set(FACT_NAMES)
-        names |= {_identifier(k) for k in data.get("params_text") or {}}
-        names |= {_identifier(a["param"]) for a in data.get("axes_text") or []}
+        names = rule_names(data.get("params_text") or {}, data.get("axes_text") or [])
         for rule in rules:
             try:
                 compile_rule(rule, names)

@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import uuid as uuidlib
 from typing import Any
+from urllib.parse import urlencode
 
+from django.urls import reverse
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from experiments import reports as report_ops
 from experiments.api.ingest import _has_nul
+from experiments.comparison import ComparisonSpec
 from experiments.matrices import (
-    FACT_NAMES,
     TARGET_AXIS,
     TUNING_PREFIX,
     MatrixError,
-    _identifier,
     compile_rule,
     normalise_axes,
+    rule_names,
 )
 from experiments.models import (
     Drive,
@@ -28,7 +32,9 @@ from experiments.models import (
     MirrorGroup,
     Nic,
     Node,
+    Report,
     Run,
+    ShareLink,
     StoragePool,
     Target,
     Testbed,
@@ -395,8 +401,7 @@ class MatrixSerializer(OwnedSerializer):
             raise serializers.ValidationError({"axes": f"malformed axes: {exc}"}) from None
         if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
             raise serializers.ValidationError({"exclusions": "must be a list of strings"})
-        names = set(FACT_NAMES) | {_identifier(k) for k in params} | \
-            {_identifier(a["param"]) for a in axes}
+        names = rule_names(params, axes)
         for rule in rules:
             try:
                 compile_rule(rule, names)
@@ -523,6 +528,117 @@ class IngestResponseSerializer(serializers.Serializer):
     existing = serializers.IntegerField()
     invalid = serializers.IntegerField()
     results = IngestResultSerializer(many=True)
+
+
+# --- Reports and share links ---------------------------------------------------------------
+
+CHART_KEYS = sorted(ComparisonSpec().chart_settings())
+
+
+class ReportSerializer(OwnedSerializer):
+    """A saved comparison. ``query`` is the comparison's query string (that of /compare/ and
+    /api/compare/); chart settings given in it are moved to ``chart``. Writing ``query``
+    without ``chart`` takes the chart settings from the query, as the report page does."""
+
+    title = serializers.CharField(max_length=200)
+    query = serializers.CharField(
+        allow_blank=True, trim_whitespace=True,
+        help_text="Metrics, axes and filters as the compare page's URL holds them, e.g. "
+                  "metric=write_bw&x=param:threads&series=raid.")
+    chart = serializers.DictField(
+        child=serializers.CharField(allow_blank=True), required=False,
+        help_text=f"Chart settings ({', '.join(CHART_KEYS)}); unknown values fall back to "
+                  "the defaults.")
+    full_query = serializers.CharField(read_only=True, help_text="query plus chart settings: "
+                                       "the query string for /api/compare/.")
+    url = serializers.SerializerMethodField(help_text="The report's page.")
+
+    class Meta:
+        model = Report
+        fields = [*OWNED, "title", "description", "query", "chart", "full_query", "url"]
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_url(self, obj) -> str:
+        request = self.context.get("request")
+        path = obj.get_absolute_url()
+        return request.build_absolute_uri(path) if request else path
+
+    def validate_title(self, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise serializers.ValidationError("A report needs a title.")
+        return value
+
+    def validate_chart(self, value: dict) -> dict:
+        unknown = sorted(set(value) - set(CHART_KEYS))
+        if unknown:
+            raise serializers.ValidationError(f"unknown chart settings: {', '.join(unknown)} "
+                                              f"(known: {', '.join(CHART_KEYS)})")
+        return value
+
+    def validate(self, data):
+        if "query" not in data and "chart" not in data:
+            return data
+        if "query" in data:
+            query = data["query"]
+            chart = data.get("chart", {})
+        else:
+            query, chart = self.instance.query, data["chart"]
+        # Chart settings given apart win over those in the query (QueryDict.get: last value).
+        extra = urlencode([(k, v) for k, v in chart.items() if v not in ("", None)])
+        spec = ComparisonSpec.from_query("&".join(p for p in (query.lstrip("?"), extra) if p))
+        if spec.errors:
+            raise serializers.ValidationError({"query": spec.errors})
+        if not spec.metrics:
+            raise serializers.ValidationError({"query": ["Give at least one metric "
+                                                         "(metric=...)."]})
+        data["query"] = report_ops.data_query(spec)
+        data["chart"] = report_ops.chart_settings(spec)
+        return data
+
+
+class ShareLinkSerializer(serializers.ModelSerializer):
+    """A share link: ``url`` opens the report without login, read-only, frozen as it was
+    when the link was made. The key in it is the secret: only the report's owner and staff
+    see it."""
+
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True,
+        help_text=f"When the link stops working; empty: never (at most "
+                  f"{report_ops.MAX_EXPIRY_DAYS} days ahead).")
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True,
+                                              allow_null=True)
+    state = serializers.ChoiceField(choices=["active", "expired", "revoked"], read_only=True)
+    url = serializers.SerializerMethodField(help_text="The public share page.")
+    export_url = serializers.SerializerMethodField(help_text="The frozen data as JSON.")
+
+    class Meta:
+        model = ShareLink
+        fields = ["id", "key", "url", "export_url", "state", "created", "created_by",
+                  "expires_at", "revoked_at"]
+        read_only_fields = ["id", "key", "created", "revoked_at"]
+
+    def _absolute(self, path: str) -> str:
+        request = self.context.get("request")
+        return request.build_absolute_uri(path) if request else path
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_url(self, obj) -> str:
+        return self._absolute(reverse("experiments:share", args=[obj.key]))
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_export_url(self, obj) -> str:
+        return self._absolute(reverse("experiments:share_export", args=[obj.key, "json"]))
+
+    def validate_expires_at(self, value):
+        if value is None:
+            return value
+        if value <= timezone.now():
+            raise serializers.ValidationError("must be in the future")
+        if value > report_ops.latest_expiry():
+            raise serializers.ValidationError(f"at most {report_ops.MAX_EXPIRY_DAYS} days "
+                                              "ahead")
+        return value
 
 
 # --- Workers -------------------------------------------------------------------------------
