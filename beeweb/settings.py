@@ -219,7 +219,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "beeweb API",
-    "DESCRIPTION": "Inventory, tuning sets, matrices, runs and metrics of beeweb. "
+    "DESCRIPTION": "Inventory, tuning sets, matrices, runs, metrics and reports of beeweb. "
     "Authenticate with `Authorization: Token <key>` (manage.py api_token USER, or /api/token/).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -233,7 +233,8 @@ SPECTACULAR_SETTINGS = {
         for name, const in [("DriveKind", "DRIVE_KIND"), ("NicKind", "NIC_KIND"),
                             ("TargetKind", "TARGET_KIND"), ("RunStatus", "RUN_STATUS"),
                             ("IngestStatus", "INGEST_STATUS"), ("IngestResult", "INGEST_RESULT"),
-                            ("Tool", "TOOL"), ("MatrixTool", "MATRIX_TOOL")]
+                            ("Tool", "TOOL"), ("MatrixTool", "MATRIX_TOOL"),
+                            ("ShareLinkState", "SHARE_LINK_STATE")]
     },
 }
 # Request bodies of bulk ingest (runs with raw output) may be large.

@@ -14,3 +14,4 @@ INGEST_STATUS = ["imported", "succeeded", "failed"]
 INGEST_RESULT = ["created", "existing", "invalid"]
 TOOL = Tool.choices
 MATRIX_TOOL = sorted(ADAPTERS)
+SHARE_LINK_STATE = ["active", "expired", "revoked"]

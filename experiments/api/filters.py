@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import django_filters as filters
 
-from experiments.models import HardwareProfile, Matrix, Metric, Node, Run, Testbed, TuningSet
+from experiments.models import (
+    HardwareProfile,
+    Matrix,
+    Metric,
+    Node,
+    Report,
+    Run,
+    Testbed,
+    TuningSet,
+)
 from experiments.models.runs import Tool
 
 
@@ -77,3 +86,17 @@ class MetricFilter(filters.FilterSet):
     class Meta:
         model = Metric
         fields = ["run", "testbed", "matrix", "name", "stat", "primary"]
+
+
+class ReportFilter(filters.FilterSet):
+    owner = filters.CharFilter(field_name="owner__username", help_text="Owner's username.")
+    title = filters.CharFilter(lookup_expr="icontains", help_text="Part of the title.")
+    created_after = filters.IsoDateTimeFilter(field_name="created", lookup_expr="gte")
+    created_before = filters.IsoDateTimeFilter(field_name="created", lookup_expr="lt")
+    updated_after = filters.IsoDateTimeFilter(field_name="updated", lookup_expr="gte")
+    updated_before = filters.IsoDateTimeFilter(field_name="updated", lookup_expr="lt")
+
+    class Meta:
+        model = Report
+        fields = ["owner", "title", "created_after", "created_before", "updated_after",
+                  "updated_before"]

@@ -2,7 +2,8 @@
 
 Every signed-in user (token or session) reads everything; writing an object needs its owner
 or staff, and published study data is read-only for everyone (``OwnedModel.can_edit``).
-Parts (drives, NICs, members, targets, pools, parameters, metrics) follow their parent.
+Parts (drives, NICs, members, targets, pools, parameters, metrics, share links) follow their
+parent.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 def owner_of(obj):
     """The object whose ``can_edit`` decides for ``obj`` (itself, or its parent)."""
-    for parent in ("profile", "testbed", "tuning_set", "run"):
+    for parent in ("profile", "testbed", "tuning_set", "run", "report"):
         if not hasattr(obj, "can_edit") and hasattr(obj, parent):
             return getattr(obj, parent)
     return obj

@@ -26,12 +26,15 @@ router.register("matrices", views.MatrixViewSet, basename="matrix")
 router.register("runs", views.RunViewSet, basename="run")
 router.register("metrics", views.MetricViewSet, basename="metric")
 router.register("workers", views.WorkerViewSet, basename="worker")
+router.register("reports", views.ReportViewSet, basename="report")
 
 parts = SimpleRouter()
 for parent, items in views.PARTS.items():
     for part, viewset in items:
         parts.register(f"{parent}/(?P<parent_uuid>[0-9a-fA-F-]{{36}})/{part}", viewset,
                        basename=f"{parent}-{part}")
+parts.register("reports/(?P<parent_uuid>[0-9a-fA-F-]{36})/share-links", views.ShareLinkViewSet,
+               basename="report-sharelink")
 
 
 def _token_or_session(patterns):

@@ -20,6 +20,7 @@ from rest_framework.exceptions import ParseError, PermissionDenied, ValidationEr
 from rest_framework.response import Response
 
 from experiments import matrices as matrix_ops
+from experiments import reports as report_ops
 from experiments.api import filters, serializers
 from experiments.api.ingest import IngestError, ingest
 from experiments.api.pagination import RunCursorPagination
@@ -31,7 +32,9 @@ from experiments.models import (
     Metric,
     Nic,
     Node,
+    Report,
     Run,
+    ShareLink,
     StoragePool,
     Target,
     Testbed,
@@ -229,6 +232,78 @@ for _parts in PARTS.values():
         extend_schema_view(**{action_name: extend_schema(parameters=[PARENT_UUID])
                               for action_name in ("list", "create", "retrieve", "update",
                                                   "partial_update", "destroy")})(_viewset)
+
+
+# --- Reports and their share links ---------------------------------------------------------
+
+class ReportViewSet(OwnedViewSet):
+    """Reports (saved comparisons), most recently updated first. Everyone signed in reads
+    them, as on the report pages; their owner and staff change and delete them. Their
+    comparison is GET /api/compare/?<full_query>."""
+
+    queryset = Report.objects.select_related("owner").order_by("-updated", "-id")
+    serializer_class = serializers.ReportSerializer
+    filterset_class = filters.ReportFilter
+    ordering_fields = ["title", "created", "updated"]
+
+
+REPORT_UUID = OpenApiParameter("parent_uuid", OpenApiTypes.UUID, OpenApiParameter.PATH,
+                               description="The report's UUID.")
+LINK_ID = OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH,
+                           description="The share link's ID (not its secret key).")
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[REPORT_UUID], summary="Share links of a report"),
+    retrieve=extend_schema(parameters=[REPORT_UUID, LINK_ID]),
+    create=extend_schema(parameters=[REPORT_UUID],
+                         summary="Share the report: freeze its comparison as of now"),
+    destroy=extend_schema(parameters=[REPORT_UUID, LINK_ID],
+                          summary="Revoke the link (it stays listed, revoked)"),
+    revoke=extend_schema(parameters=[REPORT_UUID, LINK_ID], request=None,
+                         responses={200: serializers.ShareLinkSerializer},
+                         summary="Revoke the link: its URL answers 404 from now on"),
+)
+class ShareLinkViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                       mixins.CreateModelMixin, mixins.DestroyModelMixin,
+                       viewsets.GenericViewSet):
+    """Share links of a report, newest first. Their key opens the report without login, so
+    only the report's owner and staff list, create and revoke them; other users get 403.
+    A link is never deleted, only revoked (DELETE revokes too): who shared what stays known."""
+
+    queryset = (ShareLink.objects.select_related("created_by").defer("snapshot")
+                .order_by("-created", "-id"))
+    serializer_class = serializers.ShareLinkSerializer
+    lookup_value_regex = "[0-9]+"
+    filter_backends: list = []
+
+    def report(self) -> Report:
+        if not hasattr(self, "_report"):
+            self._report = get_object_or_404(Report, uuid=self.kwargs["parent_uuid"])
+        return self._report
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset.none()
+        return self.queryset.filter(report=self.report())
+
+    def check_permissions(self, request):
+        super().check_permissions(request)
+        if not self.report().can_edit(request.user):
+            raise PermissionDenied("Only the report's owner or staff may see and manage its "
+                                   "share links.")
+
+    def perform_create(self, serializer):
+        serializer.instance = report_ops.create_share_link(
+            self.report(), self.request.user, serializer.validated_data.get("expires_at"))
+
+    def perform_destroy(self, instance):
+        report_ops.revoke_share_link(instance)
+
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, parent_uuid=None, pk=None):
+        link = report_ops.revoke_share_link(self.get_object())
+        return Response(self.get_serializer(link).data)
 
 
 # --- Runs ----------------------------------------------------------------------------------

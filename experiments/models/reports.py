@@ -33,10 +33,17 @@ class Report(OwnedModel):
 
     @property
     def full_query(self) -> str:
-        """Query string of the whole state: data selection plus chart settings."""
+        """Query string of the whole state: data selection plus chart settings (in the
+        spec's order: jsonb does not keep the order of keys)."""
         from urllib.parse import urlencode
 
-        extra = urlencode([(k, v) for k, v in (self.chart or {}).items() if v not in ("", None)])
+        from experiments.comparison import ComparisonSpec
+
+        order = list(ComparisonSpec().chart_settings())
+        chart = sorted((self.chart or {}).items(),
+                       key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order),
+                                       kv[0]))
+        extra = urlencode([(k, v) for k, v in chart if v not in ("", None)])
         return "&".join(part for part in (self.query, extra) if part)
 
     def spec(self):

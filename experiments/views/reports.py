@@ -21,22 +21,15 @@ from django.views.decorators.http import require_POST, require_safe
 from experiments import comparison
 from experiments.comparison import ComparisonResult, ComparisonSpec
 from experiments.models import Report, Run, ShareLink
+from experiments.reports import (
+    MAX_EXPIRY_DAYS,
+    chart_settings,
+    create_share_link,
+    data_query,
+    revoke_share_link,
+)
 from experiments.views.common import get_for_user
 from experiments.views.compare import charts_payload, export_response
-
-MAX_EXPIRY_DAYS = 3650
-
-
-def _data_query(spec: ComparisonSpec) -> str:
-    """The spec's query without its chart settings (those are stored apart)."""
-    from urllib.parse import urlencode
-
-    chart_keys = set(spec.chart_settings())
-    return urlencode([(k, v) for k, v in spec.query_pairs() if k not in chart_keys])
-
-
-def _chart(spec: ComparisonSpec) -> dict:
-    return {k: v for k, v in spec.chart_settings().items() if v}
 
 
 @require_safe
@@ -55,7 +48,7 @@ def report_new(request: HttpRequest) -> HttpResponse:
     report = Report.objects.create(
         owner=request.user, title=title,
         description=request.POST.get("description", "").strip(),
-        query=_data_query(spec), chart=_chart(spec),
+        query=data_query(spec), chart=chart_settings(spec),
     )
     messages.success(request, f"Saved the report “{report.title}”.")
     return redirect(report)
@@ -102,7 +95,7 @@ def report_edit(request: HttpRequest, uuid: UUID) -> HttpResponse:
     report.description = request.POST.get("description", report.description).strip()
     if "query" in request.POST:
         spec = ComparisonSpec.from_query(request.POST["query"])
-        report.query, report.chart = _data_query(spec), _chart(spec)
+        report.query, report.chart = data_query(spec), chart_settings(spec)
     report.save()
     messages.success(request, "Report updated.")
     return redirect(report)
@@ -114,15 +107,6 @@ def report_delete(request: HttpRequest, uuid: UUID) -> HttpResponse:
     report.delete()
     messages.success(request, f"Deleted the report “{report.title}” and its share links.")
     return redirect("experiments:report_list")
-
-
-def snapshot(report: Report, result: ComparisonResult | None = None) -> dict:
-    """What a share link shows: the comparison computed now over every run, frozen."""
-    spec = report.spec()
-    if result is None:
-        result = comparison.compute(spec, Run.objects.all())
-    return {"query": spec.to_query(), "title": report.title,
-            "description": report.description, "result": result.to_json()}
 
 
 @require_POST
@@ -139,8 +123,7 @@ def share_create(request: HttpRequest, uuid: UUID) -> HttpResponse:
             messages.error(request, f"Expiry must be 1 to {MAX_EXPIRY_DAYS} days.")
             return redirect(report)
         expires_at = timezone.now() + dt.timedelta(days=n)
-    link = ShareLink.objects.create(report=report, created_by=request.user,
-                                    expires_at=expires_at, snapshot=snapshot(report))
+    link = create_share_link(report, request.user, expires_at)
     messages.success(request, "Share link created: it shows the data as of now.")
     return redirect(f"{report.get_absolute_url()}#link-{link.pk}")
 
@@ -151,9 +134,7 @@ def share_revoke(request: HttpRequest, uuid: UUID, key: str) -> HttpResponse:
     link = report.share_links.filter(key=key).first()
     if link is None:
         raise Http404("No such share link.")
-    if not link.revoked_at:
-        link.revoked_at = timezone.now()
-        link.save(update_fields=["revoked_at"])
+    revoke_share_link(link)
     messages.success(request, "Share link revoked: it now answers 404.")
     return redirect(report)
 
