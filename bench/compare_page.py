@@ -4,6 +4,7 @@ runs. Standalone (imports nothing else from bench/).
     .venv/bin/python bench/compare_page.py                  # throwaway SQLite database
     .venv/bin/python bench/compare_page.py --configured     # the configured database
     .venv/bin/python bench/compare_page.py --database-url postgres://beeweb@127.0.0.1/x
+    .venv/bin/python bench/compare_page.py --markdown       # also a table for RESULTS.md
 
 By default everything happens in a throwaway SQLite database in a temporary directory.
 ``--configured`` uses the database of the environment (DATABASE_URL or the embedded
@@ -14,6 +15,7 @@ dedicated database to use the same way (never the dev database "beeweb").
 For each scenario it prints the median server time of N GET requests made in-process with
 django.test.Client (a signed-in user, full page, no network), the bytes of the HTML (which
 carries the chart data inline) and of the chart data alone, and the number of SQL queries.
+On PostgreSQL the generated rows are ANALYZEd before measuring, as autovacuum would.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def parse_args() -> argparse.Namespace:
                        help="use the configured database instead of a throwaway one")
     where.add_argument("--database-url", help="a dedicated database to use")
     parser.add_argument("--keep", action="store_true", help="keep the generated runs")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print the figures as a Markdown table (bench/RESULTS.md)")
     return parser.parse_args()
 
 
@@ -91,7 +95,7 @@ def generate(n: int) -> None:
     details (as fio stores them)."""
     import random
 
-    from django.db import transaction
+    from django.db import connection, transaction
 
     from experiments.ingest import mark_primary
     from experiments.models import Metric, Run, Testbed
@@ -120,6 +124,12 @@ def generate(n: int) -> None:
                            extra={"job": "j0"})]
             metrics += mark_primary(rows)
         Metric.objects.bulk_create(metrics, batch_size=2000)
+    if connection.vendor == "postgresql":
+        # Planner statistics for the new rows, as autovacuum would gather after a bulk load
+        # (and bench/generate.py does): without them PostgreSQL plans for ~15 rows.
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE experiments_run")
+            cursor.execute("ANALYZE experiments_metric")
 
 
 def measure(client, query: str, repeat: int) -> dict:
@@ -143,14 +153,27 @@ def measure(client, query: str, repeat: int) -> dict:
             "chart": len(match.group(1)) if match else 0, "queries": len(queries)}
 
 
-def report(title: str, client, repeat: int, runs: int) -> None:
+def report(title: str, client, repeat: int, runs: int) -> list[tuple[str, dict]]:
     print(f"\n{title} ({runs:,} runs with metrics)")
     print(f"  {'scenario':<62} {'median ms':>9} {'HTML bytes':>11} {'chart bytes':>11} "
           f"{'queries':>7}")
+    rows = []
     for name, query in SCENARIOS:
         m = measure(client, query, repeat)
+        rows.append((name, m))
         print(f"  {name:<62} {m['ms']:>9.1f} {m['html']:>11,} {m['chart']:>11,} "
               f"{m['queries']:>7}")
+    return rows
+
+
+def markdown(tables: list[tuple[str, list[tuple[str, dict]]]], vendor: str) -> None:
+    """The figures as one Markdown table, ready to paste into bench/RESULTS.md."""
+    print(f"\n| Data ({vendor}) | Scenario | Median ms | HTML bytes | Chart bytes | Queries |")
+    print("|---|---|---:|---:|---:|---:|")
+    for title, rows in tables:
+        for name, m in rows:
+            print(f"| {title} | {name} | **{m['ms']:,.0f}** | {m['html']:,} | {m['chart']:,} "
+                  f"| {m['queries']} |")
 
 
 def main() -> None:
@@ -169,12 +192,15 @@ def main() -> None:
     client.force_login(user)
     Run.objects.filter(label=LABEL).delete()
     with_metrics = Run.objects.filter(metrics__primary=True).distinct().count
-    report("Published data", client, args.requests, with_metrics())
+    tables = [("published", report("Published data", client, args.requests, with_metrics()))]
     started = time.perf_counter()
     generate(args.runs)
     print(f"\n(generated {args.runs:,} runs in {time.perf_counter() - started:.1f} s)")
-    report(f"Published data + {args.runs:,} generated runs", client, args.requests,
-           with_metrics())
+    tables.append((f"+ {args.runs:,} runs", report(
+        f"Published data + {args.runs:,} generated runs", client, args.requests,
+        with_metrics())))
+    if args.markdown:
+        markdown(tables, connection.vendor)
     if (args.configured or args.database_url) and not args.keep:
         Run.objects.filter(label=LABEL).delete()
         user.delete()

@@ -56,14 +56,10 @@ from urllib.parse import urlencode
 from django.db.models import (
     Case,
     CharField,
-    Count,
     F,
     FloatField,
-    OuterRef,
     Q,
     QuerySet,
-    Subquery,
-    Sum,
     Value,
     When,
 )
@@ -263,12 +259,13 @@ class ComparisonSpec:
             groups[key].append(value)
         return dict(groups)
 
-    def group_expressions(self) -> dict[str, Any]:
+    def group_expressions(self, lookup: dimensions.TestbedLookup | None = None
+                          ) -> dict[str, Any]:
         empty = Value("", output_field=CharField())
         return {
-            "series": dimensions.expression(self.series) if self.series else empty,
-            "x": dimensions.expression(self.x) if self.x else empty,
-            "y": dimensions.expression(self.y) if self.y else empty,
+            "series": dimensions.expression(self.series, lookup) if self.series else empty,
+            "x": dimensions.expression(self.x, lookup) if self.x else empty,
+            "y": dimensions.expression(self.y, lookup) if self.y else empty,
         }
 
     def describe(self) -> str:
@@ -429,42 +426,29 @@ class ComparisonResult:
 
 # --- Computation --------------------------------------------------------------------------
 
-def _normaliser(norm: str):
-    """Per-run divisor as an SQL expression (None: no normalisation)."""
-    from experiments.models import Target, TestbedNode
-
-    def members(**flags) -> Subquery:
-        return Subquery(
-            TestbedNode.objects.filter(testbed=OuterRef("run__testbed"), **flags).order_by()
-            .values("testbed").annotate(c=Count("id")).values("c"))
-
+def _normaliser(norm: str, lookup: dimensions.TestbedLookup):
+    """Per-run divisor as an SQL expression (None: no normalisation). The testbeds' counts
+    (storage servers, clients, storage targets, cores) are per-testbed constants."""
     one = Value(1.0, output_field=FloatField())
     on_target = Q(run__target__isnull=False)
     if norm == "server":
-        return Case(When(on_target, then=one), default=Cast(members(storage=True), FloatField()))
+        return Case(When(on_target, then=one), default=lookup.count("servers"))
     if norm == "target":
-        targets = Subquery(
-            Target.objects.filter(testbed=OuterRef("run__testbed"), kind="storage").order_by()
-            .values("testbed").annotate(c=Sum("count")).values("c"))
-        return Case(When(on_target, then=one), default=Cast(targets, FloatField()))
+        return Case(When(on_target, then=one), default=lookup.count("targets"))
     if norm == "client":
         used = Cast(KeyTextTransform("nodes", "run__params"), FloatField())
         return Case(When(Q(run__params__nodes__regex=r"^[0-9]+(\.0+)?$"), then=used),
-                    default=Cast(members(client=True), FloatField()))
+                    default=lookup.count("clients"))
     if norm == "core":
-        cores = Subquery(
-            TestbedNode.objects.filter(testbed=OuterRef("run__testbed"), storage=True).order_by()
-            .values("testbed").annotate(
-                c=Sum(F("node__profile__sockets") * F("node__profile__cores_per_socket")))
-            .values("c"))
         target_cores = (F("run__target__node__profile__sockets")
                         * F("run__target__node__profile__cores_per_socket"))
         return Case(When(on_target, then=Cast(target_cores, FloatField())),
-                    default=Cast(cores, FloatField()))
+                    default=lookup.count("server_cores"))
     return None
 
 
-def filtered_metrics(spec: ComparisonSpec, runs: QuerySet | None = None) -> QuerySet:
+def filtered_metrics(spec: ComparisonSpec, runs: QuerySet | None = None,
+                     lookup: dimensions.TestbedLookup | None = None) -> QuerySet:
     """Headline metric rows of the spec's metrics over the runs its filters select."""
     from experiments.models import Metric
 
@@ -486,7 +470,7 @@ def filtered_metrics(spec: ComparisonSpec, runs: QuerySet | None = None) -> Quer
         qs = qs.filter(run__created__date__lte=spec.date_to)
     for i, (key, values) in enumerate(spec.filter_groups().items()):
         name = f"_f{i}"
-        qs = qs.annotate(**{name: Cast(dimensions.expression(key), CharField())})
+        qs = qs.annotate(**{name: Cast(dimensions.expression(key, lookup), CharField())})
         qs = qs.filter(**{f"{name}__in": values})
     return qs
 
@@ -530,12 +514,14 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
         result.metrics.append(MetricInfo(name, base, label, divisor, base != "s"))
     info = {m.name: m for m in result.metrics}
 
-    groups = spec.group_expressions()
-    divisor = _normaliser(spec.norm)
+    # The storage side's attributes and counts per testbed, read once (see TestbedLookup).
+    lookup = dimensions.TestbedLookup()
+    groups = spec.group_expressions(lookup)
+    divisor = _normaliser(spec.norm, lookup)
     value = F("value") if divisor is None else F("value") / NullIf(divisor, 0.0)
-    qs = filtered_metrics(spec, runs)
+    qs = filtered_metrics(spec, runs, lookup)
     rows = qs.summary(groups, value)
-    context = _Context.load(rows, spec, qs)
+    context = _Context.load(rows, groups, qs)
     points: list[Point] = []
     variances: dict[tuple, tuple[int, float, float]] = {}
     for row in rows:
@@ -721,19 +707,18 @@ class _Context:
     warnings: list[str]
 
     @classmethod
-    def load(cls, rows: list[dict], spec: ComparisonSpec, qs: QuerySet) -> _Context:
+    def load(cls, rows: list[dict], groups: dict[str, Any], qs: QuerySet) -> _Context:
         ctx = cls({}, defaultdict(list), defaultdict(list), {}, {}, defaultdict(list), [],
                   {}, [])
         if rows:
-            ctx._load(rows, spec, qs)
+            ctx._load(rows, groups, qs)
         return ctx
 
-    def _load(self, rows: list[dict], spec: ComparisonSpec, qs: QuerySet) -> None:
+    def _load(self, rows: list[dict], groups: dict[str, Any], qs: QuerySet) -> None:
         """A fixed number of queries, whatever the number of runs or testbeds."""
         from experiments.models import Target, Testbed, TestbedNode, TuningSet
 
         testbed_ids = {r["tb_lo"] for r in rows} | {r["tb_hi"] for r in rows}
-        groups = spec.group_expressions()
         # Configurations per group: (testbed, tuning set, target) and, for the working-set
         # check, the distinct parameter sets (cells of a matrix, not its repetitions).
         self.configs = list(
@@ -1112,7 +1097,8 @@ def distinct_values(key: str, runs: QuerySet | None = None, limit: int = 200) ->
         return []
     if runs is not None and runs.query.where:
         qs = qs.filter(run__in=runs)
-    values = (qs.annotate(_v=Cast(dimensions.expression(key), CharField()))
+    values = (qs.annotate(_v=Cast(dimensions.expression(key, dimensions.TestbedLookup()),
+                                  CharField()))
               .values_list("_v", flat=True).order_by("_v").distinct()[:limit])
     out = [(v, dimensions.display_value(key, v)) for v in values if v not in (None, "")]
     return sorted(out, key=lambda kv: charts._sort_key(kv[0]))

@@ -6,12 +6,24 @@ database: grouping and aggregation never loop over runs in Python.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F, OuterRef, Subquery, Value
+from django.db.models import (
+    Case,
+    CharField,
+    F,
+    Field,
+    FloatField,
+    IntegerField,
+    OuterRef,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
 
 
 @dataclass(frozen=True)
@@ -26,7 +38,7 @@ def _storage_member(field: str) -> Subquery:
 
     return Subquery(
         TestbedNode.objects.filter(testbed=OuterRef("run__testbed"), storage=True)
-        .order_by("node__hostname").values(field)[:1]
+        .order_by("node__hostname", "pk").values(field)[:1]
     )
 
 
@@ -44,10 +56,117 @@ def _storage_member_cores() -> Subquery:
 
     return Subquery(
         TestbedNode.objects.filter(testbed=OuterRef("run__testbed"), storage=True)
-        .order_by("node__hostname")
+        .order_by("node__hostname", "pk")
         .annotate(cores=F("node__profile__sockets") * F("node__profile__cores_per_socket"))
         .values("cores")[:1]
     )
+
+
+# Profile fields of the storage servers a dimension can read (arch, cpu, hardware, hw:…).
+PROFILE_FIELDS = ("architecture", "cpu_model", "name", "vendor", "model", "sockets",
+                  "cores_per_socket", "threads_per_core", "clock_ghz", "numa_domains",
+                  "memory_gib", "memory_channels", "dimm_type", "raid_controller")
+
+
+class TestbedLookup:
+    """Storage-side attributes of every testbed, looked up once and put into SQL as constants.
+
+    A dimension such as ``arch`` is an attribute of the testbed's first storage server (by
+    hostname) unless the run measured one target. As a correlated subquery it is evaluated
+    once per metric row (most of the comparison's time at 10,000 runs and more). Here the
+    testbeds' members and storage targets are read in one small query each (on first use,
+    whatever the number of runs) and each attribute becomes ``CASE WHEN run.testbed_id IN
+    (…) THEN <value> … END``, cast to the attribute's own type: the same value per row as the
+    subquery gives, so grouping, medians and filters are exactly those of the subquery form.
+
+    One instance serves one computation (it is not a cache: it reads the inventory as it is
+    now); ``expression(key)`` without a lookup keeps the self-contained subquery form."""
+
+    def __init__(self) -> None:
+        self._members: dict[str, dict[int, Any]] | None = None
+        self._targets: dict[str, dict[int, Any]] | None = None
+
+    def members(self) -> dict[str, dict[int, Any]]:
+        """testbed id -> value, per profile field of the first storage server and for
+        ``cores`` (its sockets x cores per socket), ``servers``, ``clients`` (member counts)
+        and ``server_cores`` (sum over the storage servers)."""
+        if self._members is None:
+            from experiments.models import TestbedNode
+
+            out: dict[str, dict[int, Any]] = defaultdict(dict)
+            rows = (TestbedNode.objects.order_by("testbed_id", "node__hostname", "pk")
+                    .values_list("testbed_id", "storage", "client",
+                                 *(f"node__profile__{f}" for f in PROFILE_FIELDS)))
+            for testbed_id, storage, client, *profile in rows:
+                if client:
+                    out["clients"][testbed_id] = out["clients"].get(testbed_id, 0) + 1
+                if not storage:
+                    continue
+                values = dict(zip(PROFILE_FIELDS, profile, strict=True))
+                sockets, cores = values["sockets"], values["cores_per_socket"]
+                product = None if sockets is None or cores is None else sockets * cores
+                out["servers"][testbed_id] = out["servers"].get(testbed_id, 0) + 1
+                if product is not None:  # SUM skips NULLs, and is NULL without any value
+                    out["server_cores"][testbed_id] = (
+                        out["server_cores"].get(testbed_id, 0) + product)
+                if testbed_id in out["cores"]:
+                    continue  # not the first storage server
+                out["cores"][testbed_id] = product
+                for name, value in values.items():
+                    out[name][testbed_id] = value
+            self._members = out
+        return self._members
+
+    def targets(self) -> dict[str, dict[int, Any]]:
+        """testbed id -> raid_level / filesystem of its first storage target (by id), and
+        ``count`` (storage targets in all)."""
+        if self._targets is None:
+            from experiments.models import Target
+
+            out: dict[str, dict[int, Any]] = defaultdict(dict)
+            rows = (Target.objects.filter(kind="storage").order_by("testbed_id", "id")
+                    .values_list("testbed_id", "raid_level", "filesystem", "count"))
+            for testbed_id, raid_level, filesystem, count in rows:
+                if testbed_id not in out["count"]:
+                    out["raid_level"][testbed_id] = raid_level
+                    out["filesystem"][testbed_id] = filesystem
+                    out["count"][testbed_id] = 0
+                if count is not None:
+                    out["count"][testbed_id] += count
+            self._targets = out
+        return self._targets
+
+    @staticmethod
+    def by_testbed(values: dict[int, Any], output_field: Field) -> Cast:
+        """``CASE WHEN run.testbed_id IN (…) THEN value … END`` (NULL for other testbeds), one
+        branch per distinct value, cast to ``output_field``'s type."""
+        testbeds: dict[Any, list[int]] = defaultdict(list)
+        for testbed_id, value in values.items():
+            if value is not None:
+                testbeds[value].append(testbed_id)
+        whens = [When(run__testbed_id__in=sorted(ids), then=Value(value))
+                 for value, ids in sorted(testbeds.items(), key=lambda kv: min(kv[1]))]
+        if not whens:
+            return Cast(Value(None), output_field)
+        return Cast(Case(*whens, default=Value(None), output_field=output_field), output_field)
+
+    def member(self, field: str) -> Cast:
+        from experiments.models import HardwareProfile
+
+        # ``cores`` is a product of two columns, an IntegerField to Django.
+        output = IntegerField() if field == "cores" else (
+            HardwareProfile._meta.get_field(field).__class__())
+        return self.by_testbed(self.members()[field], output)
+
+    def target(self, field: str) -> Cast:
+        return self.by_testbed(self.targets()[field], CharField())
+
+    def count(self, what: str) -> Cast:
+        """Per testbed, as a float: ``servers``, ``clients``, ``server_cores`` (sum of the
+        storage servers' cores) or ``targets`` (storage targets); NULL when none."""
+        source = self.targets()["count"] if what == "targets" else self.members()[what]
+        return self.by_testbed({tb: float(v) for tb, v in source.items() if v is not None},
+                               FloatField())
 
 
 # Hardware attributes of the storage servers' profile a comparison can filter or split by,
@@ -80,22 +199,34 @@ FIXED: dict[str, Dimension] = {
 }
 
 
-def expression(key: str):
+def expression(key: str, lookup: TestbedLookup | None = None):
     """SQL expression for a dimension key: a fixed name, ``param:<name>`` (a run parameter)
-    or ``tuning:<scope>.<key>`` (an effective tuning value). ValueError for anything else."""
+    or ``tuning:<scope>.<key>`` (an effective tuning value). ValueError for anything else.
+
+    With a ``lookup`` the storage servers' and targets' attributes are per-testbed constants
+    (``TestbedLookup``); without one they are correlated subqueries (one self-contained
+    query, slower over many runs)."""
+
+    def member(field: str):
+        if lookup is not None:
+            return lookup.member(field)
+        if field == "cores":
+            return _storage_member_cores()
+        return _storage_member(f"node__profile__{field}")
+
+    def target(field: str):
+        return _storage_target(field) if lookup is None else lookup.target(field)
+
     if key == "arch":
-        return Coalesce(F("run__target__node__profile__architecture"),
-                        _storage_member("node__profile__architecture"))
+        return Coalesce(F("run__target__node__profile__architecture"), member("architecture"))
     if key == "cpu":
-        return Coalesce(F("run__target__node__profile__cpu_model"),
-                        _storage_member("node__profile__cpu_model"))
+        return Coalesce(F("run__target__node__profile__cpu_model"), member("cpu_model"))
     if key == "hardware":
-        return Coalesce(F("run__target__node__profile__name"),
-                        _storage_member("node__profile__name"))
+        return Coalesce(F("run__target__node__profile__name"), member("name"))
     if key == "raid":
-        return Coalesce(F("run__target__raid_level"), _storage_target("raid_level"))
+        return Coalesce(F("run__target__raid_level"), target("raid_level"))
     if key == "fs":
-        return Coalesce(F("run__target__filesystem"), _storage_target("filesystem"))
+        return Coalesce(F("run__target__filesystem"), target("filesystem"))
     if key == "testbed":
         return F("run__testbed__name")
     if key == "beegfs":
@@ -114,10 +245,9 @@ def expression(key: str):
             return Coalesce(
                 F("run__target__node__profile__sockets")
                 * F("run__target__node__profile__cores_per_socket"),
-                _storage_member_cores(),
+                member("cores"),
             )
-        return Coalesce(F(f"run__target__node__profile__{field}"),
-                        _storage_member(f"node__profile__{field}"))
+        return Coalesce(F(f"run__target__node__profile__{field}"), member(field))
     if key == "source":
         return F("run__source")
     if key.startswith("param:") and _safe_name(key[6:]):
