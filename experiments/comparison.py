@@ -899,7 +899,9 @@ class _Context:
                 continue
             a, b = per_series.get(key, {}), per_series.get(base, {})
             rows = []
-            for attr in sorted(set(a) | set(b), key=_attr_order):
+            # dict.fromkeys keeps the order _facts() lists attributes in (a set would not,
+            # and the rows would come out in a different order in every process).
+            for attr in sorted(dict.fromkeys([*a, *b]), key=_attr_order):
                 va, vb = " | ".join(sorted(a.get(attr, {"—"}))), " | ".join(
                     sorted(b.get(attr, {"—"})))
                 if va != vb:
