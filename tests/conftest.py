@@ -14,6 +14,7 @@ from experiments.models import (
     TestbedNode,
     TuningSet,
 )
+from tests.lab import add_run, make_testbed
 
 
 @pytest.fixture
@@ -78,3 +79,15 @@ def tuning_set(alice):
     ts = TuningSet.objects.create(owner=alice, name="base")
     ts.replace_params([("storage", "tuneNumWorkers", "48"), ("striping", "chunksize", "512k")])
     return ts
+
+
+@pytest.fixture
+def raid(alice):
+    """Two testbeds (tests/lab.py) differing only in RAID level, three runs each."""
+    r0 = make_testbed(alice, "raid0", "x86_64", "0")
+    r10 = make_testbed(alice, "raid10", "x86_64", "10")
+    for v in (5.1e9, 5.0e9, 5.2e9):
+        add_run(r0, v, threads=4, direct=True)
+    for v in (3.4e9, 3.3e9, 3.5e9):
+        add_run(r10, v, threads=4, direct=True)
+    return r0, r10

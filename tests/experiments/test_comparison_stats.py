@@ -14,18 +14,11 @@ from scipy import stats as ss
 
 from experiments import stats
 from experiments.comparison import ComparisonResult, ComparisonSpec, compute, working_set
-from experiments.ingest import replace_metrics
 from experiments.models import (
-    Drive,
-    HardwareProfile,
-    Nic,
-    Node,
     Run,
-    Target,
-    Testbed,
-    TestbedNode,
     TuningSet,
 )
+from tests.lab import add_run, make_testbed
 
 # --- Pure statistics against scipy --------------------------------------------------------
 
@@ -81,38 +74,7 @@ def test_no_test_without_spread_or_repetitions():
     assert stats.cv(0.0, 1.0) is None
 
 
-# --- A small lab: two testbeds with known limits and known runs ----------------------------
-
-def make_testbed(owner, name, arch, raid, *, cores=(2, 32), client_memory=64):
-    profile = HardwareProfile.objects.create(
-        owner=owner, name=f"{name} server", architecture=arch, cpu_model=f"{arch} cpu",
-        sockets=cores[0], cores_per_socket=cores[1], memory_gib=256)
-    Drive.objects.create(profile=profile, kind="nvme", count=4, seq_read_mbps=3000,
-                         seq_write_mbps=2000, pcie_gen=3, pcie_lanes=4)
-    Nic.objects.create(profile=profile, kind="infiniband", rate_gbps=100)
-    client_hw = HardwareProfile.objects.create(owner=owner, name=f"{name} client",
-                                               architecture=arch, memory_gib=client_memory)
-    tb = Testbed.objects.create(owner=owner, name=name, fabric="infiniband",
-                                beegfs_version="7.4.5" if arch == "x86_64" else "7.4.4")
-    for i in (1, 2):
-        server = Node.objects.create(owner=owner, hostname=f"{name}-s{i}", profile=profile)
-        TestbedNode.objects.create(testbed=tb, node=server, storage=True)
-        Target.objects.create(testbed=tb, node=server, raid_level=raid, disks=4, count=2,
-                              filesystem="xfs")
-    for i in (1, 2, 3, 4):
-        client = Node.objects.create(owner=owner, hostname=f"{name}-c{i}", profile=client_hw)
-        TestbedNode.objects.create(testbed=tb, node=client, client=True)
-    return tb
-
-
-def add_run(tb, value, metric="write_bw", tuning=None, **params):
-    run = Run.objects.create(testbed=tb, tool="fio", status="succeeded", tuning_set=tuning,
-                             params=params)
-    replace_metrics(run, [{"name": metric, "value": value, "unit": "B/s"},
-                          {"name": metric, "value": value * 3, "unit": "B/s",
-                           "extra": {"job": "j0"}}])
-    return run
-
+# --- A small lab: two testbeds with known limits and known runs (tests/lab.py) -------------
 
 ARM = [5.1e9, 5.0e9, 5.3e9]
 X86 = [3.4e9, 3.5e9, 3.3e9]

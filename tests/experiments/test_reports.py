@@ -14,20 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from experiments.models import Report, ShareLink
-from tests.experiments.test_comparison_stats import add_run, make_testbed
-
-QUERY = "metric=write_bw&x=param:threads&series=raid&baseline=10"
-
-
-@pytest.fixture
-def raid(alice):
-    r0 = make_testbed(alice, "raid0", "x86_64", "0")
-    r10 = make_testbed(alice, "raid10", "x86_64", "10")
-    for v in (5.1e9, 5.0e9, 5.2e9):
-        add_run(r0, v, threads=4, direct=True)
-    for v in (3.4e9, 3.3e9, 3.5e9):
-        add_run(r10, v, threads=4, direct=True)
-    return r0, r10
+from tests.lab import RAID_QUERY as QUERY
+from tests.lab import add_run
 
 
 @pytest.fixture
