@@ -326,16 +326,17 @@ def time_to_seconds(value: float, unit: str) -> float:
     return value * factors[key]
 
 
-def guard_parse(tool: str, parse: Callable[..., ParseResult], text: str, *args: Any) -> ParseResult:
+def guard_parse(tool: str, parse: Callable[..., Any], text: str, *args: Any) -> Any:
     """``parse(text, *args)`` with the checks every parser shares: empty output is a
-    ParseError, and so is a ValueError/OverflowError escaping (e.g. a number too long for int())."""
-    if not text or not text.strip():
+    ParseError, and so is a ValueError/OverflowError/ZeroDivisionError escaping (a corrupted
+    field such as "9999…9" or "1e999" reads as a number but breaks arithmetic deep inside)."""
+    if not isinstance(text, str) or not text.strip():
         raise ParseError("the output is empty", tool=tool)
     try:
         return parse(text, *args)
     except ParseError:
         raise
-    except (ValueError, OverflowError) as exc:
+    except (ValueError, OverflowError, ZeroDivisionError) as exc:
         raise ParseError(f"unreadable number: {exc}", tool=tool) from exc
 
 
@@ -349,6 +350,15 @@ def to_float(token: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
+
+
+def parse_int(text: Any) -> int | None:
+    """A whole number written as one ('4', ' 4 '), or None: unlike ``to_int``, '4.0' is
+    not read as 4 (a tool's option value, not a measured number)."""
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
 
 
 def to_int(token: Any) -> int | None:

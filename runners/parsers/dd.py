@@ -5,9 +5,17 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from runners.parsers.base import ParseError, ParseResult, bw_to_bytes, parse_size, split_lines
+from runners.parsers.base import (
+    ParseError,
+    ParseResult,
+    bw_to_bytes,
+    guard_parse,
+    parse_size,
+    split_lines,
+)
 
 TOOL = "dd"
 
@@ -222,9 +230,7 @@ def _result(
 
 
 def _parse_many(text: str, **options: Any) -> list[ParseResult]:
-    """Body of ``parse_many``."""
-    if not isinstance(text, str) or not text.strip():
-        raise ParseError("the output is empty", tool=TOOL)
+    """Body of ``parse_many`` (``guard_parse`` has refused empty output)."""
     op = options.get("op")
     if op is not None and op not in ("read", "write"):
         raise ParseError(f"op must be 'read' or 'write', not {op!r}", tool=TOOL)
@@ -272,11 +278,4 @@ def parse(text: str, **options: Any) -> ParseResult:
 
 def parse_many(text: str, **options: Any) -> list[ParseResult]:
     """One ParseResult per dd invocation found in ``text``."""
-    try:
-        return _parse_many(text, **options)
-    except ParseError:
-        raise
-    except (OverflowError, ZeroDivisionError, ValueError) as exc:
-        # A corrupted field such as "9999…9" (hundreds of digits) or "1e999" parses as a
-        # number but overflows float arithmetic deep inside; that is unreadable input.
-        raise ParseError(f"number out of range in the output: {exc}", tool=TOOL) from exc
+    return guard_parse(TOOL, partial(_parse_many, **options), text)

@@ -6,9 +6,18 @@ import csv
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from runners.parsers.base import MIB, ParseError, ParseResult, parse_size, split_lines
+from runners.parsers.base import (
+    MIB,
+    ParseError,
+    ParseResult,
+    guard_parse,
+    parse_int,
+    parse_size,
+    split_lines,
+)
 
 TOOL = "elbencho"
 
@@ -195,7 +204,7 @@ def _params_from_command(command: str) -> dict[str, Any]:
     params: dict[str, Any] = {}
     hosts = _count_hosts(raw["hosts"]) if raw.get("hosts") else 1
     params["nodes"] = hosts
-    threads = _int(raw.get("threads"))
+    threads = parse_int(raw.get("threads"))
     if threads is not None:
         params["threads"] = threads * hosts
         params["tasks_per_node"] = threads
@@ -207,7 +216,7 @@ def _params_from_command(command: str) -> dict[str, Any]:
     if "block_size" in params:
         params["file_size"] = params["block_size"]
     if raw.get("iodepth"):
-        depth = _int(raw["iodepth"])
+        depth = parse_int(raw["iodepth"])
         if depth is not None:
             params["iodepth"] = depth
     params["direct"] = "--direct" in flags
@@ -216,19 +225,12 @@ def _params_from_command(command: str) -> dict[str, Any]:
     if raw.get("label"):
         params["label"] = raw["label"]
     for key in ("dirs", "files"):
-        value = _int(raw.get(key))
+        value = parse_int(raw.get(key))
         if value is not None:
             params[key] = value
     if ops:
         params["ops"] = ops
     return params
-
-
-def _int(text: Any) -> int | None:
-    try:
-        return int(str(text).strip())
-    except (TypeError, ValueError):
-        return None
 
 
 def _size(text: str) -> int | None:
@@ -521,17 +523,17 @@ def _parse_csv(lines: list[str]) -> list[_Block]:
 
 def _csv_params(row: dict[str, str]) -> dict[str, Any]:
     params: dict[str, Any] = {}
-    hosts = _int(row.get("hosts")) or 1
-    threads = _int(row.get("threads"))
+    hosts = parse_int(row.get("hosts")) or 1
+    threads = parse_int(row.get("threads"))
     params["nodes"] = hosts
     if threads is not None:
         params["threads"] = threads * hosts
         params["tasks_per_node"] = threads
-    file_size = _int(row.get("file size"))
+    file_size = parse_int(row.get("file size"))
     if file_size is not None:
         params["block_size"] = file_size
         params["file_size"] = file_size
-    block_size = _int(row.get("block size"))
+    block_size = parse_int(row.get("block size"))
     if block_size is not None:
         params["transfer_size"] = block_size
     direct = row.get("direct io", "").strip()
@@ -540,11 +542,11 @@ def _csv_params(row: dict[str, str]) -> dict[str, Any]:
     random = row.get("random", "").strip()
     if random in ("0", "1"):
         params["pattern"] = "rand" if random == "1" else "seq"
-    depth = _int(row.get("io depth"))
+    depth = parse_int(row.get("io depth"))
     if depth is not None:
         params["iodepth"] = depth
     for key in ("dirs", "files"):
-        value = _int(row.get(key))
+        value = parse_int(row.get(key))
         if value is not None:
             params[key] = value
     if row.get("label", "").strip():
@@ -740,8 +742,8 @@ def _finish_block(block: _Block, sweep: dict[str, str], command: str | None) -> 
         for key, value in from_cmd.items():
             block.params.setdefault(key, value)
     if sweep:
-        if "threads" not in block.params and _int(sweep.get("threads")):
-            block.params["threads"] = _int(sweep["threads"])
+        if "threads" not in block.params and parse_int(sweep.get("threads")):
+            block.params["threads"] = parse_int(sweep["threads"])
         if sweep.get("block_size"):
             size = _size(sweep["block_size"])
             if size is not None:
@@ -790,9 +792,7 @@ def _options_command(options: dict[str, Any]) -> str | None:
 
 
 def _parse_many(text: str, **options: Any) -> list[ParseResult]:
-    """Body of ``parse_many``."""
-    if not isinstance(text, str) or not text.strip():
-        raise ParseError("the output is empty", tool=TOOL)
+    """Body of ``parse_many`` (``guard_parse`` has refused empty output)."""
     blocks, info, fmt = _blocks(text, _options_command(options))
     results = []
     for block in blocks:
@@ -815,9 +815,7 @@ def _parse_many(text: str, **options: Any) -> list[ParseResult]:
 
 
 def _parse(text: str, **options: Any) -> ParseResult:
-    """Body of ``parse``."""
-    if not isinstance(text, str) or not text.strip():
-        raise ParseError("the output is empty", tool=TOOL)
+    """Body of ``parse`` (``guard_parse`` has refused empty output)."""
     blocks, info, fmt = _blocks(text, _options_command(options))
     several = len(blocks) > 1
     first = blocks[0]
@@ -854,14 +852,7 @@ def _parse(text: str, **options: Any) -> ParseResult:
 
 def parse_many(text: str, **options: Any) -> list[ParseResult]:
     """One ParseResult per elbencho invocation (resfile entry, sweep step, CSV run)."""
-    try:
-        return _parse_many(text, **options)
-    except ParseError:
-        raise
-    except (OverflowError, ZeroDivisionError, ValueError) as exc:
-        # A corrupted field such as "9999…9" (hundreds of digits) or "1e999" parses as a
-        # number but overflows float arithmetic deep inside; that is unreadable input.
-        raise ParseError(f"number out of range in the output: {exc}", tool=TOOL) from exc
+    return guard_parse(TOOL, partial(_parse_many, **options), text)
 
 
 def parse(text: str, **options: Any) -> ParseResult:
@@ -871,11 +862,4 @@ def parse(text: str, **options: Any) -> ParseResult:
     "first". Files holding several runs (sweeps, appended resfiles) add ``"block": i``;
     ``parse_many`` returns them as separate results.
     """
-    try:
-        return _parse(text, **options)
-    except ParseError:
-        raise
-    except (OverflowError, ZeroDivisionError, ValueError) as exc:
-        # A corrupted field such as "9999…9" (hundreds of digits) or "1e999" parses as a
-        # number but overflows float arithmetic deep inside; that is unreadable input.
-        raise ParseError(f"number out of range in the output: {exc}", tool=TOOL) from exc
+    return guard_parse(TOOL, partial(_parse, **options), text)

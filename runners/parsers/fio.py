@@ -7,12 +7,15 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from runners.parsers.base import (
     KIB,
     ParseError,
     ParseResult,
+    guard_parse,
+    parse_int,
     parse_size,
     split_lines,
     time_to_seconds,
@@ -185,13 +188,6 @@ def _size_or_none(text: Any) -> int | None:
         return None
 
 
-def _int_or_none(text: Any) -> int | None:
-    try:
-        return int(str(text).strip())
-    except (TypeError, ValueError):
-        return None
-
-
 def _bool_option(text: Any) -> bool | None:
     value = str(text).strip().lower()
     if value in ("1", "true", "yes", "on"):
@@ -214,7 +210,7 @@ def _params_from_options(opts: dict[str, Any]) -> dict[str, Any]:
             params["transfer_size"] = size
     for key in ("iodepth",):
         if key in opts:
-            value = _int_or_none(opts[key])
+            value = parse_int(opts[key])
             if value is not None:
                 params[key] = value
     if opts.get("ioengine"):
@@ -721,9 +717,9 @@ def _parse_json(data: dict) -> tuple[list[_Job], dict]:
         opts = dict(global_opts)
         if isinstance(entry.get("job options"), dict):
             opts.update(entry["job options"])
-        group = _int_or_none(entry.get("groupid", 0)) or 0
-        job = _Job(name=name, group=group, error=_int_or_none(entry.get("error", 0)) or 0)
-        numjobs = _int_or_none(opts.get("numjobs", 1)) or 1
+        group = parse_int(entry.get("groupid", 0)) or 0
+        job = _Job(name=name, group=group, error=parse_int(entry.get("error", 0)) or 0)
+        numjobs = parse_int(opts.get("numjobs", 1)) or 1
         # Without group_reporting fio writes one entry per process, so each stands for one.
         grouped = "group_reporting" in opts and _bool_option(opts["group_reporting"]) is not False
         job.jobs = numjobs if grouped else 1
@@ -924,9 +920,7 @@ def _build(
 
 
 def _parse(text: str, **options: Any) -> ParseResult:
-    """Body of ``parse``."""
-    if not isinstance(text, str) or not text.strip():
-        raise ParseError("the output is empty", tool=TOOL)
+    """Body of ``parse`` (``guard_parse`` has refused empty output)."""
     command = options.get("command")
     if isinstance(command, (list, tuple)):
         command = shlex.join(str(c) for c in command)
@@ -1011,11 +1005,4 @@ def parse(text: str, **options: Any) -> ParseResult:
 
     Options: ``command`` (the argv the runner used, kept as ``ParseResult.command``).
     """
-    try:
-        return _parse(text, **options)
-    except ParseError:
-        raise
-    except (OverflowError, ZeroDivisionError, ValueError) as exc:
-        # A corrupted field such as "9999…9" (hundreds of digits) or "1e999" parses as a
-        # number but overflows float arithmetic deep inside; that is unreadable input.
-        raise ParseError(f"number out of range in the output: {exc}", tool=TOOL) from exc
+    return guard_parse(TOOL, partial(_parse, **options), text)
