@@ -20,10 +20,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg, DurationField, ExpressionWrapper, F
+from django.db.models import Avg, DurationField, ExpressionWrapper, F, Prefetch
 from django.utils import timezone
 
-from experiments.models import Matrix, Node, Run, Target, Testbed, TuningSet
+from experiments.models import Matrix, Node, Run, Target, Testbed, TestbedNode, TuningSet
 from runners.tools import get_adapter
 from runners.tools.base import Host, LaunchContext, ParamError
 
@@ -201,7 +201,7 @@ class _Unknown(Exception):
 
 
 def testbed_facts(testbed: Testbed) -> dict[str, Any]:
-    members = list(testbed.members.select_related("node__profile"))
+    members = list(testbed.members.all())
     clients = [m for m in members if m.client]
     first = clients[0].node.profile if clients else None
     return {
@@ -255,7 +255,13 @@ def cells(matrix: Matrix) -> list[Cell]:
     axes = normalise_axes(matrix.axes)
     if not isinstance(matrix.fixed_params, dict):
         raise MatrixError("params", "must be a mapping of parameter to value")
-    testbeds = list(matrix.testbeds.order_by("name", "id"))
+    # Members (ordered by hostname: the first client launches) and targets are read once per
+    # testbed here; facts, launcher and hosts of every cell use them.
+    testbeds = list(matrix.testbeds.order_by("name", "id").prefetch_related(
+        Prefetch("members", queryset=TestbedNode.objects.select_related("node__profile")
+                 .order_by("node__hostname", "pk")),
+        Prefetch("targets", queryset=Target.objects.select_related("node")),
+    ))
     if not testbeds:
         raise MatrixError("testbeds", "choose at least one testbed")
     tunings: list[TuningSet | None] = list(matrix.tuning_sets.order_by("name", "id")) or [None]
@@ -302,7 +308,7 @@ def _host(node: Node) -> Host:
 def launcher_and_hosts(testbed: Testbed, target: Target | None) -> tuple[Node | None,
                                                                         list[Node]]:
     """The node whose worker starts the tool, and the client nodes (MPI/multi-host)."""
-    members = list(testbed.members.select_related("node").order_by("node__hostname"))
+    members = list(testbed.members.all())  # prefetched by cells(), ordered by hostname
     clients = [m.node for m in members if m.client]
     if target is not None and target.node_id:
         return target.node, clients
@@ -321,8 +327,9 @@ def workdir_for(testbed: Testbed, target: Target | None) -> str:
                                   "mount point)")
 
 
-def launch_spec(matrix: Matrix, cell: Cell) -> dict[str, Any]:
-    """What the worker needs besides the parameters: stored on the run as ``launch``."""
+def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
+    """What the worker needs besides the parameters (stored on the run as ``launch``), and
+    the launcher node."""
     launcher, clients = launcher_and_hosts(cell.testbed, cell.target)
     if launcher is None:
         raise MatrixError("testbeds", f"testbed {cell.testbed.name!r} has no nodes")
@@ -337,7 +344,7 @@ def launch_spec(matrix: Matrix, cell: Cell) -> dict[str, Any]:
         "tuning": {k[len(TUNING_PREFIX):]: v for k, v in cell.params.items()
                    if k.startswith(TUNING_PREFIX)},
         "launcher": launcher.hostname,
-    }
+    }, launcher
 
 
 def context_from_launch(launch: dict[str, Any], scratch: Path,
@@ -364,8 +371,13 @@ class PlannedCell:
     argv: list[str] = field(default_factory=list)
     data_bytes: int | None = None
     estimate_s: float | None = None
-    launcher: str = ""
+    launch: dict[str, Any] = field(default_factory=dict)
+    node: Node | None = None
     error: str = ""
+
+    @property
+    def launcher(self) -> str:
+        return self.launch.get("launcher", "")
 
 
 @dataclass
@@ -438,9 +450,8 @@ def plan(matrix: Matrix) -> Plan:
         if cell.excluded_by:
             continue
         try:
-            launch = launch_spec(matrix, cell)
-            item.launcher = launch["launcher"]
-            ctx = context_from_launch(launch, settings.RUN_DIR / "RUN")
+            item.launch, item.node = launch_spec(matrix, cell)
+            ctx = context_from_launch(item.launch, settings.RUN_DIR / "RUN")
             command = adapter.build(cell.tool_params, ctx)
         except (MatrixError, ParamError) as exc:
             item.error = str(exc)
@@ -474,12 +485,9 @@ def expand(matrix: Matrix) -> dict[str, int]:
         more = f" (and {len(result.errors) - 1} more cells)" if len(result.errors) > 1 else ""
         raise MatrixError("params", f"{first.cell.label}: {first.error}{more}")
     existing = set(Run.objects.filter(matrix=matrix).values_list("cell_key", "repetition"))
-    nodes = {n.hostname: n for n in Node.objects.filter(
-        memberships__testbed__in=matrix.testbeds.all())}
     new_runs = []
     for item in result.active:
         cell = item.cell
-        launch = launch_spec(matrix, cell)
         for repetition in range(1, matrix.repetitions + 1):
             if (cell.key, repetition) in existing:
                 continue
@@ -489,8 +497,7 @@ def expand(matrix: Matrix) -> dict[str, int]:
                 label=f"{matrix.name}: {cell.label} #{repetition}"[:200],
                 status=Run.Status.PLANNED, cell_key=cell.key, repetition=repetition,
                 params=cell.params, argv=item.argv, command=" ".join(item.argv),
-                node=nodes.get(launch["launcher"]), launch=launch,
-                queue=queue_for(launch["launcher"]),
+                node=item.node, launch=item.launch, queue=queue_for(item.launcher),
             ))
     with transaction.atomic():
         Run.objects.bulk_create(new_runs, batch_size=500, ignore_conflicts=True)

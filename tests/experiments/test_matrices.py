@@ -332,3 +332,22 @@ def test_rerun_failed_queues_only_failed_and_cancelled_runs(fio_matrix,
         assert matrices.resume(fio_matrix) == 2
     after = dict(fio_matrix.runs.filter(status="queued").values_list("pk", "dispatch_token"))
     assert before.keys() == after.keys() and all(before[k] != after[k] for k in before)
+
+
+def test_preview_and_expansion_queries_do_not_grow_with_cells(fio_matrix):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count(numjobs: list[int]) -> tuple[int, int]:
+        fio_matrix.axes[1]["values"] = numjobs
+        fio_matrix.save()
+        fio_matrix.runs.all().delete()
+        with CaptureQueriesContext(connection) as planned:
+            matrices.plan(fio_matrix)
+        with CaptureQueriesContext(connection) as expanded:
+            matrices.expand(fio_matrix)
+        # Inserts come in batches (SQLite's variable limit); every read is counted.
+        reads = [q for q in expanded.captured_queries if q["sql"].startswith("SELECT")]
+        return len(planned), len(reads)
+
+    assert count([1, 2]) == count([1, 2, 4, 8, 16, 32, 64, 128])
