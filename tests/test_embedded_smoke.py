@@ -10,10 +10,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.e2e import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -28,15 +29,6 @@ def manage(env, *args, timeout=120) -> str:
 
 def shell(env, code: str) -> str:
     return manage(env, "shell", "-v", "0", "-c", code).strip()
-
-
-def wait_for(predicate, timeout=60.0, interval=0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
 
 
 def test_embedded_default_runs_a_real_worker(tmp_path):

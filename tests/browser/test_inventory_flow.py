@@ -6,48 +6,20 @@ sets, diff them, and open the comparison of the published studies.
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 from django.core.management import call_command
 
+from tests.browser.conftest import chromium, close_server_connections, new_page
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# Playwright's sync API runs an event loop in this thread; the ORM calls below are safe.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture
 def page(live_server):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
-        )
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        pg = context.new_page()
-        pg.set_default_timeout(20_000)
-        yield pg
-        context.close()
-        browser.close()
-    _close_server_connections()
-
-
-def _close_server_connections() -> None:
-    """The live server's request threads may still hold PostgreSQL sessions, which would stop
-    the test database from being dropped at the end of the run."""
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    with chromium() as browser:
+        yield new_page(browser)
+    close_server_connections()
 
 
 def test_engineer_builds_a_testbed_and_compares(page, live_server, django_user_model):

@@ -17,12 +17,12 @@ import urllib.request
 
 import pytest
 
+from tests.browser.conftest import chromium, new_page, require_chromium
 from tests.e2e import ROOT, Stack, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PASSWORD = "matrix-flow-pw"
 
 
@@ -34,8 +34,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def server(tmp_path):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    require_chromium()
     os.environ.setdefault("BEEWEB_ADMIN_PASSWORD", "")
     stack = Stack(tmp_path)
     stack.env.update({"BEEWEB_ADMIN_USER": "engineer", "BEEWEB_ADMIN_PASSWORD": PASSWORD,
@@ -64,20 +63,8 @@ def server(tmp_path):
 
 @pytest.fixture
 def page(server):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--headless", "--disable-gpu",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"],
-        )
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        pg = context.new_page()
-        pg.set_default_timeout(30_000)
-        yield pg
-        context.close()
-        browser.close()
+    with chromium() as browser:
+        yield new_page(browser, timeout_ms=30_000)
 
 
 def test_fio_matrix_from_the_browser(server, page):

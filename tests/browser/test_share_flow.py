@@ -8,40 +8,27 @@ chart and table), revokes it and sees 404.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 
 import pytest
 from django.core.management import call_command
 from django.db import connections
 
-from tests.browser.test_inventory_flow import _close_server_connections
+from tests.browser.conftest import chromium, close_server_connections, new_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture
 def browser(live_server):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
     # Playwright's sync API runs the test inside its own context, where Django may hold other
     # connections than outside it: start from fresh ones (another browser test's teardown may
     # have terminated the live server's PostgreSQL sessions) and close them before leaving.
     connections.close_all()
-    with sync_api.sync_playwright() as p:
-        connections.close_all()
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
-        connections.close_all()
-    _close_server_connections()
+    with chromium(on_start=connections.close_all) as browser:
+        yield browser
+    close_server_connections()
 
 
 def local_fio_matrix(user):
@@ -87,9 +74,7 @@ def test_build_save_share_and_revoke(browser, live_server, django_user_model):
     matrix = local_fio_matrix(user)
     url = live_server.url
 
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(20_000)
+    page = new_page(browser)
     page.goto(f"{url}/login/")
     page.fill("#id_username", "erin")
     page.fill("#id_password", "erin-secret-pw")
@@ -162,9 +147,7 @@ def test_build_save_share_and_revoke(browser, live_server, django_user_model):
     assert re.search(r"/s/[A-Za-z0-9_-]{43}/$", share_url)
 
     # A colleague without an account opens the link: same chart and table.
-    anonymous = browser.new_context(viewport={"width": 1400, "height": 1000})
-    colleague = anonymous.new_page()
-    colleague.set_default_timeout(20_000)
+    colleague = new_page(browser)
     response = colleague.goto(share_url)
     assert response.status == 200
     colleague.wait_for_selector("#chart .main-svg")
@@ -182,5 +165,5 @@ def test_build_save_share_and_revoke(browser, live_server, django_user_model):
     page.wait_for_selector("#link-table td.state:has-text('revoked')")
     response = colleague.goto(share_url)
     assert response.status == 404
-    anonymous.close()
-    context.close()
+    colleague.context.close()
+    page.context.close()
