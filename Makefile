@@ -32,6 +32,7 @@ run: demo
 ## The test suite (uses DATABASE_URL / CELERY_BROKER_URL when set, else the embedded default).
 test: install
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest

@@ -29,12 +29,17 @@ def record_heartbeat(worker, started: bool = False) -> None:
     close_old_connections()
     now = timezone.now()
     queues = sorted(q.name for q in worker.app.amqp.queues.consume_from.values())
-    defaults = {"hostname": socket.gethostname(), "queues": queues, "pid": os.getpid(),
-                "last_seen": now}
+    defaults = {
+        "hostname": socket.gethostname(),
+        "queues": queues,
+        "pid": os.getpid(),
+        "last_seen": now,
+    }
     if started:
         defaults["started_at"] = now
-    Worker.objects.update_or_create(name=worker.hostname, defaults=defaults,
-                                    create_defaults={**defaults, "started_at": now})
+    Worker.objects.update_or_create(
+        name=worker.hostname, defaults=defaults, create_defaults={**defaults, "started_at": now}
+    )
 
 
 class Heartbeat(bootsteps.StartStopStep):

@@ -155,8 +155,11 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(DATA_DIR / "beeweb.sqlite3"),
             # The worker and the web server write to the same file.
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE",
-                        "init_command": "PRAGMA journal_mode=WAL;"},
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL;",
+            },
         }
     }
 
@@ -230,11 +233,17 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         f"{name}Enum": f"experiments.api.enums.{const}"
-        for name, const in [("DriveKind", "DRIVE_KIND"), ("NicKind", "NIC_KIND"),
-                            ("TargetKind", "TARGET_KIND"), ("RunStatus", "RUN_STATUS"),
-                            ("IngestStatus", "INGEST_STATUS"), ("IngestResult", "INGEST_RESULT"),
-                            ("Tool", "TOOL"), ("MatrixTool", "MATRIX_TOOL"),
-                            ("ShareLinkState", "SHARE_LINK_STATE")]
+        for name, const in [
+            ("DriveKind", "DRIVE_KIND"),
+            ("NicKind", "NIC_KIND"),
+            ("TargetKind", "TARGET_KIND"),
+            ("RunStatus", "RUN_STATUS"),
+            ("IngestStatus", "INGEST_STATUS"),
+            ("IngestResult", "INGEST_RESULT"),
+            ("Tool", "TOOL"),
+            ("MatrixTool", "MATRIX_TOOL"),
+            ("ShareLinkState", "SHARE_LINK_STATE"),
+        ]
     },
 }
 # Request bodies of bulk ingest (runs with raw output) may be large.

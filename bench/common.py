@@ -35,24 +35,37 @@ def database_url() -> str:
 def env() -> dict[str, str]:
     """Environment of every beeweb process of the bench."""
     DATA_DIR.mkdir(parents=True, exist_ok=True)
-    return {**{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
-            "DATABASE_URL": database_url(), "CELERY_BROKER_URL": BROKER,
-            "BEEWEB_DATA_DIR": str(DATA_DIR), "DATABASE_CONN_MAX_AGE": "600",
-            "LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+    return {
+        **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": BROKER,
+        "BEEWEB_DATA_DIR": str(DATA_DIR),
+        "DATABASE_CONN_MAX_AGE": "600",
+        "LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def ensure_database() -> None:
     import psycopg
 
     parsed = urlparse(SERVER)
-    with psycopg.connect(host=parsed.hostname, port=parsed.port or 5432,
-                         user=parsed.username, password=parsed.password, dbname="postgres",
-                         autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                            [DB_NAME]).fetchone():
+    with psycopg.connect(
+        host=parsed.hostname,
+        port=parsed.port or 5432,
+        user=parsed.username,
+        password=parsed.password,
+        dbname="postgres",
+        autocommit=True,
+    ) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DB_NAME]).fetchone():
             conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT,
-                   env=env(), check=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v0"],
+        cwd=ROOT,
+        env=env(),
+        check=True,
+    )
 
 
 def setup_django() -> None:
@@ -72,8 +85,10 @@ def machine() -> str:
             cpu = line.split(":", 1)[1].strip()
             break
     mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024 // 1024
-    return (f"{os.cpu_count()} CPUs ({cpu}), {mem} GiB RAM, {platform.system()} "
-            f"{platform.release()}, Python {platform.python_version()}")
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), {mem} GiB RAM, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}"
+    )
 
 
 def median_ms(samples: list[float]) -> float:
@@ -118,10 +133,24 @@ def gunicorn(workers: int = 2, threads: int = 1):
             raise SystemExit(f"port {PORT} is already taken: set BENCH_PORT")
     log = open(DATA_DIR / "gunicorn.log", "ab")
     proc = subprocess.Popen(
-        [str(VENV_BIN / "gunicorn"), "beeweb.wsgi:application", "--bind",
-         f"127.0.0.1:{PORT}", "--workers", str(workers), "--threads", str(threads),
-         "--timeout", "300"],
-        cwd=ROOT, env=env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            str(VENV_BIN / "gunicorn"),
+            "beeweb.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{PORT}",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--timeout",
+            "300",
+        ],
+        cwd=ROOT,
+        env=env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_http(f"http://127.0.0.1:{PORT}/login/")
         yield f"http://127.0.0.1:{PORT}", proc
@@ -134,10 +163,26 @@ def celery_worker(queue: str):
     """A real solo-pool Celery worker on ``queue``, as on benchmark nodes."""
     log = open(DATA_DIR / "celery.log", "ab")
     proc = subprocess.Popen(
-        [str(VENV_BIN / "celery"), "-A", "beeweb", "worker", "--pool=solo", "-Q", queue,
-         "-n", f"bench@{socket.gethostname()}", "--loglevel=WARNING", "--without-gossip",
-         "--without-mingle"],
-        cwd=ROOT, env=env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            str(VENV_BIN / "celery"),
+            "-A",
+            "beeweb",
+            "worker",
+            "--pool=solo",
+            "-Q",
+            queue,
+            "-n",
+            f"bench@{socket.gethostname()}",
+            "--loglevel=WARNING",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         yield proc
     finally:
@@ -159,6 +204,12 @@ def stop(proc: subprocess.Popen) -> None:
 
 def bench_token() -> str:
     """The API token of the bench user (created with the data)."""
-    out = subprocess.run([sys.executable, "manage.py", "api_token", "bench"], cwd=ROOT,
-                         env=env(), check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "api_token", "bench"],
+        cwd=ROOT,
+        env=env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.strip()

@@ -34,15 +34,23 @@ ROOT = Path(__file__).resolve().parents[1]
 LABEL = "bench-compare"
 
 SCENARIOS = [
-    ("Arm vs x86 vs POWER, write by threads, baseline x86",
-     "metric=write_bw&x=param:threads&series=arch&baseline=x86_64"),
-    ("RAID0 vs RAID10, dd per device, baseline RAID10",
-     "metric=write_bw&x=tool&series=raid&tool=dd&baseline=10"),
-    ("write+read by threads, per storage server, Arm vs x86 filter",
-     "metric=write_bw&metric=read_bw&x=param:threads&series=arch&f=arch:aarch64"
-     "&f=arch:x86_64&norm=server&baseline=x86_64"),
-    ("as the first, every run drawn as a point",
-     "metric=write_bw&x=param:threads&series=arch&baseline=x86_64&reps=1"),
+    (
+        "Arm vs x86 vs POWER, write by threads, baseline x86",
+        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64",
+    ),
+    (
+        "RAID0 vs RAID10, dd per device, baseline RAID10",
+        "metric=write_bw&x=tool&series=raid&tool=dd&baseline=10",
+    ),
+    (
+        "write+read by threads, per storage server, Arm vs x86 filter",
+        "metric=write_bw&metric=read_bw&x=param:threads&series=arch&f=arch:aarch64"
+        "&f=arch:x86_64&norm=server&baseline=x86_64",
+    ),
+    (
+        "as the first, every run drawn as a point",
+        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64&reps=1",
+    ),
 ]
 
 
@@ -51,12 +59,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=15, help="timed requests per page")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--configured", action="store_true",
-                       help="use the configured database instead of a throwaway one")
+    where.add_argument(
+        "--configured",
+        action="store_true",
+        help="use the configured database instead of a throwaway one",
+    )
     where.add_argument("--database-url", help="a dedicated database to use")
     parser.add_argument("--keep", action="store_true", help="keep the generated runs")
-    parser.add_argument("--markdown", action="store_true",
-                        help="also print the figures as a Markdown table (bench/RESULTS.md)")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="also print the figures as a Markdown table (bench/RESULTS.md)",
+    )
     return parser.parse_args()
 
 
@@ -106,22 +120,34 @@ def generate(n: int) -> None:
     runs = []
     for i in range(n):
         tb = testbeds[i % len(testbeds)]
-        runs.append(Run(testbed=tb, tool="fio", status="succeeded", label=LABEL,
-                        params={"threads": threads[(i // len(testbeds)) % len(threads)],
-                                "numjobs": 1 + i % 4, "size": "8g", "bs": "1m",
-                                "direct": True, "repetition": i % 3}))
+        runs.append(
+            Run(
+                testbed=tb,
+                tool="fio",
+                status="succeeded",
+                label=LABEL,
+                params={
+                    "threads": threads[(i // len(testbeds)) % len(threads)],
+                    "numjobs": 1 + i % 4,
+                    "size": "8g",
+                    "bs": "1m",
+                    "direct": True,
+                    "repetition": i % 3,
+                },
+            )
+        )
     with transaction.atomic():
         Run.objects.bulk_create(runs, batch_size=1000)
         created = Run.objects.filter(label=LABEL).values_list("pk", "params")
         metrics = []
         for pk, params in created:
             base = 1e9 * (1 + params["threads"] ** 0.5) * rng.uniform(0.9, 1.1)
-            rows = [Metric(run_id=pk, name="write_bw", value=base, unit="B/s"),
-                    Metric(run_id=pk, name="read_bw", value=base * 1.3, unit="B/s"),
-                    Metric(run_id=pk, name="write_bw", value=base / 2, unit="B/s",
-                           extra={"job": "j0"}),
-                    Metric(run_id=pk, name="read_bw", value=base / 2, unit="B/s",
-                           extra={"job": "j0"})]
+            rows = [
+                Metric(run_id=pk, name="write_bw", value=base, unit="B/s"),
+                Metric(run_id=pk, name="read_bw", value=base * 1.3, unit="B/s"),
+                Metric(run_id=pk, name="write_bw", value=base / 2, unit="B/s", extra={"job": "j0"}),
+                Metric(run_id=pk, name="read_bw", value=base / 2, unit="B/s", extra={"job": "j0"}),
+            ]
             metrics += mark_primary(rows)
         Metric.objects.bulk_create(metrics, batch_size=2000)
     if connection.vendor == "postgresql":
@@ -147,22 +173,27 @@ def measure(client, query: str, repeat: int) -> dict:
     with CaptureQueriesContext(connection) as queries:
         client.get(url)
     html = response.content
-    match = re.search(rb'<script id="chart-data" type="application/json">(.*?)</script>', html,
-                      re.S)
-    return {"ms": statistics.median(samples) * 1000, "html": len(html),
-            "chart": len(match.group(1)) if match else 0, "queries": len(queries)}
+    match = re.search(
+        rb'<script id="chart-data" type="application/json">(.*?)</script>', html, re.S
+    )
+    return {
+        "ms": statistics.median(samples) * 1000,
+        "html": len(html),
+        "chart": len(match.group(1)) if match else 0,
+        "queries": len(queries),
+    }
 
 
 def report(title: str, client, repeat: int, runs: int) -> list[tuple[str, dict]]:
     print(f"\n{title} ({runs:,} runs with metrics)")
-    print(f"  {'scenario':<62} {'median ms':>9} {'HTML bytes':>11} {'chart bytes':>11} "
-          f"{'queries':>7}")
+    print(
+        f"  {'scenario':<62} {'median ms':>9} {'HTML bytes':>11} {'chart bytes':>11} {'queries':>7}"
+    )
     rows = []
     for name, query in SCENARIOS:
         m = measure(client, query, repeat)
         rows.append((name, m))
-        print(f"  {name:<62} {m['ms']:>9.1f} {m['html']:>11,} {m['chart']:>11,} "
-              f"{m['queries']:>7}")
+        print(f"  {name:<62} {m['ms']:>9.1f} {m['html']:>11,} {m['chart']:>11,} {m['queries']:>7}")
     return rows
 
 
@@ -172,8 +203,10 @@ def markdown(tables: list[tuple[str, list[tuple[str, dict]]]], vendor: str) -> N
     print("|---|---|---:|---:|---:|---:|")
     for title, rows in tables:
         for name, m in rows:
-            print(f"| {title} | {name} | **{m['ms']:,.0f}** | {m['html']:,} | {m['chart']:,} "
-                  f"| {m['queries']} |")
+            print(
+                f"| {title} | {name} | **{m['ms']:,.0f}** | {m['html']:,} | {m['chart']:,} "
+                f"| {m['queries']} |"
+            )
 
 
 def main() -> None:
@@ -185,8 +218,10 @@ def main() -> None:
 
     from experiments.models import Run
 
-    print(f"beeweb comparison page bench: {where} ({connection.vendor}), "
-          f"median of {args.requests} requests, django.test.Client in-process")
+    print(
+        f"beeweb comparison page bench: {where} ({connection.vendor}), "
+        f"median of {args.requests} requests, django.test.Client in-process"
+    )
     user, _ = get_user_model().objects.get_or_create(username="bench-compare")
     client = Client()
     client.force_login(user)
@@ -196,9 +231,17 @@ def main() -> None:
     started = time.perf_counter()
     generate(args.runs)
     print(f"\n(generated {args.runs:,} runs in {time.perf_counter() - started:.1f} s)")
-    tables.append((f"+ {args.runs:,} runs", report(
-        f"Published data + {args.runs:,} generated runs", client, args.requests,
-        with_metrics())))
+    tables.append(
+        (
+            f"+ {args.runs:,} runs",
+            report(
+                f"Published data + {args.runs:,} generated runs",
+                client,
+                args.requests,
+                with_metrics(),
+            ),
+        )
+    )
     if args.markdown:
         markdown(tables, connection.vendor)
     if (args.configured or args.database_url) and not args.keep:

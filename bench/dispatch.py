@@ -33,10 +33,15 @@ def make_matrix(runs: int):
     testbed = ensure_localhost_testbed(user)
     files = 10 if runs >= 10 else 1
     matrix = Matrix.objects.create(
-        owner=user, name=f"dispatch bench {time.strftime('%H:%M:%S')}", tool="dd",
-        fixed_params={"bs": "4k", "count": 1}, drop_caches=False, timeout_s=60,
+        owner=user,
+        name=f"dispatch bench {time.strftime('%H:%M:%S')}",
+        tool="dd",
+        fixed_params={"bs": "4k", "count": 1},
+        drop_caches=False,
+        timeout_s=60,
         axes=[{"param": "file", "values": [f"dd{i}.tmp" for i in range(files)]}],
-        repetitions=max(1, runs // files))
+        repetitions=max(1, runs // files),
+    )
     matrix.testbeds.add(testbed)
     return matrix
 
@@ -103,9 +108,11 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         rss = common.rss_kib(worker.pid) / 1024
     statuses = dict(matrix.runs.values_list("status").annotate(n=Count("id")).order_by())
-    print(f"Celery dispatch: {done}/{total} dd runs finished in {elapsed:.1f} s "
-          f"({elapsed / max(done, 1) * 1000:.0f} ms per run; statuses {statuses}) through "
-          f"Redis and one solo worker on {queue} [target <= 60 s for 1,000]")
+    print(
+        f"Celery dispatch: {done}/{total} dd runs finished in {elapsed:.1f} s "
+        f"({elapsed / max(done, 1) * 1000:.0f} ms per run; statuses {statuses}) through "
+        f"Redis and one solo worker on {queue} [target <= 60 s for 1,000]"
+    )
     print(f"celery worker RSS after the load: {rss:.0f} MB")
     failed = matrix.runs.exclude(status=Run.Status.SUCCEEDED).first()
     if failed is not None:

@@ -26,14 +26,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import common  # noqa: E402
 
 MATRIX_RUNS = 1000
-METRICS = [("write_bw", "B/s", "value"), ("read_bw", "B/s", "value"),
-           ("write_iops", "op/s", "value"), ("read_iops", "op/s", "value"),
-           ("write_lat", "s", "mean"), ("read_lat", "s", "mean"), ("elapsed", "s", "value")]
+METRICS = [
+    ("write_bw", "B/s", "value"),
+    ("read_bw", "B/s", "value"),
+    ("write_iops", "op/s", "value"),
+    ("read_iops", "op/s", "value"),
+    ("write_lat", "s", "mean"),
+    ("read_lat", "s", "mean"),
+    ("elapsed", "s", "value"),
+]
 ARCHES = [("x86_64", "Xeon Gold 6248"), ("aarch64", "Kunpeng 920"), ("ppc64le", "POWER9")]
 
 
 def copy_rows(cursor, table: str, columns: list[str], rows) -> None:
-    with cursor.copy(f'COPY {table} ({", ".join(columns)}) FROM STDIN') as copy:
+    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
 
@@ -79,49 +85,82 @@ def main() -> None:
             TuningSet.objects.filter(parent__isnull=False).delete()
             TuningSet.objects.all().delete()
         if Run.objects.exists():
-            print(f"the bench database already holds {Run.objects.count()} runs "
-                  "(use --reset to start over)")
+            print(
+                f"the bench database already holds {Run.objects.count()} runs "
+                "(use --reset to start over)"
+            )
             return
         user, _ = user_model.objects.get_or_create(username="bench")
         Token.objects.get_or_create(user=user)
-        profiles = [HardwareProfile.objects.create(owner=user, name=f"{arch} server",
-                                                   architecture=arch, cpu_model=cpu,
-                                                   sockets=2, cores_per_socket=32)
-                    for arch, cpu in ARCHES]
+        profiles = [
+            HardwareProfile.objects.create(
+                owner=user,
+                name=f"{arch} server",
+                architecture=arch,
+                cpu_model=cpu,
+                sockets=2,
+                cores_per_socket=32,
+            )
+            for arch, cpu in ARCHES
+        ]
         testbeds, nodes = [], []
         for t in range(10):
             profile = profiles[t % 3]
-            tb = Testbed.objects.create(owner=user, name=f"cluster-{t:02d}",
-                                        fabric=["infiniband", "ethernet"][t % 2],
-                                        beegfs_version=["7.3.4", "7.4.5"][t % 2])
+            tb = Testbed.objects.create(
+                owner=user,
+                name=f"cluster-{t:02d}",
+                fabric=["infiniband", "ethernet"][t % 2],
+                beegfs_version=["7.3.4", "7.4.5"][t % 2],
+            )
             for n in range(2):
-                node = Node.objects.create(owner=user, hostname=f"c{t:02d}n{n}",
-                                           profile=profile)
+                node = Node.objects.create(owner=user, hostname=f"c{t:02d}n{n}", profile=profile)
                 nodes.append(node)
-                TestbedNode.objects.create(testbed=tb, node=node, storage=n == 0,
-                                           metadata=n == 0, management=n == 0, client=n == 1)
+                TestbedNode.objects.create(
+                    testbed=tb,
+                    node=node,
+                    storage=n == 0,
+                    metadata=n == 0,
+                    management=n == 0,
+                    client=n == 1,
+                )
                 if n == 0:
-                    Target.objects.create(testbed=tb, node=node, kind="storage",
-                                          raid_level=["0", "10"][t % 2], disks=4, count=6,
-                                          filesystem=["xfs", "ext4"][t % 2])
+                    Target.objects.create(
+                        testbed=tb,
+                        node=node,
+                        kind="storage",
+                        raid_level=["0", "10"][t % 2],
+                        disks=4,
+                        count=6,
+                        filesystem=["xfs", "ext4"][t % 2],
+                    )
             testbeds.append(tb)
         tunings = []
         for s in range(10):
             ts = TuningSet.objects.create(owner=user, name=f"tuning-{s:02d}")
-            ts.replace_params([("storage", "tuneNumWorkers", str(8 * (s + 1))),
-                               ("striping", "chunksize", f"{2 ** (s % 5 + 9) // 1024}k"),
-                               ("os", "vm.dirty_ratio", str(10 + s))])
+            ts.replace_params(
+                [
+                    ("storage", "tuneNumWorkers", str(8 * (s + 1))),
+                    ("striping", "chunksize", f"{2 ** (s % 5 + 9) // 1024}k"),
+                    ("os", "vm.dirty_ratio", str(10 + s)),
+                ]
+            )
             tunings.append(ts)
         n_matrices = max(1, (args.runs - MATRIX_RUNS) // MATRIX_RUNS)
         matrices = []
         for m in range(n_matrices):
             matrix = Matrix.objects.create(
-                owner=user, name=f"fio sweep {m:03d}", tool="fio", repetitions=5,
+                owner=user,
+                name=f"fio sweep {m:03d}",
+                tool="fio",
+                repetitions=5,
                 fixed_params={"size": "4g", "direct": 1, "ioengine": "libaio"},
-                axes=[{"param": "numjobs", "values": [1, 2, 4, 8, 16, 32, 64]},
-                      {"param": "bs", "values": ["4k", "64k", "1m", "4m"]},
-                      {"param": "rw", "values": ["write", "read"]}],
-                launched_at=timezone.now())
+                axes=[
+                    {"param": "numjobs", "values": [1, 2, 4, 8, 16, 32, 64]},
+                    {"param": "bs", "values": ["4k", "64k", "1m", "4m"]},
+                    {"param": "rw", "values": ["write", "read"]},
+                ],
+                launched_at=timezone.now(),
+            )
             matrix.testbeds.add(testbeds[m % 10])
             matrix.tuning_sets.add(tunings[(m // 10) % 10])
             matrices.append(matrix)
@@ -146,29 +185,48 @@ def main() -> None:
                 rw = ["write", "read"][(i // 28) % 2]
                 testbed = testbeds[m % 10] if in_matrix else testbeds[i % 10]
                 tuning = tunings[(m // 10) % 10] if in_matrix else tunings[i % 10]
-                params = {"threads": threads, "nodes": 1 + i % 4, "tasks_per_node": threads,
-                          "transfer_size": sizes[bs], "block_size": sizes[bs] * 1024,
-                          "file_size": 4 << 30, "iodepth": [1, 4, 16, 32][i % 4],
-                          "direct": True, "rw": rw, "ioengine": "libaio"}
+                params = {
+                    "threads": threads,
+                    "nodes": 1 + i % 4,
+                    "tasks_per_node": threads,
+                    "transfer_size": sizes[bs],
+                    "block_size": sizes[bs] * 1024,
+                    "file_size": 4 << 30,
+                    "iodepth": [1, 4, 16, 32][i % 4],
+                    "direct": True,
+                    "rw": rw,
+                    "ioengine": "libaio",
+                }
                 created = now - timedelta(seconds=(args.runs - i) * 300)
-                row = {**base,
-                       "uuid": uuid.UUID(int=rng.getrandbits(128), version=4),
-                       "owner_id": user.pk, "created": created, "updated": created,
-                       "testbed_id": testbed.pk, "tuning_set_id": tuning.pk,
-                       "tool": "fio" if in_matrix else "ior", "tool_version": "fio-3.28",
-                       "status": "succeeded" if in_matrix else "imported",
-                       "label": f"{'fio' if in_matrix else 'ior'} {rw} bs={bs} "
-                                f"numjobs={threads}",
-                       "command": f"fio --rw={rw} --bs={bs} --numjobs={threads}",
-                       "params": params, "exit_code": 0,
-                       "started_at": created, "finished_at": created + timedelta(seconds=60)}
+                row = {
+                    **base,
+                    "uuid": uuid.UUID(int=rng.getrandbits(128), version=4),
+                    "owner_id": user.pk,
+                    "created": created,
+                    "updated": created,
+                    "testbed_id": testbed.pk,
+                    "tuning_set_id": tuning.pk,
+                    "tool": "fio" if in_matrix else "ior",
+                    "tool_version": "fio-3.28",
+                    "status": "succeeded" if in_matrix else "imported",
+                    "label": f"{'fio' if in_matrix else 'ior'} {rw} bs={bs} numjobs={threads}",
+                    "command": f"fio --rw={rw} --bs={bs} --numjobs={threads}",
+                    "params": params,
+                    "exit_code": 0,
+                    "started_at": created,
+                    "finished_at": created + timedelta(seconds=60),
+                }
                 if in_matrix:
                     cell = f"{m}:{i % 56}"
-                    row.update(matrix_id=matrices[m].pk,
-                               cell_key=hashlib.sha1(cell.encode()).hexdigest()[:64],
-                               repetition=(i % MATRIX_RUNS) // 56 + 1)
-                yield [json.dumps(row[f.attname]) if f.attname in json_fields
-                       else row[f.attname] for f in run_fields]
+                    row.update(
+                        matrix_id=matrices[m].pk,
+                        cell_key=hashlib.sha1(cell.encode()).hexdigest()[:64],
+                        repetition=(i % MATRIX_RUNS) // 56 + 1,
+                    )
+                yield [
+                    json.dumps(row[f.attname]) if f.attname in json_fields else row[f.attname]
+                    for f in run_fields
+                ]
 
         def metrics():
             for i in range(args.runs):
@@ -185,21 +243,42 @@ def main() -> None:
 
         with connection.cursor() as cursor:
             raw = cursor.cursor
-            copy_rows(raw, "experiments_run", ["id", *columns],
-                      ([first_id + i, *row] for i, row in enumerate(runs())))
+            copy_rows(
+                raw,
+                "experiments_run",
+                ["id", *columns],
+                ([first_id + i, *row] for i, row in enumerate(runs())),
+            )
             t_runs = time.perf_counter()
-            copy_rows(raw, "experiments_metric",
-                      ["run_id", "name", "value", "unit", "stat", "iteration", '"primary"',
-                       "extra", "source_ref"], metrics())
-            raw.execute("SELECT setval(pg_get_serial_sequence('experiments_run', 'id'), "
-                        "(SELECT MAX(id) FROM experiments_run))")
+            copy_rows(
+                raw,
+                "experiments_metric",
+                [
+                    "run_id",
+                    "name",
+                    "value",
+                    "unit",
+                    "stat",
+                    "iteration",
+                    '"primary"',
+                    "extra",
+                    "source_ref",
+                ],
+                metrics(),
+            )
+            raw.execute(
+                "SELECT setval(pg_get_serial_sequence('experiments_run', 'id'), "
+                "(SELECT MAX(id) FROM experiments_run))"
+            )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE experiments_run")
         cursor.execute("ANALYZE experiments_metric")
     elapsed = time.perf_counter() - started
     n_metrics = args.runs * len(METRICS)
-    print(f"generated {args.runs:,} runs and {n_metrics:,} metrics in {elapsed:.1f} s "
-          f"(runs copied after {t_runs - started:.1f} s) into {common.DB_NAME}")
+    print(
+        f"generated {args.runs:,} runs and {n_metrics:,} metrics in {elapsed:.1f} s "
+        f"(runs copied after {t_runs - started:.1f} s) into {common.DB_NAME}"
+    )
 
 
 if __name__ == "__main__":

@@ -24,9 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common  # noqa: E402
 
-METRICS = [("write_bw", "value"), ("read_bw", "value"), ("write_iops", "value"),
-           ("read_iops", "value"), ("write_lat", "mean"), ("read_lat", "mean"),
-           ("elapsed", "value")]
+METRICS = [
+    ("write_bw", "value"),
+    ("read_bw", "value"),
+    ("write_iops", "value"),
+    ("read_iops", "value"),
+    ("write_lat", "mean"),
+    ("read_lat", "mean"),
+    ("elapsed", "value"),
+]
 
 
 def payloads(runs: int, batch: int, testbed: str, tuning: str, tag: str) -> list[bytes]:
@@ -35,16 +41,30 @@ def payloads(runs: int, batch: int, testbed: str, tuning: str, tag: str) -> list
     for start in range(0, runs, batch):
         items = []
         for i in range(start, min(runs, start + batch)):
-            items.append({
-                "key": f"bench-ingest-{tag}-{i}", "testbed": testbed, "tuning_set": tuning,
-                "tool": "fio", "label": f"pushed {i}",
-                "params": {"threads": 2 ** (i % 7), "nodes": 1 + i % 4, "tasks_per_node": 4,
-                           "transfer_size": 1 << 20, "block_size": 1 << 30,
-                           "file_size": 4 << 30, "iodepth": 16, "direct": True,
-                           "rw": "write", "ioengine": "libaio"},
-                "metrics": [{"name": n, "value": rng.uniform(1, 1e9), "stat": s}
-                            for n, s in METRICS],
-            })
+            items.append(
+                {
+                    "key": f"bench-ingest-{tag}-{i}",
+                    "testbed": testbed,
+                    "tuning_set": tuning,
+                    "tool": "fio",
+                    "label": f"pushed {i}",
+                    "params": {
+                        "threads": 2 ** (i % 7),
+                        "nodes": 1 + i % 4,
+                        "tasks_per_node": 4,
+                        "transfer_size": 1 << 20,
+                        "block_size": 1 << 30,
+                        "file_size": 4 << 30,
+                        "iodepth": 16,
+                        "direct": True,
+                        "rw": "write",
+                        "ioengine": "libaio",
+                    },
+                    "metrics": [
+                        {"name": n, "value": rng.uniform(1, 1e9), "stat": s} for n, s in METRICS
+                    ],
+                }
+            )
         bodies.append(json.dumps(items).encode())
     return bodies
 
@@ -60,8 +80,10 @@ def main() -> None:
     token = common.bench_token()
     tag = str(int(time.time()))
     bodies = payloads(args.runs, args.batch, "cluster-00", "tuning-00", tag)
-    print(f"{len(bodies)} requests of {args.batch} runs, "
-          f"{sum(map(len, bodies)) / len(bodies) / 1024:.0f} KiB each")
+    print(
+        f"{len(bodies)} requests of {args.batch} runs, "
+        f"{sum(map(len, bodies)) / len(bodies) / 1024:.0f} KiB each"
+    )
 
     with common.gunicorn(workers=args.workers) as (url, proc):
         queue = list(enumerate(bodies))
@@ -76,9 +98,11 @@ def main() -> None:
                         return
                     _, body = queue.pop()
                 request = urllib.request.Request(
-                    f"{url}/api/runs/bulk/", data=body, method="POST",
-                    headers={"Authorization": f"Token {token}",
-                             "Content-Type": "application/json"})
+                    f"{url}/api/runs/bulk/",
+                    data=body,
+                    method="POST",
+                    headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+                )
                 try:
                     with urllib.request.urlopen(request, timeout=300) as answer:
                         data = json.loads(answer.read())
@@ -93,10 +117,15 @@ def main() -> None:
         # Warm-up: one small request per worker (imports, connections).
         warm = payloads(4, 2, "cluster-00", "tuning-00", tag + "w")
         for body in warm:
-            urllib.request.urlopen(urllib.request.Request(
-                f"{url}/api/runs/bulk/", data=body, method="POST",
-                headers={"Authorization": f"Token {token}",
-                         "Content-Type": "application/json"}), timeout=60).read()
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    f"{url}/api/runs/bulk/",
+                    data=body,
+                    method="POST",
+                    headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+                ),
+                timeout=60,
+            ).read()
         started = time.perf_counter()
         threads = [threading.Thread(target=client) for _ in range(args.threads)]
         for t in threads:
@@ -108,9 +137,11 @@ def main() -> None:
     if errors:
         raise SystemExit(f"ingest failed: {errors[0]}")
     rate = created[0] / elapsed
-    print(f"bulk ingest over HTTP: {created[0]:,} runs ({created[0] * len(METRICS):,} metrics)"
-          f" in {elapsed:.1f} s = {rate:,.0f} runs/s with {args.threads} client threads, "
-          f"gunicorn {args.workers} workers [target >= 2,000 runs/s]")
+    print(
+        f"bulk ingest over HTTP: {created[0]:,} runs ({created[0] * len(METRICS):,} metrics)"
+        f" in {elapsed:.1f} s = {rate:,.0f} runs/s with {args.threads} client threads, "
+        f"gunicorn {args.workers} workers [target >= 2,000 runs/s]"
+    )
     print(f"gunicorn RSS after the load: {rss:.0f} MB (master + {args.workers} workers)")
 
     common.setup_django()

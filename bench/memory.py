@@ -35,25 +35,37 @@ def main() -> None:
         matrix = make_matrix(200)
         launch(matrix)
         for body in payloads(10_000, 500, "cluster-00", "tuning-00", f"mem{time.time():.0f}"):
-            urllib.request.urlopen(urllib.request.Request(
-                f"{url}/api/runs/bulk/", data=body, method="POST",
-                headers={**headers, "Content-Type": "application/json"}), timeout=300).read()
-        paths = ["/api/runs/?page_size=500", "/api/metrics/?page_size=500",
-                 "/api/testbeds/", "/api/compare/?metric=write_bw&x=param:threads&series=arch",
-                 "/api/compare/?metric=write_bw&x=tool&series=testbed"]
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    f"{url}/api/runs/bulk/",
+                    data=body,
+                    method="POST",
+                    headers={**headers, "Content-Type": "application/json"},
+                ),
+                timeout=300,
+            ).read()
+        paths = [
+            "/api/runs/?page_size=500",
+            "/api/metrics/?page_size=500",
+            "/api/testbeds/",
+            "/api/compare/?metric=write_bw&x=param:threads&series=arch",
+            "/api/compare/?metric=write_bw&x=tool&series=testbed",
+        ]
         for _ in range(5):
             for path in paths:
-                urllib.request.urlopen(urllib.request.Request(f"{url}{path}", headers=headers),
-                                       timeout=300).read()
+                urllib.request.urlopen(
+                    urllib.request.Request(f"{url}{path}", headers=headers), timeout=300
+                ).read()
         deadline = time.monotonic() + 300
-        while matrix.runs.exclude(status__in=Run.TERMINAL).exists() \
-                and time.monotonic() < deadline:
+        while matrix.runs.exclude(status__in=Run.TERMINAL).exists() and time.monotonic() < deadline:
             time.sleep(0.5)
         web_mb = common.rss_kib(web.pid) / 1024
         worker_mb = common.rss_kib(worker.pid) / 1024
     total = web_mb + worker_mb
-    print(f"memory after load: gunicorn (master + 2 workers) {web_mb:.0f} MB + celery worker "
-          f"{worker_mb:.0f} MB = {total:.0f} MB RSS [target <= 400 MB]")
+    print(
+        f"memory after load: gunicorn (master + 2 workers) {web_mb:.0f} MB + celery worker "
+        f"{worker_mb:.0f} MB = {total:.0f} MB RSS [target <= 400 MB]"
+    )
     matrix.delete()
     ids = Run.objects.filter(client_key__startswith="bench-ingest-").values("id")
     Metric.objects.filter(run__in=ids)._raw_delete(Metric.objects.db)

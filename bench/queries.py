@@ -60,11 +60,17 @@ def main() -> None:
     results = {}
     for label, runs in filters.items():
         share = runs.count() / total * 100
-        ms, rows = timed(lambda runs=runs: list(Metric.objects.for_comparison(
-            "write_bw", "param:threads", "arch", runs)), args.repeat)
+        ms, rows = timed(
+            lambda runs=runs: list(
+                Metric.objects.for_comparison("write_bw", "param:threads", "arch", runs)
+            ),
+            args.repeat,
+        )
         results[label] = ms
-        print(f"comparison query, write_bw by threads x arch, {label} ({share:.1f}% of runs, "
-              f"{len(rows)} groups): median {ms:.1f} ms  [target <= 100 ms]")
+        print(
+            f"comparison query, write_bw by threads x arch, {label} ({share:.1f}% of runs, "
+            f"{len(rows)} groups): median {ms:.1f} ms  [target <= 100 ms]"
+        )
 
     user = Token.objects.get(user__username="bench").user
     api = APIClient()
@@ -72,8 +78,10 @@ def main() -> None:
     query = f"metric=write_bw&x=param:threads&series=arch&matrix={matrix.uuid}"
     ms, response = timed(lambda: api.get(f"/api/compare/?{query}"), args.repeat)
     assert response.status_code == 200, response.content[:300]
-    print(f"GET /api/compare/?{query.split('&matrix')[0]}&matrix=<1%>: median {ms:.1f} ms "
-          f"[target <= 100 ms]")
+    print(
+        f"GET /api/compare/?{query.split('&matrix')[0]}&matrix=<1%>: median {ms:.1f} ms "
+        f"[target <= 100 ms]"
+    )
 
     web = Client()
     web.force_login(user)
@@ -83,18 +91,23 @@ def main() -> None:
         reset_queries()
         with CaptureQueriesContext(connection) as ctx:
             web.get(url)
-        print(f"run list page {url}: median {ms:.1f} ms, {len(ctx.captured_queries)} queries "
-              f"[target <= 150 ms]")
+        print(
+            f"run list page {url}: median {ms:.1f} ms, {len(ctx.captured_queries)} queries "
+            f"[target <= 150 ms]"
+        )
 
-    for label, url in (("all runs", "/compare/?metric=write_bw&x=param:threads&series=arch"),
-                       ("1% filter", f"/compare/?{query}"),
-                       ("all runs, x=tool series=testbed",
-                        "/compare/?metric=write_bw&x=tool&series=testbed")):
+    for label, url in (
+        ("all runs", "/compare/?metric=write_bw&x=param:threads&series=arch"),
+        ("1% filter", f"/compare/?{query}"),
+        ("all runs, x=tool series=testbed", "/compare/?metric=write_bw&x=tool&series=testbed"),
+    ):
         ms, response = timed(lambda url=url: web.get(url), 3)
         assert response.status_code == 200
         size = len(response.content)
-        print(f"comparison page ({label}): {size / 1024:.1f} KB HTML with chart data, "
-              f"{ms:.0f} ms [target <= 300 KB]")
+        print(
+            f"comparison page ({label}): {size / 1024:.1f} KB HTML with chart data, "
+            f"{ms:.0f} ms [target <= 300 KB]"
+        )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,18 @@ from dataclasses import dataclass
 from typing import Any
 
 # Series colours stay the same for a given series name across the charts of one page.
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf"]
+PALETTE = [
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+]
 
 
 def display_unit(base_unit: str, binary: bool = False) -> tuple[str, float]:
@@ -77,8 +87,9 @@ def colours(series_names: list[str]) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(series_names)))}
 
 
-def figure(points: list[Point], *, x_title: str, y_title: str, has_x: bool,
-           log_x: bool = False) -> dict:
+def figure(
+    points: list[Point], *, x_title: str, y_title: str, has_x: bool, log_x: bool = False
+) -> dict:
     """A plotly figure as a plain dict: lines with min/max error bars over an x axis, or
     grouped bars when there is no x axis."""
     palette = colours([p.series for p in points])
@@ -91,14 +102,15 @@ def figure(points: list[Point], *, x_title: str, y_title: str, has_x: bool,
             "y": [round(p.mean, 6) for p in pts],
             "marker": {"color": palette[name]},
             "error_y": {
-                "type": "data", "symmetric": False,
+                "type": "data",
+                "symmetric": False,
                 "array": [round(p.max - p.mean, 6) for p in pts],
                 "arrayminus": [round(p.mean - p.min, 6) for p in pts],
                 "visible": any(p.n > 1 for p in pts),
             },
             "customdata": [[p.n, round(p.min, 6), round(p.max, 6)] for p in pts],
             "hovertemplate": "%{y:.3f} (n=%{customdata[0]}, min %{customdata[1]:.3f}, "
-                             "max %{customdata[2]:.3f})<extra>%{fullData.name}</extra>",
+            "max %{customdata[2]:.3f})<extra>%{fullData.name}</extra>",
         }
         if has_x:
             trace.update(type="scatter", mode="lines+markers")
@@ -111,8 +123,7 @@ def figure(points: list[Point], *, x_title: str, y_title: str, has_x: bool,
     if has_x and not numeric_x:
         xaxis.update(type="category", categoryorder="array", categoryarray=x_values)
     elif numeric_x and log_x and all(float(x) > 0 for x in x_values):
-        xaxis.update(type="log", tickvals=[float(x) for x in x_values],
-                     ticktext=list(x_values))
+        xaxis.update(type="log", tickvals=[float(x) for x in x_values], ticktext=list(x_values))
     return {
         "data": traces,
         "layout": {
@@ -135,5 +146,9 @@ def is_power_of_two_axis(points: list[Point]) -> bool:
             values.add(float(p.x))
         except ValueError:
             return False
-    return (len(values) >= 3 and min(values) > 0
-            and max(values) / min(values) >= 16 and not math.isinf(max(values)))
+    return (
+        len(values) >= 3
+        and min(values) > 0
+        and max(values) / min(values) >= 16
+        and not math.isinf(max(values))
+    )

@@ -87,21 +87,42 @@ NORMALISATIONS = {
     "core": "per core (storage servers)",
 }
 CHARTS = {"line": "lines", "bar": "grouped bars", "heatmap": "heatmap (x × y)"}
-ERRORS = {"ci": "95% confidence interval", "minmax": "min / max", "sd": "± std. dev.",
-          "none": "none"}
+ERRORS = {
+    "ci": "95% confidence interval",
+    "minmax": "min / max",
+    "sd": "± std. dev.",
+    "none": "none",
+}
 FILTER_PREFIXES = ("param", "tuning", "hw")
 
 # Bandwidth metrics and the direction whose theoretical limit applies.
-LIMIT_OPS = {"write_bw": "write", "read_bw": "read", "rewrite_bw": "write",
-             "reread_bw": "read", "randwrite_bw": "write", "randread_bw": "read"}
+LIMIT_OPS = {
+    "write_bw": "write",
+    "read_bw": "read",
+    "rewrite_bw": "write",
+    "reread_bw": "read",
+    "randwrite_bw": "write",
+    "randread_bw": "read",
+}
 VERBS = {
-    "write_bw": "writes", "read_bw": "reads", "rewrite_bw": "rewrites",
-    "reread_bw": "re-reads", "randwrite_bw": "writes randomly", "randread_bw": "reads randomly",
-    "write_iops": "writes", "read_iops": "reads", "bw": "transfers",
-    "dir_create": "creates directories", "dir_stat": "stats directories",
-    "dir_rename": "renames directories", "dir_remove": "removes directories",
-    "file_create": "creates files", "file_stat": "stats files", "file_read": "reads files",
-    "file_remove": "removes files", "tree_create": "creates trees",
+    "write_bw": "writes",
+    "read_bw": "reads",
+    "rewrite_bw": "rewrites",
+    "reread_bw": "re-reads",
+    "randwrite_bw": "writes randomly",
+    "randread_bw": "reads randomly",
+    "write_iops": "writes",
+    "read_iops": "reads",
+    "bw": "transfers",
+    "dir_create": "creates directories",
+    "dir_stat": "stats directories",
+    "dir_rename": "renames directories",
+    "dir_remove": "removes directories",
+    "file_create": "creates files",
+    "file_stat": "stats files",
+    "file_read": "reads files",
+    "file_remove": "removes files",
+    "tree_create": "creates trees",
     "tree_remove": "removes trees",
 }
 
@@ -113,6 +134,7 @@ def metric_unit(name: str) -> str | None:
 
 
 # --- The specification --------------------------------------------------------------------
+
 
 def _parse_filter(text: str) -> tuple[str, str] | None:
     """``arch:aarch64`` -> ("arch", "aarch64"); ``param:threads:4`` -> ("param:threads", "4")."""
@@ -243,12 +265,17 @@ class ComparisonSpec:
             pairs.append(("to", self.date_to.isoformat()))
         if self.norm:
             pairs.append(("norm", self.norm))
-        return pairs + [(k, v) for k, v in self.chart_settings().items()
-                        if v not in ("", None, False)]
+        return pairs + [
+            (k, v) for k, v in self.chart_settings().items() if v not in ("", None, False)
+        ]
 
     def chart_settings(self) -> dict[str, Any]:
-        return {"chart": self.chart, "err": self.error, "reps": "1" if self.reps else "",
-                "unit": "GiB" if self.binary else ""}
+        return {
+            "chart": self.chart,
+            "err": self.error,
+            "reps": "1" if self.reps else "",
+            "unit": "GiB" if self.binary else "",
+        }
 
     def to_query(self) -> str:
         return urlencode(self.query_pairs())
@@ -259,8 +286,7 @@ class ComparisonSpec:
             groups[key].append(value)
         return dict(groups)
 
-    def group_expressions(self, lookup: dimensions.TestbedLookup | None = None
-                          ) -> dict[str, Any]:
+    def group_expressions(self, lookup: dimensions.TestbedLookup | None = None) -> dict[str, Any]:
         empty = Value("", output_field=CharField())
         return {
             "series": dimensions.expression(self.series, lookup) if self.series else empty,
@@ -281,6 +307,7 @@ class ComparisonSpec:
 
 
 # --- The result ---------------------------------------------------------------------------
+
 
 @dataclass
 class Point:
@@ -407,24 +434,65 @@ class ComparisonResult:
         except (TypeError, ValueError):
             return None
 
-    CSV_HEADER = ["metric", "series", "x", "y", "n", "mean", "median", "min", "max", "stddev",
-                  "cv_percent", "ci95_low", "ci95_high", "noisy", "unit", "efficiency_percent",
-                  "limit", "limit_value", "testbed", "diff_vs_baseline_percent", "p_value",
-                  "flags"]
+    CSV_HEADER = [
+        "metric",
+        "series",
+        "x",
+        "y",
+        "n",
+        "mean",
+        "median",
+        "min",
+        "max",
+        "stddev",
+        "cv_percent",
+        "ci95_low",
+        "ci95_high",
+        "noisy",
+        "unit",
+        "efficiency_percent",
+        "limit",
+        "limit_value",
+        "testbed",
+        "diff_vs_baseline_percent",
+        "p_value",
+        "flags",
+    ]
 
     def csv_rows(self) -> list[list[Any]]:
         rows: list[list[Any]] = [list(self.CSV_HEADER)]
         for p in self.points:
-            rows.append([
-                p.metric, p.series, p.x, p.y, p.n, p.mean, p.median, p.min, p.max, p.stddev,
-                p.cv_pct, p.ci_low, p.ci_high, "yes" if p.noisy else "", p.unit, p.efficiency,
-                p.limit_name, p.limit_value, p.testbed, p.diff_pct, p.p_value,
-                "; ".join(p.flags),
-            ])
+            rows.append(
+                [
+                    p.metric,
+                    p.series,
+                    p.x,
+                    p.y,
+                    p.n,
+                    p.mean,
+                    p.median,
+                    p.min,
+                    p.max,
+                    p.stddev,
+                    p.cv_pct,
+                    p.ci_low,
+                    p.ci_high,
+                    "yes" if p.noisy else "",
+                    p.unit,
+                    p.efficiency,
+                    p.limit_name,
+                    p.limit_value,
+                    p.testbed,
+                    p.diff_pct,
+                    p.p_value,
+                    "; ".join(p.flags),
+                ]
+            )
         return rows
 
 
 # --- Computation --------------------------------------------------------------------------
+
 
 def _normaliser(norm: str, lookup: dimensions.TestbedLookup):
     """Per-run divisor as an SQL expression (None: no normalisation). The testbeds' counts
@@ -437,18 +505,26 @@ def _normaliser(norm: str, lookup: dimensions.TestbedLookup):
         return Case(When(on_target, then=one), default=lookup.count("targets"))
     if norm == "client":
         used = Cast(KeyTextTransform("nodes", "run__params"), FloatField())
-        return Case(When(Q(run__params__nodes__regex=r"^[0-9]+(\.0+)?$"), then=used),
-                    default=lookup.count("clients"))
+        return Case(
+            When(Q(run__params__nodes__regex=r"^[0-9]+(\.0+)?$"), then=used),
+            default=lookup.count("clients"),
+        )
     if norm == "core":
-        target_cores = (F("run__target__node__profile__sockets")
-                        * F("run__target__node__profile__cores_per_socket"))
-        return Case(When(on_target, then=Cast(target_cores, FloatField())),
-                    default=lookup.count("server_cores"))
+        target_cores = F("run__target__node__profile__sockets") * F(
+            "run__target__node__profile__cores_per_socket"
+        )
+        return Case(
+            When(on_target, then=Cast(target_cores, FloatField())),
+            default=lookup.count("server_cores"),
+        )
     return None
 
 
-def filtered_metrics(spec: ComparisonSpec, runs: QuerySet | None = None,
-                     lookup: dimensions.TestbedLookup | None = None) -> QuerySet:
+def filtered_metrics(
+    spec: ComparisonSpec,
+    runs: QuerySet | None = None,
+    lookup: dimensions.TestbedLookup | None = None,
+) -> QuerySet:
     """Headline metric rows of the spec's metrics over the runs its filters select."""
     from experiments.models import Metric
 
@@ -494,8 +570,9 @@ def _stddev(row: dict) -> float | None:
 def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonResult:
     """Aggregate the spec's metrics over ``runs`` (all runs when None) in the database and
     derive statistics, efficiency, baseline tests, configuration differences and charts."""
-    result = ComparisonResult(query=spec.to_query(), errors=list(spec.errors),
-                              generated_at=timezone.now().isoformat())
+    result = ComparisonResult(
+        query=spec.to_query(), errors=list(spec.errors), generated_at=timezone.now().isoformat()
+    )
     result.x_label = dimensions.label(spec.x) if spec.x else ""
     result.y_label = dimensions.label(spec.y) if spec.y else ""
     result.series_label = dimensions.label(spec.series) if spec.series else ""
@@ -535,34 +612,41 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
         cv = stats.cv(row["mean"], sd)
         point = Point(
             metric=m.name,
-            series=dimensions.display_value(spec.series, row["series"]) if spec.series
-            else "all",
+            series=dimensions.display_value(spec.series, row["series"]) if spec.series else "all",
             series_key=_raw(row["series"]),
             x=dimensions.display_value(spec.x, row["x"]) if spec.x else "",
             x_key=_raw(row["x"]),
             y=dimensions.display_value(spec.y, row["y"]) if spec.y else "",
             y_key=_raw(row["y"]),
-            n=row["n"], mean=row["mean"] / d,
+            n=row["n"],
+            mean=row["mean"] / d,
             median=None if median is None else median / d,
-            min=row["min"] / d, max=row["max"] / d,
-            stddev=None if sd is None else sd / d, cv=cv,
-            ci_low=None if ci is None else ci[0] / d, ci_high=None if ci is None else ci[1] / d,
-            noisy=cv is not None and cv > NOISY_CV, unit=m.unit,
+            min=row["min"] / d,
+            max=row["max"] / d,
+            stddev=None if sd is None else sd / d,
+            cv=cv,
+            ci_low=None if ci is None else ci[0] / d,
+            ci_high=None if ci is None else ci[1] / d,
+            noisy=cv is not None and cv > NOISY_CV,
+            unit=m.unit,
         )
         if point.noisy:
             point.flags.append(f"noisy: CV {cv * 100:.1f}% > {NOISY_CV * 100:.0f}%")
         context.annotate(point, row, m)
         points.append(point)
         variances[(m.name, point.series_key, point.x_key, point.y_key)] = (
-            row["n"], row["mean"], sd * sd if sd is not None else math.nan)
-    points.sort(key=lambda p: (p.metric, p.series, charts._sort_key(p.x),
-                               charts._sort_key(p.y)))
+            row["n"],
+            row["mean"],
+            sd * sd if sd is not None else math.nan,
+        )
+    points.sort(key=lambda p: (p.metric, p.series, charts._sort_key(p.x), charts._sort_key(p.y)))
     # Order the table by the metrics' order in the spec.
     order = {name: i for i, name in enumerate(spec.metrics)}
     points.sort(key=lambda p: order[p.metric])
     result.points = points
-    result.n_runs = max((sum(r["runs"] for r in rows if r["name"] == m) for m in spec.metrics),
-                        default=0)
+    result.n_runs = max(
+        (sum(r["runs"] for r in rows if r["name"] == m) for m in spec.metrics), default=0
+    )
 
     labels = {}
     for p in points:
@@ -574,17 +658,19 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
             result.baseline_label = labels[spec.baseline]
             _compare_to_baseline(result, spec, variances, info)
         else:
-            result.warnings.append(
-                f"The baseline {spec.baseline!r} is not among the series shown.")
+            result.warnings.append(f"The baseline {spec.baseline!r} is not among the series shown.")
     result.differences = context.differences(spec, result)
     result.charts = _charts(result, spec, qs, groups, value)
     result.warnings += context.warnings
     return result
 
 
-def _compare_to_baseline(result: ComparisonResult, spec: ComparisonSpec,
-                         variances: dict[tuple, tuple[int, float, float]],
-                         info: dict[str, MetricInfo]) -> None:
+def _compare_to_baseline(
+    result: ComparisonResult,
+    spec: ComparisonSpec,
+    variances: dict[tuple, tuple[int, float, float]],
+    info: dict[str, MetricInfo],
+) -> None:
     """Each point against the baseline series' point at the same x (and y): difference in %,
     Welch's t-test on the runs' values, one plain-language sentence."""
     by_key = {(p.metric, p.series_key, p.x_key, p.y_key): p for p in result.points}
@@ -601,11 +687,21 @@ def _compare_to_baseline(result: ComparisonResult, spec: ComparisonSpec,
         p.diff_pct = diff
         p.p_value = None if test is None else test.p
         significant = None if test is None else test.p < ALPHA
-        result.comparisons.append(BaselineComparison(
-            metric=p.metric, series=p.series, baseline=base.series, x=p.x, y=p.y,
-            diff_pct=diff, p_value=p.p_value, significant=significant, n=p.n,
-            n_baseline=base.n, sentence=_sentence(info[p.metric], p, base, diff, test, spec),
-        ))
+        result.comparisons.append(
+            BaselineComparison(
+                metric=p.metric,
+                series=p.series,
+                baseline=base.series,
+                x=p.x,
+                y=p.y,
+                diff_pct=diff,
+                p_value=p.p_value,
+                significant=significant,
+                n=p.n,
+                n_baseline=base.n,
+                sentence=_sentence(info[p.metric], p, base, diff, test, spec),
+            )
+        )
 
 
 def _pct(value: float) -> str:
@@ -614,7 +710,7 @@ def _pct(value: float) -> str:
 
 
 def _place(key: str, value: str) -> str:
-    """" at threads 16", " (threads unknown)", " with dd" for a sentence."""
+    """ " at threads 16", " (threads unknown)", " with dd" for a sentence."""
     if not key or not value:
         return ""
     name = dimensions.label(key) if ":" in key else ""
@@ -648,6 +744,7 @@ def _sentence(m: MetricInfo, p: Point, base: Point, diff: float, test, spec) -> 
 
 
 # --- Testbed facts: limits, working set, configuration differences ------------------------
+
 
 def working_set(tool: str, params: dict) -> float | None:
     """Bytes a run reads or writes in total, from its parameters (None when unknown)."""
@@ -708,8 +805,7 @@ class _Context:
 
     @classmethod
     def load(cls, rows: list[dict], groups: dict[str, Any], qs: QuerySet) -> _Context:
-        ctx = cls({}, defaultdict(list), defaultdict(list), {}, {}, defaultdict(list), [],
-                  {}, [])
+        ctx = cls({}, defaultdict(list), defaultdict(list), {}, {}, defaultdict(list), [], {}, [])
         if rows:
             ctx._load(rows, groups, qs)
         return ctx
@@ -722,31 +818,52 @@ class _Context:
         # Configurations per group: (testbed, tuning set, target) and, for the working-set
         # check, the distinct parameter sets (cells of a matrix, not its repetitions).
         self.configs = list(
-            qs.annotate(**groups).values("name", "series", "x", "y", "run__testbed_id",
-                                         "run__tuning_set_id", "run__target_id", "run__tool",
-                                         "run__params").order_by().distinct()[:MAX_CONFIGS + 1])
+            qs.annotate(**groups)
+            .values(
+                "name",
+                "series",
+                "x",
+                "y",
+                "run__testbed_id",
+                "run__tuning_set_id",
+                "run__target_id",
+                "run__tool",
+                "run__params",
+            )
+            .order_by()
+            .distinct()[: MAX_CONFIGS + 1]
+        )
         if len(self.configs) > MAX_CONFIGS:
-            self.warnings.append("Too many distinct configurations: working-set and "
-                                 "configuration checks are skipped.")
+            self.warnings.append(
+                "Too many distinct configurations: working-set and "
+                "configuration checks are skipped."
+            )
             self.configs = []
         testbed_ids |= {c["run__testbed_id"] for c in self.configs}
         self.testbeds = Testbed.objects.in_bulk(testbed_ids)
-        for member in (TestbedNode.objects.filter(testbed_id__in=testbed_ids)
-                       .select_related("node__profile")
-                       .prefetch_related("node__profile__nics", "node__profile__drives")):
+        for member in (
+            TestbedNode.objects.filter(testbed_id__in=testbed_ids)
+            .select_related("node__profile")
+            .prefetch_related("node__profile__nics", "node__profile__drives")
+        ):
             self.members[member.testbed_id].append(member)
-        for target in (Target.objects.filter(testbed_id__in=testbed_ids, kind="storage")
-                       .select_related("drive", "node__profile")
-                       .prefetch_related("node__profile__drives", "node__profile__nics")):
+        for target in (
+            Target.objects.filter(testbed_id__in=testbed_ids, kind="storage")
+            .select_related("drive", "node__profile")
+            .prefetch_related("node__profile__drives", "node__profile__nics")
+        ):
             self.targets[target.testbed_id].append(target)
             self.target_by_id[target.pk] = target
-        target_ids = ({r["tg_lo"] for r in rows if r["tg_lo"]}
-                      | {c["run__target_id"] for c in self.configs if c["run__target_id"]})
+        target_ids = {r["tg_lo"] for r in rows if r["tg_lo"]} | {
+            c["run__target_id"] for c in self.configs if c["run__target_id"]
+        }
         missing = target_ids - set(self.target_by_id)
         if missing:
-            for target in (Target.objects.filter(pk__in=missing)
-                           .select_related("drive", "node__profile")
-                           .prefetch_related("node__profile__drives", "node__profile__nics")):
+            for target in (
+                Target.objects.filter(pk__in=missing)
+                .select_related("drive", "node__profile")
+                .prefetch_related("node__profile__drives", "node__profile__nics")
+            ):
                 self.target_by_id[target.pk] = target
         tuning_ids = {c["run__tuning_set_id"] for c in self.configs if c["run__tuning_set_id"]}
         self.tunings = TuningSet.objects.in_bulk(tuning_ids) if tuning_ids else {}
@@ -764,8 +881,9 @@ class _Context:
                 self.limits[key] = compute_target_limits(target) if target else None
             else:
                 testbed = self.testbeds.get(pk)
-                self.limits[key] = (compute_limits(testbed, self.members[pk], self.targets[pk])
-                                    if testbed else None)
+                self.limits[key] = (
+                    compute_limits(testbed, self.members[pk], self.targets[pk]) if testbed else None
+                )
         return self.limits[key]
 
     def annotate(self, point: Point, row: dict, m: MetricInfo) -> None:
@@ -793,18 +911,19 @@ class _Context:
             if row["raw_mean"] > limit:
                 point.flags.append(
                     f"above the theoretical limit ({point.efficiency:.0f}% of {bottleneck.name}):"
-                    " likely a cache effect")
+                    " likely a cache effect"
+                )
             elif row["raw_max"] > limit:
-                point.flags.append(f"some repetitions above the {bottleneck.name} limit: "
-                                   "likely a cache effect")
+                point.flags.append(
+                    f"some repetitions above the {bottleneck.name} limit: likely a cache effect"
+                )
         self._working_set(point, row, m)
 
     def _working_set(self, point: Point, row: dict, m: MetricInfo) -> None:
         if m.base_unit not in ("B/s", "op/s"):
             return
         smallest: tuple[float, float] | None = None
-        for c in self.by_group.get((point.metric, point.series_key, point.x_key, point.y_key),
-                                   []):
+        for c in self.by_group.get((point.metric, point.series_key, point.x_key, point.y_key), []):
             params = c["run__params"] or {}
             if not isinstance(params, dict) or _direct(params):
                 continue
@@ -815,7 +934,8 @@ class _Context:
         if smallest:
             point.flags.append(
                 f"working set {smallest[0] / 2**30:,.1f} GiB is smaller than the clients' "
-                f"memory ({smallest[1] / 2**30:,.0f} GiB): results may come from the page cache")
+                f"memory ({smallest[1] / 2**30:,.0f} GiB): results may come from the page cache"
+            )
 
     def _client_memory(self, testbed_id: int, params: dict) -> float | None:
         clients = [m for m in self.members.get(testbed_id, []) if m.client]
@@ -836,8 +956,9 @@ class _Context:
         if testbed is None:
             return facts
         members = self.members.get(testbed.pk, [])
-        target = self.target_by_id.get(config["run__target_id"]) if config["run__target_id"] \
-            else None
+        target = (
+            self.target_by_id.get(config["run__target_id"]) if config["run__target_id"] else None
+        )
         storage = [m.node.profile for m in members if m.storage]
         if target is not None and target.node_id:
             storage = [target.node.profile]
@@ -852,11 +973,14 @@ class _Context:
         facts[("hardware", "CPU")] = many(p.cpu_model for p in storage)
         facts[("hardware", "cores per server")] = many(p.total_cores for p in storage)
         facts[("hardware", "memory per server (GiB)")] = many(
-            f"{p.memory_gib:g}" if p.memory_gib else None for p in storage)
+            f"{p.memory_gib:g}" if p.memory_gib else None for p in storage
+        )
         facts[("hardware", "data drives")] = many(
-            str(d) for p in storage for d in p.drives.all() if d.purpose == "data")
+            str(d) for p in storage for d in p.drives.all() if d.purpose == "data"
+        )
         facts[("hardware", "network adapters")] = many(
-            str(n) for p in storage for n in p.nics.all())
+            str(n) for p in storage for n in p.nics.all()
+        )
         facts[("hardware", "client profile")] = many(p.name for p in clients)
         facts[("testbed", "testbed")] = testbed.name
         facts[("testbed", "BeeGFS version")] = testbed.beegfs_version or "—"
@@ -865,8 +989,8 @@ class _Context:
         facts[("testbed", "clients")] = str(len(clients))
         targets = [target] if target is not None else self.targets.get(testbed.pk, [])
         facts[("testbed", "storage targets")] = (
-            "1 (one target measured)" if target is not None
-            else str(sum(t.count for t in targets)))
+            "1 (one target measured)" if target is not None else str(sum(t.count for t in targets))
+        )
         facts[("testbed", "RAID level")] = many(t.get_raid_level_display() for t in targets)
         facts[("testbed", "disks per array")] = many(t.disks for t in targets)
         facts[("testbed", "local file system")] = many(t.filesystem for t in targets)
@@ -881,11 +1005,16 @@ class _Context:
         if not spec.series or len(result.series) < 2 or not self.configs:
             return []
         per_series: dict[str, dict[tuple[str, str], set[str]]] = defaultdict(
-            lambda: defaultdict(set))
+            lambda: defaultdict(set)
+        )
         seen: set[tuple] = set()
         for c in self.configs:
-            key = (_raw(c["series"]), c["run__testbed_id"], c["run__tuning_set_id"],
-                   c["run__target_id"])
+            key = (
+                _raw(c["series"]),
+                c["run__testbed_id"],
+                c["run__tuning_set_id"],
+                c["run__target_id"],
+            )
             if key in seen:
                 continue
             seen.add(key)
@@ -902,8 +1031,10 @@ class _Context:
             # dict.fromkeys keeps the order _facts() lists attributes in (a set would not,
             # and the rows would come out in a different order in every process).
             for attr in sorted(dict.fromkeys([*a, *b]), key=_attr_order):
-                va, vb = " | ".join(sorted(a.get(attr, {"—"}))), " | ".join(
-                    sorted(b.get(attr, {"—"})))
+                va, vb = (
+                    " | ".join(sorted(a.get(attr, {"—"}))),
+                    " | ".join(sorted(b.get(attr, {"—"}))),
+                )
                 if va != vb:
                     rows.append([attr[0], attr[1], va, vb])
             out.append(Difference(series=label, baseline=labels[base], rows=rows))
@@ -919,6 +1050,7 @@ def _attr_order(attr: tuple[str, str]) -> tuple:
 
 
 # --- Charts -------------------------------------------------------------------------------
+
 
 def _error_bars(pts: list[Point], kind: str) -> dict | None:
     if kind == "none":
@@ -936,8 +1068,7 @@ def _error_bars(pts: list[Point], kind: str) -> dict | None:
         minus.append(None if lo is None else round(p.mean - lo, 6))
     if not any(v for v in plus + minus):
         return None
-    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus,
-            "visible": True}
+    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "visible": True}
 
 
 def _x_axis(points: list[Point], title: str, has_x: bool) -> dict:
@@ -972,10 +1103,11 @@ def _charts(result: ComparisonResult, spec: ComparisonSpec, qs, groups, value) -
     out: list[Chart] = []
     reps: dict[tuple, list[float]] = defaultdict(list)
     if spec.reps and spec.chart != "heatmap" and result.points:
-        values = list(qs.repetitions(groups, value)[:MAX_REPETITION_POINTS + 1])
+        values = list(qs.repetitions(groups, value)[: MAX_REPETITION_POINTS + 1])
         if len(values) > MAX_REPETITION_POINTS:
-            result.warnings.append(f"More than {MAX_REPETITION_POINTS} repetitions: not all "
-                                   "are drawn as points.")
+            result.warnings.append(
+                f"More than {MAX_REPETITION_POINTS} repetitions: not all are drawn as points."
+            )
             values = values[:MAX_REPETITION_POINTS]
         for row in values:
             reps[(row["name"], _raw(row["series"]), _raw(row["x"]))].append(row["_v"])
@@ -993,19 +1125,20 @@ def _charts(result: ComparisonResult, spec: ComparisonSpec, qs, groups, value) -
         bars = spec.chart == "bar" or not has_x
         traces = []
         for label in sorted({p.series for p in plotted}):
-            sp = sorted((p for p in plotted if p.series == label),
-                        key=lambda p: charts._sort_key(p.x))
+            sp = sorted(
+                (p for p in plotted if p.series == label), key=lambda p: charts._sort_key(p.x)
+            )
             colour = result.colours.get(label, charts.PALETTE[0])
             trace: dict[str, Any] = {
-                "name": label, "legendgroup": label,
+                "name": label,
+                "legendgroup": label,
                 "x": [p.x for p in sp] if has_x else [label] * len(sp),
                 "y": [round(p.mean, 6) for p in sp],
                 "marker": {"color": colour},
-                "customdata": [[p.n, _r(p.median), _r(p.min), _r(p.max), _r(p.cv_pct)]
-                               for p in sp],
+                "customdata": [[p.n, _r(p.median), _r(p.min), _r(p.max), _r(p.cv_pct)] for p in sp],
                 "hovertemplate": "%{y:.3f} (n=%{customdata[0]}, median %{customdata[1]:.3f}, "
-                                 "min %{customdata[2]:.3f}, max %{customdata[3]:.3f}, "
-                                 "CV %{customdata[4]:.1f}%)<extra>%{fullData.name}</extra>",
+                "min %{customdata[2]:.3f}, max %{customdata[3]:.3f}, "
+                "CV %{customdata[4]:.1f}%)<extra>%{fullData.name}</extra>",
                 "type": "bar" if bars else "scatter",
             }
             if not bars:
@@ -1021,22 +1154,37 @@ def _charts(result: ComparisonResult, spec: ComparisonSpec, qs, groups, value) -
                         xs.append(p.x if has_x else label)
                         ys.append(round(v / m.divisor, 6))
                 if xs:
-                    traces.append({
-                        "name": f"{label} (runs)", "legendgroup": label, "showlegend": False,
-                        "type": "scatter", "mode": "markers", "x": xs, "y": ys,
-                        "marker": {"color": colour, "size": 6, "opacity": 0.45,
-                                   "symbol": "circle-open"},
-                        "hovertemplate": "%{y:.3f} (one run)<extra>%{fullData.name}</extra>",
-                    })
+                    traces.append(
+                        {
+                            "name": f"{label} (runs)",
+                            "legendgroup": label,
+                            "showlegend": False,
+                            "type": "scatter",
+                            "mode": "markers",
+                            "x": xs,
+                            "y": ys,
+                            "marker": {
+                                "color": colour,
+                                "size": 6,
+                                "opacity": 0.45,
+                                "symbol": "circle-open",
+                            },
+                            "hovertemplate": "%{y:.3f} (one run)<extra>%{fullData.name}</extra>",
+                        }
+                    )
         x_axis = _x_axis(plotted, result.x_label if has_x else "", has_x)
         if bars and has_x:
-            x_axis.update(type="category", categoryorder="array", categoryarray=sorted(
-                {p.x for p in plotted}, key=charts._sort_key))
+            x_axis.update(
+                type="category",
+                categoryorder="array",
+                categoryarray=sorted({p.x for p in plotted}, key=charts._sort_key),
+            )
             x_axis.pop("tickvals", None)
             x_axis.pop("ticktext", None)
         layout = _layout(x_axis, title, title={"text": title, "font": {"size": 14}})
-        out.append(Chart(m.name, title, "bar" if bars else "line",
-                         {"data": traces, "layout": layout}))
+        out.append(
+            Chart(m.name, title, "bar" if bars else "line", {"data": traces, "layout": layout})
+        )
     return out
 
 
@@ -1044,8 +1192,9 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-def _heatmaps(m: MetricInfo, pts: list[Point], spec: ComparisonSpec,
-              result: ComparisonResult) -> list[Chart]:
+def _heatmaps(
+    m: MetricInfo, pts: list[Point], spec: ComparisonSpec, result: ComparisonResult
+) -> list[Chart]:
     out = []
     labels = sorted({p.series for p in pts})
     if len(labels) > MAX_HEATMAPS:
@@ -1059,19 +1208,27 @@ def _heatmaps(m: MetricInfo, pts: list[Point], spec: ComparisonSpec,
         text = [[f"{cell[(x, y)].mean:.3g}" if (x, y) in cell else "" for x in xs] for y in ys]
         title = f"{m.name} ({m.unit})" + (f": {label}" if spec.series else "")
         figure = {
-            "data": [{
-                "type": "heatmap", "x": xs, "y": ys, "z": z, "text": text,
-                "texttemplate": "%{text}", "colorscale": "Viridis",
-                "colorbar": {"title": {"text": m.unit}},
-                "hovertemplate": f"{result.x_label} %{{x}}, {result.y_label} %{{y}}: "
-                                 "%{z:.3f}<extra></extra>",
-                "name": label,
-            }],
+            "data": [
+                {
+                    "type": "heatmap",
+                    "x": xs,
+                    "y": ys,
+                    "z": z,
+                    "text": text,
+                    "texttemplate": "%{text}",
+                    "colorscale": "Viridis",
+                    "colorbar": {"title": {"text": m.unit}},
+                    "hovertemplate": f"{result.x_label} %{{x}}, {result.y_label} %{{y}}: "
+                    "%{z:.3f}<extra></extra>",
+                    "name": label,
+                }
+            ],
             "layout": {
                 "title": {"text": title, "font": {"size": 14}},
                 "xaxis": {"title": {"text": result.x_label}, "type": "category"},
                 "yaxis": {"title": {"text": result.y_label}, "type": "category"},
-                "margin": {"l": 80, "r": 20, "t": 40, "b": 60}, "height": 420,
+                "margin": {"l": 80, "r": 20, "t": 40, "b": 60},
+                "height": 420,
             },
         }
         out.append(Chart(m.name, title, "heatmap", figure))
@@ -1079,6 +1236,7 @@ def _heatmaps(m: MetricInfo, pts: list[Point], spec: ComparisonSpec,
 
 
 # --- Choices for the builder --------------------------------------------------------------
+
 
 def dimension_choices(extra_params: list[str] | None = None) -> list[tuple[str, str]]:
     """(key, label) of the dimensions a user can pick for x, y, series and filters."""
@@ -1089,8 +1247,9 @@ def dimension_choices(extra_params: list[str] | None = None) -> list[tuple[str, 
     return choices
 
 
-def distinct_values(key: str, runs: QuerySet | None = None, limit: int = 200) -> list[tuple[str,
-                                                                                          str]]:
+def distinct_values(
+    key: str, runs: QuerySet | None = None, limit: int = 200
+) -> list[tuple[str, str]]:
     """(raw value, label) of one dimension over the runs' headline metrics (one query)."""
     from experiments.models import Metric
 
@@ -1099,8 +1258,11 @@ def distinct_values(key: str, runs: QuerySet | None = None, limit: int = 200) ->
         return []
     if runs is not None and runs.query.where:
         qs = qs.filter(run__in=runs)
-    values = (qs.annotate(_v=Cast(dimensions.expression(key, dimensions.TestbedLookup()),
-                                  CharField()))
-              .values_list("_v", flat=True).order_by("_v").distinct()[:limit])
+    values = (
+        qs.annotate(_v=Cast(dimensions.expression(key, dimensions.TestbedLookup()), CharField()))
+        .values_list("_v", flat=True)
+        .order_by("_v")
+        .distinct()[:limit]
+    )
     out = [(v, dimensions.display_value(key, v)) for v in values if v not in (None, "")]
     return sorted(out, key=lambda kv: charts._sort_key(kv[0]))

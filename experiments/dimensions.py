@@ -38,7 +38,8 @@ def _storage_member(field: str) -> Subquery:
 
     return Subquery(
         TestbedNode.objects.filter(testbed=OuterRef("run__testbed"), storage=True)
-        .order_by("node__hostname", "pk").values(field)[:1]
+        .order_by("node__hostname", "pk")
+        .values(field)[:1]
     )
 
 
@@ -47,7 +48,8 @@ def _storage_target(field: str) -> Subquery:
 
     return Subquery(
         Target.objects.filter(testbed=OuterRef("run__testbed"), kind="storage")
-        .order_by("id").values(field)[:1]
+        .order_by("id")
+        .values(field)[:1]
     )
 
 
@@ -63,9 +65,22 @@ def _storage_member_cores() -> Subquery:
 
 
 # Profile fields of the storage servers a dimension can read (arch, cpu, hardware, hw:…).
-PROFILE_FIELDS = ("architecture", "cpu_model", "name", "vendor", "model", "sockets",
-                  "cores_per_socket", "threads_per_core", "clock_ghz", "numa_domains",
-                  "memory_gib", "memory_channels", "dimm_type", "raid_controller")
+PROFILE_FIELDS = (
+    "architecture",
+    "cpu_model",
+    "name",
+    "vendor",
+    "model",
+    "sockets",
+    "cores_per_socket",
+    "threads_per_core",
+    "clock_ghz",
+    "numa_domains",
+    "memory_gib",
+    "memory_channels",
+    "dimm_type",
+    "raid_controller",
+)
 
 
 class TestbedLookup:
@@ -94,9 +109,9 @@ class TestbedLookup:
             from experiments.models import TestbedNode
 
             out: dict[str, dict[int, Any]] = defaultdict(dict)
-            rows = (TestbedNode.objects.order_by("testbed_id", "node__hostname", "pk")
-                    .values_list("testbed_id", "storage", "client",
-                                 *(f"node__profile__{f}" for f in PROFILE_FIELDS)))
+            rows = TestbedNode.objects.order_by("testbed_id", "node__hostname", "pk").values_list(
+                "testbed_id", "storage", "client", *(f"node__profile__{f}" for f in PROFILE_FIELDS)
+            )
             for testbed_id, storage, client, *profile in rows:
                 if client:
                     out["clients"][testbed_id] = out["clients"].get(testbed_id, 0) + 1
@@ -108,7 +123,8 @@ class TestbedLookup:
                 out["servers"][testbed_id] = out["servers"].get(testbed_id, 0) + 1
                 if product is not None:  # SUM skips NULLs, and is NULL without any value
                     out["server_cores"][testbed_id] = (
-                        out["server_cores"].get(testbed_id, 0) + product)
+                        out["server_cores"].get(testbed_id, 0) + product
+                    )
                 if testbed_id in out["cores"]:
                     continue  # not the first storage server
                 out["cores"][testbed_id] = product
@@ -124,8 +140,11 @@ class TestbedLookup:
             from experiments.models import Target
 
             out: dict[str, dict[int, Any]] = defaultdict(dict)
-            rows = (Target.objects.filter(kind="storage").order_by("testbed_id", "id")
-                    .values_list("testbed_id", "raid_level", "filesystem", "count"))
+            rows = (
+                Target.objects.filter(kind="storage")
+                .order_by("testbed_id", "id")
+                .values_list("testbed_id", "raid_level", "filesystem", "count")
+            )
             for testbed_id, raid_level, filesystem, count in rows:
                 if testbed_id not in out["count"]:
                     out["raid_level"][testbed_id] = raid_level
@@ -144,8 +163,10 @@ class TestbedLookup:
         for testbed_id, value in values.items():
             if value is not None:
                 testbeds[value].append(testbed_id)
-        whens = [When(run__testbed_id__in=sorted(ids), then=Value(value))
-                 for value, ids in sorted(testbeds.items(), key=lambda kv: min(kv[1]))]
+        whens = [
+            When(run__testbed_id__in=sorted(ids), then=Value(value))
+            for value, ids in sorted(testbeds.items(), key=lambda kv: min(kv[1]))
+        ]
         if not whens:
             return Cast(Value(None), output_field)
         return Cast(Case(*whens, default=Value(None), output_field=output_field), output_field)
@@ -154,8 +175,11 @@ class TestbedLookup:
         from experiments.models import HardwareProfile
 
         # ``cores`` is a product of two columns, an IntegerField to Django.
-        output = IntegerField() if field == "cores" else (
-            HardwareProfile._meta.get_field(field).__class__())
+        output = (
+            IntegerField()
+            if field == "cores"
+            else (HardwareProfile._meta.get_field(field).__class__())
+        )
         return self.by_testbed(self.members()[field], output)
 
     def target(self, field: str) -> Cast:
@@ -165,18 +189,25 @@ class TestbedLookup:
         """Per testbed, as a float: ``servers``, ``clients``, ``server_cores`` (sum of the
         storage servers' cores) or ``targets`` (storage targets); NULL when none."""
         source = self.targets()["count"] if what == "targets" else self.members()[what]
-        return self.by_testbed({tb: float(v) for tb, v in source.items() if v is not None},
-                               FloatField())
+        return self.by_testbed(
+            {tb: float(v) for tb, v in source.items() if v is not None}, FloatField()
+        )
 
 
 # Hardware attributes of the storage servers' profile a comparison can filter or split by,
 # as ``hw:<field>`` (the arch, cpu and hardware keys above are the common ones).
 HARDWARE_FIELDS: dict[str, str] = {
-    "vendor": "vendor", "model": "model", "sockets": "sockets",
-    "cores_per_socket": "cores per socket", "cores": "cores (sockets x cores per socket)",
-    "threads_per_core": "threads per core", "clock_ghz": "clock (GHz)",
-    "numa_domains": "NUMA domains", "memory_gib": "memory (GiB)",
-    "memory_channels": "memory channels", "dimm_type": "DIMM type",
+    "vendor": "vendor",
+    "model": "model",
+    "sockets": "sockets",
+    "cores_per_socket": "cores per socket",
+    "cores": "cores (sockets x cores per socket)",
+    "threads_per_core": "threads per core",
+    "clock_ghz": "clock (GHz)",
+    "numa_domains": "NUMA domains",
+    "memory_gib": "memory (GiB)",
+    "memory_channels": "memory channels",
+    "dimm_type": "DIMM type",
     "raid_controller": "RAID controller",
 }
 

@@ -30,9 +30,22 @@ class HardwareProfileForm(forms.ModelForm):
     class Meta:
         model = HardwareProfile
         fields = [
-            "name", "vendor", "model", "architecture", "cpu_model", "sockets",
-            "cores_per_socket", "threads_per_core", "clock_ghz", "numa_domains", "memory_gib",
-            "memory_channels", "dimm_type", "raid_controller", "tdp_watts", "notes",
+            "name",
+            "vendor",
+            "model",
+            "architecture",
+            "cpu_model",
+            "sockets",
+            "cores_per_socket",
+            "threads_per_core",
+            "clock_ghz",
+            "numa_domains",
+            "memory_gib",
+            "memory_channels",
+            "dimm_type",
+            "raid_controller",
+            "tdp_watts",
+            "notes",
         ]
         widgets = {"notes": forms.Textarea(attrs={"rows": 3})}
 
@@ -41,8 +54,18 @@ class DriveForm(forms.ModelForm):
     class Meta:
         model = Drive
         fields = [
-            "kind", "model", "count", "capacity_gb", "interface", "pcie_gen", "pcie_lanes",
-            "seq_read_mbps", "seq_write_mbps", "rand_read_iops", "rand_write_iops", "purpose",
+            "kind",
+            "model",
+            "count",
+            "capacity_gb",
+            "interface",
+            "pcie_gen",
+            "pcie_lanes",
+            "seq_read_mbps",
+            "seq_write_mbps",
+            "rand_read_iops",
+            "rand_write_iops",
+            "purpose",
         ]
 
     def __init__(self, *args, parent=None, user=None, **kwargs):
@@ -87,8 +110,15 @@ class NodeForm(forms.ModelForm):
 class TestbedForm(forms.ModelForm):
     class Meta:
         model = Testbed
-        fields = ["name", "description", "beegfs_version", "fabric", "switch", "network_notes",
-                  "benchmark_dir"]
+        fields = [
+            "name",
+            "description",
+            "beegfs_version",
+            "fabric",
+            "switch",
+            "network_notes",
+            "benchmark_dir",
+        ]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
             "network_notes": forms.Textarea(attrs={"rows": 2}),
@@ -107,8 +137,15 @@ class TestbedForm(forms.ModelForm):
 class TestbedNodeForm(forms.ModelForm):
     class Meta:
         model = TestbedNode
-        fields = ["node", "management", "metadata", "storage", "client", "monitoring",
-                  "storage_links"]
+        fields = [
+            "node",
+            "management",
+            "metadata",
+            "storage",
+            "client",
+            "monitoring",
+            "storage_links",
+        ]
 
     def __init__(self, *args, parent: Testbed | None = None, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -120,9 +157,11 @@ class TestbedNodeForm(forms.ModelForm):
         if not any(data.get(role) for role in TestbedNode.ROLES):
             raise forms.ValidationError("Give the node at least one role.")
         node = data.get("node")
-        if node and self.parent and self.parent.members.filter(node=node).exclude(
-            pk=self.instance.pk
-        ).exists():
+        if (
+            node
+            and self.parent
+            and self.parent.members.filter(node=node).exclude(pk=self.instance.pk).exists()
+        ):
             self.add_error("node", "This node is already in the testbed; edit its roles instead.")
         return data
 
@@ -130,8 +169,22 @@ class TestbedNodeForm(forms.ModelForm):
 class TargetForm(forms.ModelForm):
     class Meta:
         model = Target
-        fields = ["kind", "node", "target_id", "name", "count", "numa_domain", "raid_level",
-                  "disks", "drive", "filesystem", "mount_options", "path", "capacity_gb", "pool"]
+        fields = [
+            "kind",
+            "node",
+            "target_id",
+            "name",
+            "count",
+            "numa_domain",
+            "raid_level",
+            "disks",
+            "drive",
+            "filesystem",
+            "mount_options",
+            "path",
+            "capacity_gb",
+            "pool",
+        ]
 
     def __init__(self, *args, parent: Testbed | None = None, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -167,9 +220,10 @@ class StoragePoolForm(forms.ModelForm):
 
     def clean_pool_id(self):
         pool_id = self.cleaned_data["pool_id"]
-        if self.parent and self.parent.pools.filter(pool_id=pool_id).exclude(
-            pk=self.instance.pk
-        ).exists():
+        if (
+            self.parent
+            and self.parent.pools.filter(pool_id=pool_id).exclude(pk=self.instance.pk).exists()
+        ):
             raise forms.ValidationError("This testbed already has a pool with this ID.")
         return pool_id
 
@@ -178,8 +232,9 @@ def _scope_field(label: str) -> forms.CharField:
     return forms.CharField(
         label=label,
         required=False,
-        widget=forms.Textarea(attrs={"rows": 4, "class": "conf", "spellcheck": "false",
-                                     "placeholder": "key = value"}),
+        widget=forms.Textarea(
+            attrs={"rows": 4, "class": "conf", "spellcheck": "false", "placeholder": "key = value"}
+        ),
     )
 
 
@@ -211,7 +266,8 @@ class TuningSetForm(forms.ModelForm):
         frontier = [tuning_set.pk]
         while frontier:
             children = list(
-                TuningSet.objects.filter(parent__in=frontier).exclude(pk__in=found)
+                TuningSet.objects.filter(parent__in=frontier)
+                .exclude(pk__in=found)
                 .values_list("pk", flat=True)
             )
             found.update(children)
@@ -286,7 +342,6 @@ class ConfImportForm(forms.Form):
         return data
 
 
-
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
 
@@ -307,23 +362,28 @@ class ImportForm(forms.Form):
     """Upload files or paste text of existing benchmark output for one testbed."""
 
     testbed = forms.ModelChoiceField(queryset=Testbed.objects.all(), to_field_name="uuid")
-    tuning_set = forms.ModelChoiceField(queryset=TuningSet.objects.all(), required=False,
-                                        to_field_name="uuid")
+    tuning_set = forms.ModelChoiceField(
+        queryset=TuningSet.objects.all(), required=False, to_field_name="uuid"
+    )
     tool = forms.ChoiceField(required=False, choices=[("", "detect from the output")])
-    op = forms.ChoiceField(required=False, label="direction (dd)",
-                           choices=[("", "as the output says"), ("write", "write"),
-                                    ("read", "read")])
+    op = forms.ChoiceField(
+        required=False,
+        label="direction (dd)",
+        choices=[("", "as the output says"), ("write", "write"), ("read", "read")],
+    )
     label = forms.CharField(required=False, max_length=200)
     files = MultipleFileField(required=False, label="output files")
-    text = forms.CharField(required=False, label="or paste output",
-                           widget=forms.Textarea(attrs={"rows": 8, "class": "conf"}))
+    text = forms.CharField(
+        required=False,
+        label="or paste output",
+        widget=forms.Textarea(attrs={"rows": 8, "class": "conf"}),
+    )
 
     def __init__(self, *args, **kwargs):
         from runners.parsers import PARSER_MODULES
 
         super().__init__(*args, **kwargs)
-        self.fields["tool"].choices += [(name, name) for name in PARSER_MODULES
-                                        if name != "beegfs"]
+        self.fields["tool"].choices += [(name, name) for name in PARSER_MODULES if name != "beegfs"]
 
     def clean(self):
         from experiments.importing import MAX_IMPORT_BYTES
@@ -348,7 +408,9 @@ class TopologyImportForm(forms.Form):
     BOXES = 4  # outputs that need different node types each get a box
 
     profile = forms.ModelChoiceField(
-        queryset=HardwareProfile.objects.none(), required=False, to_field_name="uuid",
+        queryset=HardwareProfile.objects.none(),
+        required=False,
+        to_field_name="uuid",
         label="hardware profile of new nodes",
         empty_label="“Unknown (imported from BeeGFS)”, to fix later",
     )
@@ -363,11 +425,14 @@ class TopologyImportForm(forms.Form):
         self.fields["files_node_type"].choices = NODE_TYPE_CHOICES
         for n in range(1, self.BOXES + 1):
             self.fields[f"text_{n}"] = forms.CharField(
-                required=False, label=f"output {n}", strip=False,
+                required=False,
+                label=f"output {n}",
+                strip=False,
                 widget=forms.Textarea(attrs={"rows": 6, "class": "conf", "spellcheck": "false"}),
             )
             self.fields[f"node_type_{n}"] = forms.ChoiceField(
-                required=False, choices=NODE_TYPE_CHOICES, label=f"node type of output {n}")
+                required=False, choices=NODE_TYPE_CHOICES, label=f"node type of output {n}"
+            )
 
     def boxes(self):
         """(text field, node type field) per box, for the template."""

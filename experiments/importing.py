@@ -17,8 +17,10 @@ def preview(text: str, tool: str | None = None, op: str | None = None) -> ParseR
     options = {"op": op} if op else {}
     result = parse(text, tool=tool or None, **options)
     if result.extra.get("topology") and not result.metrics:
-        raise ParseError("this is BeeGFS topology output (nodes/targets), not a benchmark "
-                         "result: paste it into a testbed instead")
+        raise ParseError(
+            "this is BeeGFS topology output (nodes/targets), not a benchmark "
+            "result: paste it into a testbed instead"
+        )
     if result.tool not in Tool.values:
         raise ParseError(f"results of {result.tool} cannot be stored as runs")
     return result
@@ -32,18 +34,31 @@ def apply_result(run: Run, result: ParseResult) -> None:
     run.params = result.params
     run.parse_error = ""
     with transaction.atomic():
-        run.save(update_fields=["tool", "tool_version", "command", "params", "parse_error",
-                                "updated"])
+        run.save(
+            update_fields=["tool", "tool_version", "command", "params", "parse_error", "updated"]
+        )
         replace_metrics(run, [m.to_dict() for m in result.metrics])
 
 
-def import_output(text: str, *, testbed, tuning_set=None, owner=None, tool: str | None = None,
-                  op: str | None = None, label: str = "") -> Run:
+def import_output(
+    text: str,
+    *,
+    testbed,
+    tuning_set=None,
+    owner=None,
+    tool: str | None = None,
+    op: str | None = None,
+    label: str = "",
+) -> Run:
     """Store ``text`` as an imported run, then parse it. A parse failure keeps the run (and its
     raw text) with the error recorded, so nothing is lost and ``reparse`` can retry."""
     run = Run.objects.create(
-        testbed=testbed, tuning_set=tuning_set, owner=owner, label=label[:200],
-        tool=tool if tool in Tool.values else Tool.OTHER, status=Run.Status.IMPORTED,
+        testbed=testbed,
+        tuning_set=tuning_set,
+        owner=owner,
+        label=label[:200],
+        tool=tool if tool in Tool.values else Tool.OTHER,
+        status=Run.Status.IMPORTED,
         raw_output=text,
     )
     try:

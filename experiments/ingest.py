@@ -8,8 +8,17 @@ from experiments.models import Metric, Run
 
 # Metric.extra keys that mark a detail (one job, one target, one table cell), never the run's
 # headline value.
-DETAIL_KEYS = {"job", "target", "per_process", "file_size", "record_size", "host", "service",
-               "interval", "client"}
+DETAIL_KEYS = {
+    "job",
+    "target",
+    "per_process",
+    "file_size",
+    "record_size",
+    "host",
+    "service",
+    "interval",
+    "client",
+}
 PRIMARY_STAT_ORDER = ("value", "mean", "max")
 
 

@@ -87,8 +87,10 @@ def _network(members, fabric: str, role: str, missing: list[str]) -> Limit | Non
     if not total:
         return None
     label = "storage servers" if role == "storage" else "clients"
-    parts = [f"{n} x {links} link{'s' if links > 1 else ''} of {rate:g} Gb/s"
-             for (links, rate), n in sorted(shapes.items(), reverse=True)]
+    parts = [
+        f"{n} x {links} link{'s' if links > 1 else ''} of {rate:g} Gb/s"
+        for (links, rate), n in sorted(shapes.items(), reverse=True)
+    ]
     detail = f"{len(servers)} {label}, {total_links} links: " + ", ".join(parts)
     name = "network (storage servers)" if role == "storage" else "network (clients)"
     return Limit(name, total, total, detail)
@@ -130,7 +132,8 @@ def compute_limits(testbed, members=None, targets=None) -> Limits:
     pcie_known = True
     if targets is None:
         targets = list(
-            testbed.targets.filter(kind="storage").select_related("drive", "node__profile")
+            testbed.targets.filter(kind="storage")
+            .select_related("drive", "node__profile")
             .prefetch_related("node__profile__drives")
         )
     for target in targets:
@@ -152,16 +155,24 @@ def compute_limits(testbed, members=None, targets=None) -> Limits:
         else:
             pcie_known = False
     if read:
-        levels = sorted({f"RAID{t.raid_level}" if t.raid_level != "none" else "no RAID"
-                         for t in targets})
-        limits.append(Limit(
-            "drives", read, write,
-            f"{drives_total} drives in {sum(t.count for t in targets)} storage targets "
-            f"({', '.join(levels)}), datasheet sequential bandwidth",
-        ))
+        levels = sorted(
+            {f"RAID{t.raid_level}" if t.raid_level != "none" else "no RAID" for t in targets}
+        )
+        limits.append(
+            Limit(
+                "drives",
+                read,
+                write,
+                f"{drives_total} drives in {sum(t.count for t in targets)} storage targets "
+                f"({', '.join(levels)}), datasheet sequential bandwidth",
+            )
+        )
     if pcie and pcie_known:
-        limits.append(Limit("PCIe (drive links)", pcie, pcie,
-                            f"{drives_total} drives, lanes x generation rate"))
+        limits.append(
+            Limit(
+                "PCIe (drive links)", pcie, pcie, f"{drives_total} drives, lanes x generation rate"
+            )
+        )
     if not targets:
         missing.append("no storage targets")
     return Limits(limits, missing)
@@ -180,15 +191,25 @@ def compute_target_limits(target) -> Limits:
     if drive.seq_read_mbps and drive.seq_write_mbps:
         r_factor, w_factor = raid_factors(target.raid_level, disks)
         level = f"RAID{target.raid_level}" if target.raid_level != "none" else "no RAID"
-        limits.append(Limit(
-            "drives", r_factor * drive.seq_read_mbps * 1e6, w_factor * drive.seq_write_mbps * 1e6,
-            f"{disks} drive{'s' if disks > 1 else ''} in {level}, datasheet sequential bandwidth",
-        ))
+        limits.append(
+            Limit(
+                "drives",
+                r_factor * drive.seq_read_mbps * 1e6,
+                w_factor * drive.seq_write_mbps * 1e6,
+                f"{disks} drive{'s' if disks > 1 else ''} in {level}, "
+                "datasheet sequential bandwidth",
+            )
+        )
     else:
         missing.append(f"{drive}: datasheet sequential bandwidth unknown")
     lane = PCIE_GBPS_PER_LANE.get(drive.pcie_gen or 0)
     if lane and drive.pcie_lanes:
-        limits.append(Limit("PCIe (drive links)", disks * drive.pcie_lanes * lane * GB,
-                            disks * drive.pcie_lanes * lane * GB,
-                            f"{disks} drives, lanes x generation rate"))
+        limits.append(
+            Limit(
+                "PCIe (drive links)",
+                disks * drive.pcie_lanes * lane * GB,
+                disks * drive.pcie_lanes * lane * GB,
+                f"{disks} drives, lanes x generation rate",
+            )
+        )
     return Limits(limits, missing)

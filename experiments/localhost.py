@@ -31,8 +31,15 @@ ARCHITECTURES = {
     "armv7l": Architecture.ARMV7L,
 }
 # Firmware placeholders that say nothing about the machine.
-DMI_PLACEHOLDERS = {"", "to be filled by o.e.m.", "default string", "system product name",
-                    "system manufacturer", "not specified", "none"}
+DMI_PLACEHOLDERS = {
+    "",
+    "to be filled by o.e.m.",
+    "default string",
+    "system product name",
+    "system manufacturer",
+    "not specified",
+    "none",
+}
 
 
 def _read(path: str | Path) -> str:
@@ -148,10 +155,16 @@ def block_disk(path: str | Path) -> str | None:
     if not sys_dev.exists():
         # btrfs and overlay report an anonymous device; ask the mount table for the source.
         try:
-            source = subprocess.run(
-                ["findmnt", "-n", "-o", "SOURCE", "--target", str(path)],
-                capture_output=True, text=True, check=True,
-            ).stdout.split("[")[0].strip()
+            source = (
+                subprocess.run(
+                    ["findmnt", "-n", "-o", "SOURCE", "--target", str(path)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                .stdout.split("[")[0]
+                .strip()
+            )
         except (OSError, subprocess.CalledProcessError):
             return None
         if not source.startswith("/dev/"):
@@ -212,7 +225,7 @@ def machine_profile_fields() -> dict:
         "memory_gib": memory_gib(),
         **cpu_topology(),
         "notes": f"Read from this machine by beeweb: {usable_cpus()} usable CPUs (nproc), "
-                 f"{os.uname().machine}, kernel {os.uname().release}.",
+        f"{os.uname().machine}, kernel {os.uname().release}.",
     }
     vendor, model = _dmi("sys_vendor"), _dmi("product_name")
     if vendor:
@@ -236,8 +249,11 @@ def ensure_localhost_node(owner) -> Node:
     hostname = socket.gethostname()
     node = Node.objects.filter(owner=owner, hostname=hostname).select_related("profile").first()
     if node is None:
-        profile = (HardwareProfile.objects.filter(owner=owner, name=PROFILE_NAME, published=False)
-                   .order_by("pk").first())
+        profile = (
+            HardwareProfile.objects.filter(owner=owner, name=PROFILE_NAME, published=False)
+            .order_by("pk")
+            .first()
+        )
         if profile is None:
             profile = HardwareProfile(owner=owner, name=PROFILE_NAME)
         node = Node(owner=owner, hostname=hostname, address="127.0.0.1")
@@ -290,13 +306,14 @@ def ensure_localhost_testbed(owner, name: str = TESTBED_NAME) -> Testbed:
     node = ensure_localhost_node(owner)
     bench = data_dir() / "bench"
     bench.mkdir(parents=True, exist_ok=True)
-    testbed = (Testbed.objects.filter(owner=owner, name=name, published=False)
-               .order_by("pk").first())
+    testbed = Testbed.objects.filter(owner=owner, name=name, published=False).order_by("pk").first()
     if testbed is None:
         testbed = Testbed.objects.create(
-            owner=owner, name=name, benchmark_dir=str(bench),
+            owner=owner,
+            name=name,
+            benchmark_dir=str(bench),
             description=f"This machine ({node.hostname}) in every BeeGFS role; local benchmarks "
-                        "write below the beeweb data directory.",
+            "write below the beeweb data directory.",
         )
     elif not testbed.benchmark_dir:
         testbed.benchmark_dir = str(bench)

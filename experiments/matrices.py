@@ -44,6 +44,7 @@ class MatrixError(ValueError):
 
 # --- Axes ---------------------------------------------------------------------------------
 
+
 def axis_values(axis: dict[str, Any]) -> list[Any]:
     """The values of one axis: an explicit list, or a range ``{"start", "stop", "scale",
     "step"}`` (``pow2``: start, 2·start, … ≤ stop; ``linear``: start, start+step, … ≤ stop)."""
@@ -100,11 +101,23 @@ def normalise_axes(axes: Any) -> list[dict[str, Any]]:
 
 # --- Exclusion rules ----------------------------------------------------------------------
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow}
-_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
-            ast.GtE: operator.ge, ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_COMPARE = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
 # Facts of the testbed an exclusion rule may use besides the cell's parameters.
 FACT_NAMES = {
     "clients": "client nodes of the testbed",
@@ -124,8 +137,11 @@ def rule_names(params, axes) -> set[str]:
     """Names an exclusion rule may use: the testbed facts, the fixed parameters and the
     axes (dots, dashes and colons read as underscores: ``tuning:os.vm.dirty_ratio`` is
     ``tuning_os_vm_dirty_ratio``)."""
-    return set(FACT_NAMES) | {_identifier(k) for k in params} | {
-        _identifier(a["param"]) for a in axes if isinstance(a, dict) and "param" in a}
+    return (
+        set(FACT_NAMES)
+        | {_identifier(k) for k in params}
+        | {_identifier(a["param"]) for a in axes if isinstance(a, dict) and "param" in a}
+    )
 
 
 def compile_rule(rule: str, names: set[str]) -> ast.Expression:
@@ -135,16 +151,32 @@ def compile_rule(rule: str, names: set[str]) -> ast.Expression:
         tree = ast.parse(rule, mode="eval")
     except SyntaxError as exc:
         raise MatrixError("exclusions", f"{rule!r} is not an expression ({exc.msg})") from None
-    allowed = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub,
-               ast.BinOp, ast.Compare, ast.Name, ast.Load, ast.Constant, ast.In, ast.NotIn,
-               ast.Tuple, ast.List, *_BINARY, *_COMPARE)
+    allowed = (
+        ast.Expression,
+        ast.BoolOp,
+        ast.And,
+        ast.Or,
+        ast.UnaryOp,
+        ast.Not,
+        ast.USub,
+        ast.BinOp,
+        ast.Compare,
+        ast.Name,
+        ast.Load,
+        ast.Constant,
+        ast.In,
+        ast.NotIn,
+        ast.Tuple,
+        ast.List,
+        *_BINARY,
+        *_COMPARE,
+    )
     for node in ast.walk(tree):
         if not isinstance(node, allowed):
             raise MatrixError("exclusions", f"{rule!r}: {type(node).__name__} is not allowed")
         if isinstance(node, ast.Name) and node.id not in names:
             known = ", ".join(sorted(names))
-            raise MatrixError("exclusions", f"{rule!r}: unknown name {node.id!r} "
-                                            f"(known: {known})")
+            raise MatrixError("exclusions", f"{rule!r}: unknown name {node.id!r} (known: {known})")
         if isinstance(node, ast.Constant) and not isinstance(node.value, int | float | str):
             raise MatrixError("exclusions", f"{rule!r}: constant {node.value!r}")
     return tree
@@ -216,20 +248,24 @@ def testbed_facts(testbed: Testbed) -> dict[str, Any]:
 
 # --- Cells --------------------------------------------------------------------------------
 
+
 @dataclass
 class Cell:
     testbed: Testbed
     tuning_set: TuningSet | None
     target: Target | None
-    params: dict[str, Any]          # fixed parameters overlaid with this cell's axis values
+    params: dict[str, Any]  # fixed parameters overlaid with this cell's axis values
     key: str
     excluded_by: str | None = None
     axis_names: tuple[str, ...] = ()
 
     @property
     def tool_params(self) -> dict[str, Any]:
-        return {k: v for k, v in self.params.items()
-                if not k.startswith(TUNING_PREFIX) and k != TARGET_AXIS}
+        return {
+            k: v
+            for k, v in self.params.items()
+            if not k.startswith(TUNING_PREFIX) and k != TARGET_AXIS
+        }
 
     @property
     def label(self) -> str:
@@ -237,16 +273,21 @@ class Cell:
         return axes or "all fixed"
 
 
-def cell_key(testbed: Testbed, tuning_set: TuningSet | None, target: Target | None,
-             params: dict[str, Any]) -> str:
+def cell_key(
+    testbed: Testbed, tuning_set: TuningSet | None, target: Target | None, params: dict[str, Any]
+) -> str:
     """A stable hash of what defines a cell (not of the matrix, so equal cells of two
     matrices can be compared)."""
-    payload = json.dumps({
-        "testbed": str(testbed.uuid),
-        "tuning": str(tuning_set.uuid) if tuning_set else None,
-        "target": str(target.uuid) if target else None,
-        "params": params,
-    }, sort_keys=True, default=str)
+    payload = json.dumps(
+        {
+            "testbed": str(testbed.uuid),
+            "tuning": str(tuning_set.uuid) if tuning_set else None,
+            "target": str(target.uuid) if target else None,
+            "params": params,
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
@@ -257,11 +298,17 @@ def cells(matrix: Matrix) -> list[Cell]:
         raise MatrixError("params", "must be a mapping of parameter to value")
     # Members (ordered by hostname: the first client launches) and targets are read once per
     # testbed here; facts, launcher and hosts of every cell use them.
-    testbeds = list(matrix.testbeds.order_by("name", "id").prefetch_related(
-        Prefetch("members", queryset=TestbedNode.objects.select_related("node__profile")
-                 .order_by("node__hostname", "pk")),
-        Prefetch("targets", queryset=Target.objects.select_related("node")),
-    ))
+    testbeds = list(
+        matrix.testbeds.order_by("name", "id").prefetch_related(
+            Prefetch(
+                "members",
+                queryset=TestbedNode.objects.select_related("node__profile").order_by(
+                    "node__hostname", "pk"
+                ),
+            ),
+            Prefetch("targets", queryset=Target.objects.select_related("node")),
+        )
+    )
     if not testbeds:
         raise MatrixError("testbeds", "choose at least one testbed")
     tunings: list[TuningSet | None] = list(matrix.tuning_sets.order_by("name", "id")) or [None]
@@ -282,10 +329,19 @@ def cells(matrix: Matrix) -> list[Cell]:
                     target = targets.get(str(params[TARGET_AXIS]))
                     if target is None:
                         known = ", ".join(sorted(targets)) or "none"
-                        raise MatrixError("axes", f"testbed {testbed.name} has no target named "
-                                                  f"{params[TARGET_AXIS]!r} (targets: {known})")
-                cell = Cell(testbed, tuning, target, params,
-                            cell_key(testbed, tuning, target, params), axis_names=tuple(names))
+                        raise MatrixError(
+                            "axes",
+                            f"testbed {testbed.name} has no target named "
+                            f"{params[TARGET_AXIS]!r} (targets: {known})",
+                        )
+                cell = Cell(
+                    testbed,
+                    tuning,
+                    target,
+                    params,
+                    cell_key(testbed, tuning, target, params),
+                    axis_names=tuple(names),
+                )
                 values = {**facts, **{_identifier(k): v for k, v in params.items()}}
                 for rule, tree in rules:
                     if evaluate_rule(tree, values):
@@ -294,19 +350,21 @@ def cells(matrix: Matrix) -> list[Cell]:
                 result.append(cell)
     total = sum(1 for c in result if not c.excluded_by) * matrix.repetitions
     if total > settings.MATRIX_MAX_RUNS:
-        raise MatrixError("axes", f"{total} runs exceed the limit of "
-                                  f"{settings.MATRIX_MAX_RUNS} (BEEWEB_MATRIX_MAX_RUNS)")
+        raise MatrixError(
+            "axes",
+            f"{total} runs exceed the limit of {settings.MATRIX_MAX_RUNS} (BEEWEB_MATRIX_MAX_RUNS)",
+        )
     return result
 
 
 # --- Launch context -----------------------------------------------------------------------
 
+
 def _host(node: Node) -> Host:
     return Host(name=node.hostname, address=node.address or node.hostname)
 
 
-def launcher_and_hosts(testbed: Testbed, target: Target | None) -> tuple[Node | None,
-                                                                        list[Node]]:
+def launcher_and_hosts(testbed: Testbed, target: Target | None) -> tuple[Node | None, list[Node]]:
     """The node whose worker starts the tool, and the client nodes (MPI/multi-host)."""
     members = list(testbed.members.all())  # prefetched by cells(), ordered by hostname
     clients = [m.node for m in members if m.client]
@@ -322,9 +380,12 @@ def workdir_for(testbed: Testbed, target: Target | None) -> str:
         return target.path
     if testbed.benchmark_dir:
         return testbed.benchmark_dir
-    raise MatrixError("testbeds", f"testbed {testbed.name!r} has no benchmark directory "
-                                  "(set it on the testbed, or sweep over targets with a "
-                                  "mount point)")
+    raise MatrixError(
+        "testbeds",
+        f"testbed {testbed.name!r} has no benchmark directory "
+        "(set it on the testbed, or sweep over targets with a "
+        "mount point)",
+    )
 
 
 def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
@@ -341,14 +402,18 @@ def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
         "timeout_s": matrix.timeout_s,
         "drop_caches": matrix.drop_caches,
         "apply_tuning": matrix.apply_tuning,
-        "tuning": {k[len(TUNING_PREFIX):]: v for k, v in cell.params.items()
-                   if k.startswith(TUNING_PREFIX)},
+        "tuning": {
+            k[len(TUNING_PREFIX) :]: v
+            for k, v in cell.params.items()
+            if k.startswith(TUNING_PREFIX)
+        },
         "launcher": launcher.hostname,
     }, launcher
 
 
-def context_from_launch(launch: dict[str, Any], scratch: Path,
-                        run_as_root: bool = False) -> LaunchContext:
+def context_from_launch(
+    launch: dict[str, Any], scratch: Path, run_as_root: bool = False
+) -> LaunchContext:
     return LaunchContext(
         workdir=Path(launch["workdir"]),
         scratch=scratch,
@@ -364,6 +429,7 @@ def queue_for(hostname: str) -> str:
 
 
 # --- Preview ------------------------------------------------------------------------------
+
 
 @dataclass
 class PlannedCell:
@@ -421,14 +487,19 @@ class Plan:
 def _durations(keys: list[str], tool: str, testbeds: list[Testbed]) -> tuple[dict, dict]:
     """Mean duration of earlier succeeded runs, per cell key and per testbed (same tool)."""
     elapsed = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
-    done = Run.objects.filter(status=Run.Status.SUCCEEDED, started_at__isnull=False,
-                              finished_at__isnull=False, tool=tool)
-    by_cell = {row["cell_key"]: row["d"].total_seconds() for row in
-               done.filter(cell_key__in=keys).values("cell_key").annotate(d=Avg(elapsed))
-               if row["d"] is not None}
-    by_testbed = {row["testbed"]: row["d"].total_seconds() for row in
-                  done.filter(testbed__in=testbeds).values("testbed").annotate(d=Avg(elapsed))
-                  if row["d"] is not None}
+    done = Run.objects.filter(
+        status=Run.Status.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False, tool=tool
+    )
+    by_cell = {
+        row["cell_key"]: row["d"].total_seconds()
+        for row in done.filter(cell_key__in=keys).values("cell_key").annotate(d=Avg(elapsed))
+        if row["d"] is not None
+    }
+    by_testbed = {
+        row["testbed"]: row["d"].total_seconds()
+        for row in done.filter(testbed__in=testbeds).values("testbed").annotate(d=Avg(elapsed))
+        if row["d"] is not None
+    }
     return by_cell, by_testbed
 
 
@@ -441,8 +512,9 @@ def plan(matrix: Matrix) -> Plan:
     except ParamError as exc:
         raise MatrixError("tool", exc.message) from None
     all_cells = cells(matrix)
-    by_cell, by_testbed = _durations([c.key for c in all_cells], matrix.tool,
-                                     list(matrix.testbeds.all()))
+    by_cell, by_testbed = _durations(
+        [c.key for c in all_cells], matrix.tool, list(matrix.testbeds.all())
+    )
     planned = []
     for cell in all_cells:
         item = PlannedCell(cell)
@@ -458,8 +530,11 @@ def plan(matrix: Matrix) -> Plan:
             continue
         item.argv = command.argv
         item.data_bytes = command.data_bytes
-        item.estimate_s = by_cell.get(cell.key) or _tool_estimate(cell.tool_params) or \
-            by_testbed.get(cell.testbed.pk)
+        item.estimate_s = (
+            by_cell.get(cell.key)
+            or _tool_estimate(cell.tool_params)
+            or by_testbed.get(cell.testbed.pk)
+        )
     return Plan(matrix, planned)
 
 
@@ -474,6 +549,7 @@ def _tool_estimate(params: dict[str, Any]) -> float | None:
 
 
 # --- Expansion and dispatch ---------------------------------------------------------------
+
 
 def expand(matrix: Matrix) -> dict[str, int]:
     """Create the planned runs of every non-excluded cell × repetition that does not exist
@@ -491,18 +567,33 @@ def expand(matrix: Matrix) -> dict[str, int]:
         for repetition in range(1, matrix.repetitions + 1):
             if (cell.key, repetition) in existing:
                 continue
-            new_runs.append(Run(
-                owner=matrix.owner, matrix=matrix, testbed=cell.testbed,
-                tuning_set=cell.tuning_set, target=cell.target, tool=matrix.tool,
-                label=f"{matrix.name}: {cell.label} #{repetition}"[:200],
-                status=Run.Status.PLANNED, cell_key=cell.key, repetition=repetition,
-                params=cell.params, argv=item.argv, command=" ".join(item.argv),
-                node=item.node, launch=item.launch, queue=queue_for(item.launcher),
-            ))
+            new_runs.append(
+                Run(
+                    owner=matrix.owner,
+                    matrix=matrix,
+                    testbed=cell.testbed,
+                    tuning_set=cell.tuning_set,
+                    target=cell.target,
+                    tool=matrix.tool,
+                    label=f"{matrix.name}: {cell.label} #{repetition}"[:200],
+                    status=Run.Status.PLANNED,
+                    cell_key=cell.key,
+                    repetition=repetition,
+                    params=cell.params,
+                    argv=item.argv,
+                    command=" ".join(item.argv),
+                    node=item.node,
+                    launch=item.launch,
+                    queue=queue_for(item.launcher),
+                )
+            )
     with transaction.atomic():
         Run.objects.bulk_create(new_runs, batch_size=500, ignore_conflicts=True)
-    return {"created": len(new_runs), "existing": len(existing),
-            "excluded": result.excluded * matrix.repetitions}
+    return {
+        "created": len(new_runs),
+        "existing": len(existing),
+        "excluded": result.excluded * matrix.repetitions,
+    }
 
 
 def dispatch(run_ids: list[int]) -> int:
@@ -515,10 +606,19 @@ def dispatch(run_ids: list[int]) -> int:
     now = timezone.now()
     sends: list[tuple[int, str, str]] = []
     with transaction.atomic():
-        runs = list(Run.objects.select_for_update().filter(
-            pk__in=run_ids,
-            status__in=[Run.Status.PLANNED, Run.Status.QUEUED, Run.Status.FAILED,
-                        Run.Status.CANCELLED]).only("pk", "queue"))
+        runs = list(
+            Run.objects.select_for_update()
+            .filter(
+                pk__in=run_ids,
+                status__in=[
+                    Run.Status.PLANNED,
+                    Run.Status.QUEUED,
+                    Run.Status.FAILED,
+                    Run.Status.CANCELLED,
+                ],
+            )
+            .only("pk", "queue")
+        )
         for run in runs:
             run.status = Run.Status.QUEUED
             run.dispatch_token = uuid.uuid4()
@@ -526,8 +626,11 @@ def dispatch(run_ids: list[int]) -> int:
             run.cancel_requested = False
             sends.append((run.pk, str(run.dispatch_token), run.queue or "default"))
         # One UPDATE per batch, not per run: launching a 20,000-run matrix stays quick.
-        Run.objects.bulk_update(runs, ["status", "dispatch_token", "queued_at",
-                                       "cancel_requested", "updated"], batch_size=500)
+        Run.objects.bulk_update(
+            runs,
+            ["status", "dispatch_token", "queued_at", "cancel_requested", "updated"],
+            batch_size=500,
+        )
 
         def send() -> None:
             for pk, token, queue in sends:
@@ -549,16 +652,22 @@ def launch(matrix: Matrix) -> dict[str, int]:
 
 def rerun_failed(matrix: Matrix) -> int:
     """Queue again only the failed and cancelled runs (their old output moves to history)."""
-    ids = list(matrix.runs.filter(status__in=[Run.Status.FAILED, Run.Status.CANCELLED])
-               .values_list("pk", flat=True))
+    ids = list(
+        matrix.runs.filter(status__in=[Run.Status.FAILED, Run.Status.CANCELLED]).values_list(
+            "pk", flat=True
+        )
+    )
     return dispatch(ids)
 
 
 def resume(matrix: Matrix) -> int:
     """After a restart of web, worker or broker: send planned and queued runs again. Stale
     messages still in the broker carry old tokens and do nothing."""
-    ids = list(matrix.runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED])
-               .values_list("pk", flat=True))
+    ids = list(
+        matrix.runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).values_list(
+            "pk", flat=True
+        )
+    )
     return dispatch(ids)
 
 
@@ -568,10 +677,13 @@ def cancel_runs(runs) -> dict[str, int]:
     now = timezone.now()
     with transaction.atomic():
         queued = runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).update(
-            status=Run.Status.CANCELLED, finished_at=now, error="cancelled before it started",
-            dispatch_token=None, updated=now)
-        running = runs.filter(status=Run.Status.RUNNING).update(cancel_requested=True,
-                                                                updated=now)
+            status=Run.Status.CANCELLED,
+            finished_at=now,
+            error="cancelled before it started",
+            dispatch_token=None,
+            updated=now,
+        )
+        running = runs.filter(status=Run.Status.RUNNING).update(cancel_requested=True, updated=now)
     return {"cancelled": queued, "stopping": running}
 
 
@@ -592,9 +704,16 @@ def progress(matrix: Matrix) -> dict[str, Any]:
 
 
 # The metric a tool's comparison opens on (a read-only run opens on its read metric).
-DEFAULT_METRIC = {"fio": "write_bw", "dd": "write_bw", "ior": "write_bw",
-                  "mdtest": "file_create", "iozone": "write_bw", "qperf": "tcp_bw",
-                  "elbencho": "write_bw", "storagebench": "write_bw"}
+DEFAULT_METRIC = {
+    "fio": "write_bw",
+    "dd": "write_bw",
+    "ior": "write_bw",
+    "mdtest": "file_create",
+    "iozone": "write_bw",
+    "qperf": "tcp_bw",
+    "elbencho": "write_bw",
+    "storagebench": "write_bw",
+}
 
 
 def compare_query(matrix: Matrix) -> str:
@@ -603,8 +722,12 @@ def compare_query(matrix: Matrix) -> str:
     from urllib.parse import urlencode
 
     axes = [a["param"] for a in matrix.axes if ":" not in a["param"]]
-    numeric = [a["param"] for a in matrix.axes if ":" not in a["param"] and (
-        "range" in a or all(isinstance(v, int | float) for v in a.get("values", [])))]
+    numeric = [
+        a["param"]
+        for a in matrix.axes
+        if ":" not in a["param"]
+        and ("range" in a or all(isinstance(v, int | float) for v in a.get("values", [])))
+    ]
     x = numeric[0] if numeric else (axes[0] if axes else None)
     others = [a for a in axes if a != x]
     if others:
@@ -619,6 +742,10 @@ def compare_query(matrix: Matrix) -> str:
     fixed = {str(v) for k, v in matrix.fixed_params.items() if k in ("rw", "direction")}
     if fixed & {"read", "randread"}:
         metric = "read_bw"
-    query = {"matrix": str(matrix.uuid), "metric": metric, "series": series,
-             "x": f"param:{x}" if x else "tool"}
+    query = {
+        "matrix": str(matrix.uuid),
+        "metric": metric,
+        "series": series,
+        "x": f"param:{x}" if x else "tool",
+    }
     return urlencode(query)

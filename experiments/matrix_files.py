@@ -28,9 +28,22 @@ from experiments.models import LaunchMode, Matrix, Testbed, TuningSet
 from experiments.models.runs import Tool
 from experiments.utils import is_uuid
 
-KEYS = {"name", "description", "tool", "launch_mode", "tasks_per_node", "testbeds",
-        "tuning_sets", "repetitions", "drop_caches", "apply_tuning", "timeout_s", "params",
-        "axes", "exclude"}
+KEYS = {
+    "name",
+    "description",
+    "tool",
+    "launch_mode",
+    "tasks_per_node",
+    "testbeds",
+    "tuning_sets",
+    "repetitions",
+    "drop_caches",
+    "apply_tuning",
+    "timeout_s",
+    "params",
+    "axes",
+    "exclude",
+}
 MAX_YAML_BYTES = 1024 * 1024
 
 
@@ -70,8 +83,7 @@ def _resolve(model, names: Any, user, field_name: str) -> list:
     found = []
     for name in names:
         name = str(name)
-        qs = model.objects.filter(uuid=name) if is_uuid(name) else model.objects.filter(
-            name=name)
+        qs = model.objects.filter(uuid=name) if is_uuid(name) else model.objects.filter(name=name)
         # The user's own objects first, then published ones, then colleagues'.
         for scope in (Q(owner=user), Q(published=True), Q()):
             matches = list(qs.filter(scope)[:2])
@@ -158,10 +170,15 @@ def from_data(data: dict[str, Any], user) -> Matrix:
     tunings = _resolve(TuningSet, data.get("tuning_sets"), user, "tuning_sets")
     with transaction.atomic():
         matrix = Matrix.objects.create(
-            owner=user, name=name[:160], description=str(data.get("description") or ""),
-            tool=tool, launch_mode=mode,
+            owner=user,
+            name=name[:160],
+            description=str(data.get("description") or ""),
+            tool=tool,
+            launch_mode=mode,
             tasks_per_node=_int(data, "tasks_per_node", 1, 1, 1024),
-            fixed_params=params, axes=axes, exclusions=exclusions,
+            fixed_params=params,
+            axes=axes,
+            exclusions=exclusions,
             repetitions=_int(data, "repetitions", 3, 1, 100),
             drop_caches=_bool(data, "drop_caches", True),
             apply_tuning=_bool(data, "apply_tuning", False),

@@ -22,7 +22,8 @@ from experiments.models import Matrix, Testbed, TuningSet
 from runners.tools import ADAPTERS
 
 _RANGE_RE = re.compile(
-    r"^(pow2|linear)\(\s*(\d+)\s*(?:\.\.|,)\s*(\d+)\s*(?:(?:,|step)\s*(\d+)\s*)?\)$")
+    r"^(pow2|linear)\(\s*(\d+)\s*(?:\.\.|,)\s*(\d+)\s*(?:(?:,|step)\s*(\d+)\s*)?\)$"
+)
 
 
 def scalar(text: str) -> Any:
@@ -59,10 +60,11 @@ def format_axes(axes: list[dict[str, Any]]) -> str:
             lines.append(f"{axis['param']} = {', '.join(_show(v) for v in axis['values'])}")
         else:
             spec = axis["range"]
-            step = f", {spec['step']}" if spec.get("scale") == "linear" and spec.get("step") \
-                else ""
-            lines.append(f"{axis['param']} = {spec.get('scale', 'pow2')}({spec['start']}.."
-                         f"{spec['stop']}{step})")
+            step = f", {spec['step']}" if spec.get("scale") == "linear" and spec.get("step") else ""
+            lines.append(
+                f"{axis['param']} = {spec.get('scale', 'pow2')}({spec['start']}.."
+                f"{spec['stop']}{step})"
+            )
     return "\n".join(lines)
 
 
@@ -72,27 +74,45 @@ def _show(value: Any) -> str:
 
 class MatrixForm(forms.ModelForm):
     params_text = forms.CharField(
-        label="Fixed parameters", required=False, widget=forms.Textarea(attrs={"rows": 4}),
+        label="Fixed parameters",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
         help_text="One per line, e.g. <code>size = 1g</code>, <code>bs = 1m</code>. The "
-                  "parameters of each tool are listed below.",
+        "parameters of each tool are listed below.",
     )
     axes_text = forms.CharField(
-        label="Axes", required=False, widget=forms.Textarea(attrs={"rows": 4}),
+        label="Axes",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
         help_text="One axis per line: <code>rw = write, read</code>, "
-                  "<code>numjobs = pow2(1..64)</code>, <code>bs = linear(4..16, 4)</code>; "
-                  "<code>target = btrfs-raid0, btrfs-raid10</code> sweeps a testbed's targets "
-                  "and <code>tuning:os.vm.dirty_ratio = 10, 40</code> a tuning key.",
+        "<code>numjobs = pow2(1..64)</code>, <code>bs = linear(4..16, 4)</code>; "
+        "<code>target = btrfs-raid0, btrfs-raid10</code> sweeps a testbed's targets "
+        "and <code>tuning:os.vm.dirty_ratio = 10, 40</code> a tuning key.",
     )
     exclusions_text = forms.CharField(
-        label="Skip cells where", required=False, widget=forms.Textarea(attrs={"rows": 2}),
+        label="Skip cells where",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
         help_text="One rule per line over parameters and testbed facts ("
-                  + ", ".join(FACT_NAMES) + "), e.g. <code>numjobs &gt; clients * cores</code>.",
+        + ", ".join(FACT_NAMES)
+        + "), e.g. <code>numjobs &gt; clients * cores</code>.",
     )
 
     class Meta:
         model = Matrix
-        fields = ["name", "description", "tool", "launch_mode", "tasks_per_node", "testbeds",
-                  "tuning_sets", "repetitions", "drop_caches", "apply_tuning", "timeout_s"]
+        fields = [
+            "name",
+            "description",
+            "tool",
+            "launch_mode",
+            "tasks_per_node",
+            "testbeds",
+            "tuning_sets",
+            "repetitions",
+            "drop_caches",
+            "apply_tuning",
+            "timeout_s",
+        ]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
             "testbeds": forms.CheckboxSelectMultiple,
@@ -147,8 +167,11 @@ class MatrixForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        rules = [line.strip() for line in (data.get("exclusions_text") or "").splitlines()
-                 if line.strip()]
+        rules = [
+            line.strip()
+            for line in (data.get("exclusions_text") or "").splitlines()
+            if line.strip()
+        ]
         names = rule_names(data.get("params_text") or {}, data.get("axes_text") or [])
         for rule in rules:
             try:
@@ -171,8 +194,11 @@ class MatrixForm(forms.ModelForm):
 
 class MatrixImportForm(forms.Form):
     file = forms.FileField(required=False, label="YAML file")
-    text = forms.CharField(required=False, label="or paste YAML",
-                           widget=forms.Textarea(attrs={"rows": 14, "class": "mono"}))
+    text = forms.CharField(
+        required=False,
+        label="or paste YAML",
+        widget=forms.Textarea(attrs={"rows": 14, "class": "mono"}),
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

@@ -36,8 +36,12 @@ def snapshot(report: Report, result: ComparisonResult | None = None) -> dict:
     spec = report.spec()
     if result is None:
         result = comparison.compute(spec, Run.objects.all())
-    return {"query": spec.to_query(), "title": report.title,
-            "description": report.description, "result": result.to_json()}
+    return {
+        "query": spec.to_query(),
+        "title": report.title,
+        "description": report.description,
+        "result": result.to_json(),
+    }
 
 
 def latest_expiry() -> dt.datetime:
@@ -46,8 +50,9 @@ def latest_expiry() -> dt.datetime:
 
 def create_share_link(report: Report, user, expires_at: dt.datetime | None = None) -> ShareLink:
     """A new share link of ``report`` showing its comparison frozen as of now."""
-    return ShareLink.objects.create(report=report, created_by=user, expires_at=expires_at,
-                                    snapshot=snapshot(report))
+    return ShareLink.objects.create(
+        report=report, created_by=user, expires_at=expires_at, snapshot=snapshot(report)
+    )
 
 
 def revoke_share_link(link: ShareLink) -> ShareLink:

@@ -48,8 +48,9 @@ def betainc(a: float, b: float, x: float) -> float:
         return 0.0
     if x >= 1.0:
         return 1.0
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                 + a * math.log(x) + b * math.log1p(-x))
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
     front = math.exp(log_front)
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _betacf(a, b, x) / a
@@ -69,8 +70,12 @@ def t_cdf(t: float, df: float) -> float:
 
 
 def t_pdf(t: float, df: float) -> float:
-    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)
-                    - 0.5 * math.log(df * math.pi) - (df + 1) / 2 * math.log1p(t * t / df))
+    return math.exp(
+        math.lgamma((df + 1) / 2)
+        - math.lgamma(df / 2)
+        - 0.5 * math.log(df * math.pi)
+        - (df + 1) / 2 * math.log1p(t * t / df)
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -115,8 +120,9 @@ def sample_variance(n: int, mean: float, sum_sq: float) -> float:
     return max((sum_sq - n * mean * mean) / (n - 1), 0.0)
 
 
-def confidence_interval(n: int, mean: float, stddev: float | None,
-                        level: float = 0.95) -> tuple[float, float] | None:
+def confidence_interval(
+    n: int, mean: float, stddev: float | None, level: float = 0.95
+) -> tuple[float, float] | None:
     """Two-sided t interval of the mean; None for fewer than two values."""
     if n < 2 or stddev is None or math.isnan(stddev):
         return None

@@ -36,8 +36,12 @@ IMPORTED_PROFILE_NAME = "Unknown (imported from BeeGFS)"
 MAX_TOPOLOGY_BYTES = 2 * 1024 * 1024  # listings of thousands of targets stay far below this
 
 # BeeGFS node type -> TestbedNode role, and -> Target kind for the types that own targets.
-NODE_ROLES = {"meta": "metadata", "storage": "storage", "client": "client",
-              "management": "management"}
+NODE_ROLES = {
+    "meta": "metadata",
+    "storage": "storage",
+    "client": "client",
+    "management": "management",
+}
 TARGET_KINDS = {"meta": "metadata", "storage": "storage"}
 NODE_TYPE_CHOICES = [
     ("", "auto (from the output)"),
@@ -46,8 +50,15 @@ NODE_TYPE_CHOICES = [
     ("client", "client"),
     ("management", "management"),
 ]
-_TYPE_WORDS = {"meta": "meta", "metadata": "meta", "storage": "storage", "client": "client",
-               "management": "management", "mgmt": "management", "mgmtd": "management"}
+_TYPE_WORDS = {
+    "meta": "meta",
+    "metadata": "meta",
+    "storage": "storage",
+    "client": "client",
+    "management": "management",
+    "mgmt": "management",
+    "mgmtd": "management",
+}
 _NODE_ORDER = {"management": 0, "meta": 1, "storage": 2, "client": 3}
 
 # A command line kept in the paste: it separates outputs and may carry --nodetype. Optional
@@ -202,8 +213,9 @@ def split_outputs(text: str, node_type: str | None = None) -> list[_Section]:
 # --- parsing and merging ---------------------------------------------------------------------
 
 
-def plan_topology(testbed: Testbed, texts: list[tuple[str, str | None]], *,
-                  labels: list[str] | None = None) -> TopologyPlan:
+def plan_topology(
+    testbed: Testbed, texts: list[tuple[str, str | None]], *, labels: list[str] | None = None
+) -> TopologyPlan:
     """Parse each ``(text, node_type)`` and merge everything into one plan.
 
     ``node_type`` ("meta", "storage", "client", "management" or None for auto) matters for
@@ -236,27 +248,44 @@ def _read_section(plan: TopologyPlan, index: int, label: str, section: _Section)
     kind = topo["kind"]
     if kind in ("entry_info", "migrate"):
         what = "one entry's stripe pattern" if kind == "entry_info" else "a migration summary"
-        plan.errors.append(InputError(
-            index, name, section.first_line,
-            f"this output is {what}, not a listing of nodes, targets, pools or buddy groups",
-        ))
+        plan.errors.append(
+            InputError(
+                index,
+                name,
+                section.first_line,
+                f"this output is {what}, not a listing of nodes, targets, pools or buddy groups",
+            )
+        )
         return
     untyped_nodes = [n for n in topo["nodes"] if n.get("type") is None]
     if untyped_nodes:
-        plan.errors.append(InputError(
-            index, name, section.first_line,
-            "beegfs-ctl --listnodes does not print node types: choose the node type this "
-            "output is for (or keep its command line with --nodetype=…)",
-        ))
+        plan.errors.append(
+            InputError(
+                index,
+                name,
+                section.first_line,
+                "beegfs-ctl --listnodes does not print node types: choose the node type this "
+                "output is for (or keep its command line with --nodetype=…)",
+            )
+        )
         return
-    wrong = sorted({t["type"] for t in topo["targets"] + topo["mirror_groups"]
-                    if t.get("type") not in (None, *TARGET_KINDS)})
+    wrong = sorted(
+        {
+            t["type"]
+            for t in topo["targets"] + topo["mirror_groups"]
+            if t.get("type") not in (None, *TARGET_KINDS)
+        }
+    )
     if wrong:
-        plan.errors.append(InputError(
-            index, name, section.first_line,
-            f"{' and '.join(wrong)} nodes have no targets or buddy groups: choose the node "
-            "type this output is for",
-        ))
+        plan.errors.append(
+            InputError(
+                index,
+                name,
+                section.first_line,
+                f"{' and '.join(wrong)} nodes have no targets or buddy groups: choose the node "
+                "type this output is for",
+            )
+        )
         return
 
     counts = []
@@ -264,10 +293,15 @@ def _read_section(plan: TopologyPlan, index: int, label: str, section: _Section)
         if topo[key]:
             counts.append(f"{len(topo[key])} {key.replace('_', ' ')}")
     types = {item.get("type") for item in topo["nodes"] + topo["targets"]} - {None}
-    plan.sources.append(SourceInfo(
-        index=index, label=name, listing=f"{topo['cli']} {kind.replace('_', ' ')}",
-        node_type=", ".join(sorted(types)) or section.node_type, summary=", ".join(counts),
-    ))
+    plan.sources.append(
+        SourceInfo(
+            index=index,
+            label=name,
+            listing=f"{topo['cli']} {kind.replace('_', ' ')}",
+            node_type=", ".join(sorted(types)) or section.node_type,
+            summary=", ".join(counts),
+        )
+    )
     plan.warnings.extend(f"{name}: {_shift_lines(w, offset)}" for w in topo.get("warnings", []))
     for node in topo["nodes"]:
         _add_node(plan, node["type"], node["id"], node.get("name"), node)
@@ -293,19 +327,27 @@ def _hostname(node_type: str, name: str) -> str:
     return name
 
 
-def _add_node(plan: TopologyPlan, node_type: str, node_id: int, name: str | None,
-              detail: dict[str, Any] | None = None) -> None:
+def _add_node(
+    plan: TopologyPlan,
+    node_type: str,
+    node_id: int,
+    name: str | None,
+    detail: dict[str, Any] | None = None,
+) -> None:
     if not name:
         return
     key = (node_type, node_id)
     hostname = _hostname(node_type, name)[:253]
     known = plan.nodes.get(key)
     if known is not None and known.hostname != hostname:
-        plan.warnings.append(f"{node_type} node {node_id} is {known.name!r} in one output and "
-                             f"{name!r} in another; using {name!r}")
+        plan.warnings.append(
+            f"{node_type} node {node_id} is {known.name!r} in one output and "
+            f"{name!r} in another; using {name!r}"
+        )
     address = next((i["ip"] for i in (detail or {}).get("interfaces", []) if i.get("ip")), "")
-    plan.nodes[key] = PlanNode(node_type, node_id, name, hostname,
-                               address or (known.address if known else ""))
+    plan.nodes[key] = PlanNode(
+        node_type, node_id, name, hostname, address or (known.address if known else "")
+    )
 
 
 def _target(plan: TopologyPlan, kind: str, target_id: int, implied_by: str = "") -> PlanTarget:
@@ -354,7 +396,8 @@ def _add_mirror_group(plan: TopologyPlan, row: dict[str, Any], source: str) -> N
     node_type = row.get("type") or "storage"  # beegfs-ctl's default node type
     kind = TARGET_KINDS[node_type]
     plan.mirror_groups[(kind, row["id"])] = PlanMirrorGroup(
-        kind, row["id"], row["primary"], row["secondary"])
+        kind, row["id"], row["primary"], row["secondary"]
+    )
     for role in ("primary", "secondary"):
         target = _target(plan, kind, row[role], implied_by="buddy group")
         if kind == "metadata":
@@ -394,8 +437,9 @@ class TopologySummary:
     warnings: list[str] = field(default_factory=list)
 
     def count(self, action: str, model: str | None = None) -> int:
-        return sum(1 for c in self.changes
-                   if c.action == action and (model is None or c.model == model))
+        return sum(
+            1 for c in self.changes if c.action == action and (model is None or c.model == model)
+        )
 
     @property
     def created(self) -> int:
@@ -419,19 +463,24 @@ class TopologySummary:
         return table
 
     def describe(self) -> str:
-        return (f"{self.created} created, {self.updated} updated, "
-                f"{self.unchanged} unchanged")
+        return f"{self.created} created, {self.updated} updated, {self.unchanged} unchanged"
 
 
-def _record(summary: TopologySummary, model: str, label: str, created: bool,
-            details: list[str]) -> None:
+def _record(
+    summary: TopologySummary, model: str, label: str, created: bool, details: list[str]
+) -> None:
     action = "created" if created else "updated" if details else "unchanged"
     summary.changes.append(Change(model, label, action, [] if created else details))
 
 
-def apply_topology(testbed: Testbed, plan: TopologyPlan, user, *,
-                   profile: HardwareProfile | None = None,
-                   dry_run: bool = False) -> TopologySummary:
+def apply_topology(
+    testbed: Testbed,
+    plan: TopologyPlan,
+    user,
+    *,
+    profile: HardwareProfile | None = None,
+    dry_run: bool = False,
+) -> TopologySummary:
     """Create or update the plan's nodes, roles, pools, targets and buddy groups.
 
     Nodes belong to the testbed's owner (the user when it has none) and are matched by
@@ -452,19 +501,25 @@ def apply_topology(testbed: Testbed, plan: TopologyPlan, user, *,
             summary.warnings.append(
                 f"the testbed also has {manual} target row{'s' if manual != 1 else ''} "
                 "without a BeeGFS target ID (entered by hand); remove them if they describe "
-                "the same arrays, or limits count those twice")
+                "the same arrays, or limits count those twice"
+            )
         if dry_run:
             transaction.set_rollback(True)
     return summary
 
 
-def _apply_nodes(testbed: Testbed, plan: TopologyPlan, user,
-                 profile: HardwareProfile | None,
-                 summary: TopologySummary) -> dict[tuple[str, int], Node]:
+def _apply_nodes(
+    testbed: Testbed,
+    plan: TopologyPlan,
+    user,
+    profile: HardwareProfile | None,
+    summary: TopologySummary,
+) -> dict[tuple[str, int], Node]:
     owner = testbed.owner or user
     by_host: dict[str, list[PlanNode]] = defaultdict(list)
-    for planned in sorted(plan.nodes.values(),
-                          key=lambda n: (_NODE_ORDER.get(n.type, 9), n.beegfs_id)):
+    for planned in sorted(
+        plan.nodes.values(), key=lambda n: (_NODE_ORDER.get(n.type, 9), n.beegfs_id)
+    ):
         by_host[planned.hostname].append(planned)
     resolved: dict[tuple[str, int], Node] = {}
     for hostname, planned_nodes in by_host.items():
@@ -473,8 +528,9 @@ def _apply_nodes(testbed: Testbed, plan: TopologyPlan, user,
         created, details = node is None, []
         if node is None:
             profile = profile or _imported_profile(owner, summary)
-            node = Node.objects.create(owner=owner, hostname=hostname, profile=profile,
-                                       address=address[:255])
+            node = Node.objects.create(
+                owner=owner, hostname=hostname, profile=profile, address=address[:255]
+            )
         elif address and not node.address:
             node.address = address[:255]
             node.save(update_fields=["address", "updated"])
@@ -503,19 +559,29 @@ def _find_node(owner, hostname: str) -> Node | None:
 
 def _imported_profile(owner, summary: TopologySummary) -> HardwareProfile:
     """The owner's catch-all profile for machines BeeGFS names but nobody described yet."""
-    profile = HardwareProfile.objects.filter(owner=owner, name=IMPORTED_PROFILE_NAME,
-                                             published=False).order_by("pk").first()
+    profile = (
+        HardwareProfile.objects.filter(owner=owner, name=IMPORTED_PROFILE_NAME, published=False)
+        .order_by("pk")
+        .first()
+    )
     if profile is None:
         profile = HardwareProfile.objects.create(
-            owner=owner, name=IMPORTED_PROFILE_NAME, architecture=Architecture.OTHER,
+            owner=owner,
+            name=IMPORTED_PROFILE_NAME,
+            architecture=Architecture.OTHER,
             notes="Created by the BeeGFS import for nodes without a hardware profile; move "
-                  "them to a real profile to get theoretical limits.")
+            "them to a real profile to get theoretical limits.",
+        )
         _record(summary, "profile", IMPORTED_PROFILE_NAME, True, [])
     return profile
 
 
-def _apply_roles(testbed: Testbed, plan: TopologyPlan, nodes: dict[tuple[str, int], Node],
-                 summary: TopologySummary) -> None:
+def _apply_roles(
+    testbed: Testbed,
+    plan: TopologyPlan,
+    nodes: dict[tuple[str, int], Node],
+    summary: TopologySummary,
+) -> None:
     roles: dict[int, tuple[Node, set[str]]] = {}
     for (node_type, _), node in nodes.items():
         roles.setdefault(node.pk, (node, set()))[1].add(NODE_ROLES[node_type])
@@ -533,15 +599,17 @@ def _apply_roles(testbed: Testbed, plan: TopologyPlan, nodes: dict[tuple[str, in
         _record(summary, "role", label, created, [f"+{role}" for role in added])
 
 
-def _apply_pools(testbed: Testbed, plan: TopologyPlan,
-                 summary: TopologySummary) -> dict[int, StoragePool]:
+def _apply_pools(
+    testbed: Testbed, plan: TopologyPlan, summary: TopologySummary
+) -> dict[int, StoragePool]:
     pools: dict[int, StoragePool] = {}
     for planned in sorted(plan.pools.values(), key=lambda p: p.pool_id):
         pool = StoragePool.objects.filter(testbed=testbed, pool_id=planned.pool_id).first()
         created, details = pool is None, []
         if pool is None:
-            pool = StoragePool.objects.create(testbed=testbed, pool_id=planned.pool_id,
-                                              name=planned.name)
+            pool = StoragePool.objects.create(
+                testbed=testbed, pool_id=planned.pool_id, name=planned.name
+            )
         elif planned.name_known and pool.name != planned.name:
             details.append(f"name {pool.name} → {planned.name}")
             pool.name = planned.name
@@ -551,9 +619,13 @@ def _apply_pools(testbed: Testbed, plan: TopologyPlan,
     return pools
 
 
-def _apply_targets(testbed: Testbed, plan: TopologyPlan, nodes: dict[tuple[str, int], Node],
-                   pools: dict[int, StoragePool],
-                   summary: TopologySummary) -> dict[tuple[str, int], Target]:
+def _apply_targets(
+    testbed: Testbed,
+    plan: TopologyPlan,
+    nodes: dict[tuple[str, int], Node],
+    pools: dict[int, StoragePool],
+    summary: TopologySummary,
+) -> dict[tuple[str, int], Target]:
     targets: dict[tuple[str, int], Target] = {}
     unknown_nodes: dict[tuple[str, int], list[int]] = defaultdict(list)
     no_node: dict[str, list[str]] = defaultdict(list)
@@ -561,16 +633,25 @@ def _apply_targets(testbed: Testbed, plan: TopologyPlan, nodes: dict[tuple[str, 
         planned = plan.targets[key]
         node = nodes.get(planned.node_key) if planned.node_key else None
         pool = pools.get(planned.pool_id) if planned.pool_id is not None else None
-        target = (Target.objects.filter(testbed=testbed, kind=planned.kind,
-                                        target_id=planned.target_id)
-                  .select_related("node", "pool").order_by("pk").first())
+        target = (
+            Target.objects.filter(testbed=testbed, kind=planned.kind, target_id=planned.target_id)
+            .select_related("node", "pool")
+            .order_by("pk")
+            .first()
+        )
         created, details = target is None, []
         if target is None:
             # A new target's RAID level is not in any listing; "none" until the user says.
             target = Target.objects.create(
-                testbed=testbed, kind=planned.kind, target_id=planned.target_id, node=node,
-                name=planned.name, pool=pool, capacity_gb=planned.capacity_gb,
-                raid_level="none")
+                testbed=testbed,
+                kind=planned.kind,
+                target_id=planned.target_id,
+                node=node,
+                name=planned.name,
+                pool=pool,
+                capacity_gb=planned.capacity_gb,
+                raid_level="none",
+            )
         else:
             if node is not None and target.node_id != node.pk:
                 details.append(f"node {target.node or '—'} → {node}")
@@ -602,28 +683,38 @@ def _apply_targets(testbed: Testbed, plan: TopologyPlan, nodes: dict[tuple[str, 
             f"{', '.join(map(str, ids))} {'are' if many else 'is'} on {node_type} node "
             f"{node_id}, which no pasted node list names: paste the output of "
             f"'beegfs-ctl --listnodes --nodetype={node_type}' (7.x) or 'beegfs node list' "
-            "(8.x) too")
+            "(8.x) too"
+        )
     for source, labels in no_node.items():
         summary.warnings.append(
             f"{', '.join(labels)} (seen only in the {source}) "
-            f"{'have' if len(labels) > 1 else 'has'} no node; paste the target list too")
+            f"{'have' if len(labels) > 1 else 'has'} no node; paste the target list too"
+        )
     return targets
 
 
-def _apply_mirror_groups(testbed: Testbed, plan: TopologyPlan,
-                         targets: dict[tuple[str, int], Target],
-                         summary: TopologySummary) -> None:
+def _apply_mirror_groups(
+    testbed: Testbed,
+    plan: TopologyPlan,
+    targets: dict[tuple[str, int], Target],
+    summary: TopologySummary,
+) -> None:
     for key in sorted(plan.mirror_groups, key=lambda k: (k[0] != "metadata", k[1])):
         planned = plan.mirror_groups[key]
         primary = targets[(planned.kind, planned.primary)]
         secondary = targets[(planned.kind, planned.secondary)]
-        group = MirrorGroup.objects.filter(testbed=testbed, kind=planned.kind,
-                                           group_id=planned.group_id).first()
+        group = MirrorGroup.objects.filter(
+            testbed=testbed, kind=planned.kind, group_id=planned.group_id
+        ).first()
         created, details = group is None, []
         if group is None:
-            group = MirrorGroup.objects.create(testbed=testbed, kind=planned.kind,
-                                               group_id=planned.group_id, primary=primary,
-                                               secondary=secondary)
+            group = MirrorGroup.objects.create(
+                testbed=testbed,
+                kind=planned.kind,
+                group_id=planned.group_id,
+                primary=primary,
+                secondary=secondary,
+            )
         else:
             for role, target in (("primary", primary), ("secondary", secondary)):
                 if getattr(group, f"{role}_id") != target.pk:
@@ -631,6 +722,8 @@ def _apply_mirror_groups(testbed: Testbed, plan: TopologyPlan,
                     setattr(group, role, target)
             if details:
                 group.save()
-        label = (f"{planned.kind} buddy group {planned.group_id}: "
-                 f"{planned.primary} + {planned.secondary}")
+        label = (
+            f"{planned.kind} buddy group {planned.group_id}: "
+            f"{planned.primary} + {planned.secondary}"
+        )
         _record(summary, "buddy group", label, created, details)

@@ -85,8 +85,9 @@ KNOWN_KEYS: dict[str, dict[str, Key]] = {
         **_CONN,
         "tuneNumWorkers": Key("int", "worker threads", minimum=1),
         "tuneTargetChooser": Key(
-            "choice", "target chooser", ("randomized", "roundrobin", "randomrobin",
-                                         "randominternode", "randomintranode")
+            "choice",
+            "target chooser",
+            ("randomized", "roundrobin", "randomrobin", "randominternode", "randomintranode"),
         ),
         "tuneBindToNumaZone": Key("int", minimum=0),
         "tuneUsePerUserMsgQueues": Key("bool"),
@@ -128,7 +129,8 @@ KNOWN_KEYS: dict[str, dict[str, Key]] = {
         "net.ipv4.tcp_rmem": Key("str"),
         "net.ipv4.tcp_wmem": Key("str"),
         "scheduler": Key(
-            "choice", "block IO scheduler",
+            "choice",
+            "block IO scheduler",
             ("none", "noop", "deadline", "mq-deadline", "cfq", "bfq", "kyber"),
         ),
         "nr_requests": Key("int", "schedulable requests per device", minimum=1),
@@ -140,8 +142,11 @@ KNOWN_KEYS: dict[str, dict[str, Key]] = {
         "transparent_hugepage_defrag": Key(
             "choice", "THP defrag", ("always", "defer", "defer+madvise", "madvise", "never")
         ),
-        "cpu_governor": Key("choice", "CPU frequency governor",
-                            ("performance", "powersave", "ondemand", "schedutil")),
+        "cpu_governor": Key(
+            "choice",
+            "CPU frequency governor",
+            ("performance", "powersave", "ondemand", "schedutil"),
+        ),
     },
     "localfs": {
         "filesystem": Key("choice", "local file system", ("xfs", "ext4", "zfs", "btrfs")),

@@ -44,8 +44,7 @@ urlpatterns = [
     path("reports/<uuid:uuid>/edit/", reports.report_edit, name="report_edit"),
     path("reports/<uuid:uuid>/delete/", reports.report_delete, name="report_delete"),
     path("reports/<uuid:uuid>/share/", reports.share_create, name="share_create"),
-    path("reports/<uuid:uuid>/share/<str:key>/revoke/", reports.share_revoke,
-         name="share_revoke"),
+    path("reports/<uuid:uuid>/share/<str:key>/revoke/", reports.share_revoke, name="share_revoke"),
     # Share links: public (no login), read-only, frozen unless a signed-in user asks for live.
     path("s/<str:key>/", reports.share, name="share"),
     path("s/<str:key>/print/", reports.share_print, name="share_print"),
@@ -57,8 +56,11 @@ urlpatterns = [
     path("tuning/<uuid:uuid>/edit/", tuning.tuningset_edit, name="tuningset_edit"),
     path("tuning/<uuid:uuid>/delete/", tuning.tuningset_delete, name="tuningset_delete"),
     path("tuning/<uuid:uuid>/import/", tuning.tuningset_import, name="tuningset_import"),
-    path("tuning/<uuid:uuid>/export/<str:scope>.conf", tuning.tuningset_export,
-         name="tuningset_export"),
+    path(
+        "tuning/<uuid:uuid>/export/<str:scope>.conf",
+        tuning.tuningset_export,
+        name="tuningset_export",
+    ),
     # Inventory: hardware profiles, nodes and testbeds share one set of views.
     *[
         pattern
@@ -67,19 +69,36 @@ urlpatterns = [
             path(f"{prefix}/", inventory.object_list, {"kind": kind}, name=f"{kind}_list"),
             path(f"{prefix}/new/", inventory.object_edit, {"kind": kind}, name=f"{kind}_new"),
             path(f"{prefix}/<uuid:uuid>/", inventory.object_detail, {"kind": kind}, name=kind),
-            path(f"{prefix}/<uuid:uuid>/edit/", inventory.object_edit, {"kind": kind},
-                 name=f"{kind}_edit"),
-            path(f"{prefix}/<uuid:uuid>/delete/", inventory.object_delete, {"kind": kind},
-                 name=f"{kind}_delete"),
+            path(
+                f"{prefix}/<uuid:uuid>/edit/",
+                inventory.object_edit,
+                {"kind": kind},
+                name=f"{kind}_edit",
+            ),
+            path(
+                f"{prefix}/<uuid:uuid>/delete/",
+                inventory.object_delete,
+                {"kind": kind},
+                name=f"{kind}_delete",
+            ),
         )
     ],
-    path("testbeds/<uuid:uuid>/topology/", topology.testbed_topology_import,
-         name="testbed_topology_import"),
+    path(
+        "testbeds/<uuid:uuid>/topology/",
+        topology.testbed_topology_import,
+        name="testbed_topology_import",
+    ),
     # Parts edited on their parent's page: drives and NICs of a profile; roles, targets and
     # pools of a testbed.
     path("<str:prefix>/<uuid:uuid>/<str:part>/new/", inventory.part_edit, name="part_new"),
-    path("<str:prefix>/<uuid:uuid>/<str:part>/<uuid:part_uuid>/edit/", inventory.part_edit,
-         name="part_edit"),
-    path("<str:prefix>/<uuid:uuid>/<str:part>/<uuid:part_uuid>/delete/", inventory.part_delete,
-         name="part_delete"),
+    path(
+        "<str:prefix>/<uuid:uuid>/<str:part>/<uuid:part_uuid>/edit/",
+        inventory.part_edit,
+        name="part_edit",
+    ),
+    path(
+        "<str:prefix>/<uuid:uuid>/<str:part>/<uuid:part_uuid>/delete/",
+        inventory.part_delete,
+        name="part_delete",
+    ),
 ]

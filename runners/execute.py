@@ -72,9 +72,15 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         launch = dict(run.launch)
         if run.raw_output or run.error:
             history = list(launch.get("history", []))
-            history.append({"attempt": run.attempts, "worker": run.worker,
-                            "error": run.error, "exit_code": run.exit_code,
-                            "output_tail": run.raw_output[-HISTORY_BYTES:]})
+            history.append(
+                {
+                    "attempt": run.attempts,
+                    "worker": run.worker,
+                    "error": run.error,
+                    "exit_code": run.exit_code,
+                    "output_tail": run.raw_output[-HISTORY_BYTES:],
+                }
+            )
             launch["history"] = history
         run.launch = launch
         run.status = Run.Status.RUNNING
@@ -102,8 +108,13 @@ def _update(run: Run, **fields: Any) -> None:
 def _finish(run: Run, status: str, output: str, exit_code: int | None, error: str) -> None:
     """Store the outcome: raw output first (the run still shows as running), then the parsed
     metrics, then the final status."""
-    _update(run, raw_output=output[-MAX_IMPORT_BYTES:], exit_code=exit_code,
-            finished_at=timezone.now(), heartbeat_at=timezone.now())
+    _update(
+        run,
+        raw_output=output[-MAX_IMPORT_BYTES:],
+        exit_code=exit_code,
+        finished_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+    )
     if output.strip():
         parse_run_output(run)
     if status == Run.Status.SUCCEEDED and run.parse_error:
@@ -123,8 +134,7 @@ def parse_run_output(run: Run) -> None:
         return
     params = {**result.params, **run.params}
     with transaction.atomic():
-        _update(run, tool_version=(result.tool_version or "")[:60], params=params,
-                parse_error="")
+        _update(run, tool_version=(result.tool_version or "")[:60], params=params, parse_error="")
         replace_metrics(run, [m.to_dict() for m in result.metrics])
 
 
@@ -172,15 +182,21 @@ def execute(run_id: int, token: str, worker: str) -> str:
     try:
         adapter = get_adapter(run.tool)
         ctx = context_from_launch(launch, scratch, run_as_root=os.geteuid() == 0)
-        tool_params = {k: v for k, v in run.params.items()
-                       if not k.startswith("tuning:") and k != "target"}
+        tool_params = {
+            k: v for k, v in run.params.items() if not k.startswith("tuning:") and k != "target"
+        }
         command = adapter.build(tool_params, ctx)
     except ParamError as exc:
         _finish(run, Run.Status.FAILED, "", None, f"invalid parameters: {exc}")
         return Run.Status.FAILED
     if not Path(ctx.workdir).is_dir():
-        _finish(run, Run.Status.FAILED, "", None,
-                f"benchmark directory {ctx.workdir} does not exist on {worker}")
+        _finish(
+            run,
+            Run.Status.FAILED,
+            "",
+            None,
+            f"benchmark directory {ctx.workdir} does not exist on {worker}",
+        )
         return Run.Status.FAILED
 
     config = nodeconfig.read(ctx.workdir, adapter.version_argv())
@@ -189,12 +205,19 @@ def execute(run_id: int, token: str, worker: str) -> str:
     if launch.get("drop_caches"):
         config["drop_caches"] = nodeconfig.drop_caches()
     launch = {**launch, "parse_options": command.parse_options}
-    _update(run, argv=command.argv, command=" ".join(command.argv), effective_config=config,
-            tool_version=(config.get("tool_version") or "")[:60], launch=launch)
+    _update(
+        run,
+        argv=command.argv,
+        command=" ".join(command.argv),
+        effective_config=config,
+        tool_version=(config.get("tool_version") or "")[:60],
+        launch=launch,
+    )
     _prepare(command, scratch)
     try:
-        status, output, exit_code, error = _supervise(run, command, scratch,
-                                                      int(launch.get("timeout_s") or 3600))
+        status, output, exit_code, error = _supervise(
+            run, command, scratch, int(launch.get("timeout_s") or 3600)
+        )
         if command.output_file and Path(command.output_file).exists():
             # The tool's result file is what parses; the console output stays in history.
             result_text = Path(command.output_file).read_text(errors="replace")
@@ -211,8 +234,9 @@ def _tuning_for(run: Run) -> dict[str, str]:
     return values
 
 
-def _supervise(run: Run, command: Command, scratch: Path,
-               timeout_s: int) -> tuple[str, str, int | None, str]:
+def _supervise(
+    run: Run, command: Command, scratch: Path, timeout_s: int
+) -> tuple[str, str, int | None, str]:
     """Start the tool and watch it; (status, output, exit code, error)."""
     log_path = scratch / "output.log"
     env = {**os.environ, **command.env}
@@ -222,10 +246,12 @@ def _supervise(run: Run, command: Command, scratch: Path,
             # without site-packages (-I -S); -m and site cost more than the shim's own work
             # (~27 ms -> ~17 ms per run).
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "--",
-                 *command.argv],
-                cwd=command.cwd, env={**env, "PYTHONPATH": _code_root(env)},
-                stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "--", *command.argv],
+                cwd=command.cwd,
+                env={**env, "PYTHONPATH": _code_root(env)},
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         except OSError as exc:
@@ -309,6 +335,7 @@ def _read(path: Path) -> str:
 
 # --- Janitor ------------------------------------------------------------------------------
 
+
 def janitor(stale_seconds: int | None = None) -> dict[str, int]:
     """Requeue (or, after RUN_MAX_ATTEMPTS, fail) running runs whose worker stopped writing
     heartbeats: a worker killed mid-run must not leave its run stuck as running."""
@@ -320,15 +347,22 @@ def janitor(stale_seconds: int | None = None) -> dict[str, int]:
     failed = 0
     with transaction.atomic():
         for run in Run.objects.select_for_update(skip_locked=True).filter(
-                status=Run.Status.RUNNING, heartbeat_at__lt=cutoff):
-            reason = (f"worker {run.worker or '?'} stopped sending heartbeats during attempt "
-                      f"{run.attempts} (last {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)")
+            status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
+        ):
+            reason = (
+                f"worker {run.worker or '?'} stopped sending heartbeats during attempt "
+                f"{run.attempts} (last {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
+            )
             if run.attempts < settings.RUN_MAX_ATTEMPTS:
                 _update(run, error=f"{reason}; requeued", status=Run.Status.FAILED)
                 requeue.append(run.pk)
             else:
-                _update(run, status=Run.Status.FAILED, finished_at=timezone.now(),
-                        error=f"{reason}; gave up after {run.attempts} attempts")
+                _update(
+                    run,
+                    status=Run.Status.FAILED,
+                    finished_at=timezone.now(),
+                    error=f"{reason}; gave up after {run.attempts} attempts",
+                )
                 failed += 1
         # Runs that were never picked up keep waiting: their node's worker may be down.
     requeued = dispatch(requeue)

@@ -17,18 +17,31 @@ from pathlib import Path
 from typing import Any
 
 SYSCTLS = (
-    "vm.dirty_background_ratio", "vm.dirty_ratio", "vm.dirty_background_bytes",
-    "vm.dirty_bytes", "vm.vfs_cache_pressure", "vm.min_free_kbytes", "vm.zone_reclaim_mode",
-    "vm.swappiness", "kernel.numa_balancing", "net.core.rmem_max", "net.core.wmem_max",
-    "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+    "vm.dirty_background_ratio",
+    "vm.dirty_ratio",
+    "vm.dirty_background_bytes",
+    "vm.dirty_bytes",
+    "vm.vfs_cache_pressure",
+    "vm.min_free_kbytes",
+    "vm.zone_reclaim_mode",
+    "vm.swappiness",
+    "kernel.numa_balancing",
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
 )
 QUEUE_KEYS = ("scheduler", "nr_requests", "read_ahead_kb", "max_sectors_kb")
 THP = {
     "transparent_hugepage": "/sys/kernel/mm/transparent_hugepage/enabled",
     "transparent_hugepage_defrag": "/sys/kernel/mm/transparent_hugepage/defrag",
 }
-STRIPING_FLAGS = {"chunksize": "--chunksize", "numtargets": "--numtargets",
-                  "pattern": "--pattern", "storagepoolid": "--storagepoolid"}
+STRIPING_FLAGS = {
+    "chunksize": "--chunksize",
+    "numtargets": "--numtargets",
+    "pattern": "--pattern",
+    "storagepoolid": "--storagepoolid",
+}
 COMMAND_TIMEOUT = 15
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9+_\-][A-Za-z0-9+_\- \t]{0,63}$")
 _PROC_SYS = Path("/proc/sys")
@@ -44,8 +57,9 @@ def _read_text(path: Path | str) -> str | None:
 
 def _run(argv: list[str]) -> tuple[int, str]:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return -1, str(exc)
     return proc.returncode, (proc.stdout + proc.stderr).strip()
@@ -63,8 +77,12 @@ def mount_of(path: Path | str) -> dict[str, str]:
         point = fields[4].replace("\\040", " ")
         inside = path == point or path.startswith(point.rstrip("/") + "/")
         if inside and len(point) >= len(best.get("mount_point", "")):
-            best = {"mount_point": point, "fstype": rest[0], "source": rest[1],
-                    "options": fields[5] + ("," + rest[2] if len(rest) > 2 else "")}
+            best = {
+                "mount_point": point,
+                "fstype": rest[0],
+                "source": rest[1],
+                "options": fields[5] + ("," + rest[2] if len(rest) > 2 else ""),
+            }
     return best
 
 
@@ -107,8 +125,10 @@ def read(workdir: Path | str, version_argv: list[str] | None = None) -> dict[str
         config["mount"] = mount
         device = block_device(mount["source"])
         if device:
-            config["device"] = {"name": device, **{
-                key: _read_text(_SYS_BLOCK / device / "queue" / key) for key in QUEUE_KEYS}}
+            config["device"] = {
+                "name": device,
+                **{key: _read_text(_SYS_BLOCK / device / "queue" / key) for key in QUEUE_KEYS},
+            }
     config["beegfs_entry"] = beegfs_entry_info(workdir)
     if version_argv:
         version = tool_version(tuple(version_argv))
@@ -187,8 +207,9 @@ def apply_tuning(values: dict[str, str], workdir: Path | str) -> list[dict[str, 
         elif scope == "os" and key in THP:
             record["result"] = _write(Path(THP[key]), value)
         else:
-            record["result"] = "skipped: not in the allowlist (needs a service restart or " \
-                               "is not a node setting)"
+            record["result"] = (
+                "skipped: not in the allowlist (needs a service restart or is not a node setting)"
+            )
     if striping:
         result = _set_pattern(striping, workdir)
         for record in actions:
@@ -211,8 +232,12 @@ def _set_pattern(striping: dict[str, str], workdir: Path | str) -> str:
         argv += [f"{STRIPING_FLAGS[k]}={v}" for k, v in sorted(striping.items())]
         argv += ["--", str(workdir)]
     elif shutil.which("beegfs"):
-        names = {"chunksize": "--chunk-size", "numtargets": "--num-targets",
-                 "pattern": "--pattern", "storagepoolid": "--pool"}
+        names = {
+            "chunksize": "--chunk-size",
+            "numtargets": "--num-targets",
+            "pattern": "--pattern",
+            "storagepoolid": "--pool",
+        }
         argv = ["beegfs", "entry", "set"]
         argv += [f"{names[k]}={v}" for k, v in sorted(striping.items())]
         argv += ["--", str(workdir)]

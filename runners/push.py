@@ -53,8 +53,12 @@ def build_items(args: argparse.Namespace) -> list[tuple[str, dict]]:
             key = args.key if len(args.files) == 1 else f"{args.key}:{path.name}"
         else:
             key = "sha256:" + hashlib.sha256(data).hexdigest()
-        item = {"testbed": args.testbed, "raw_output": text, "key": key,
-                "label": (args.label or path.name)[:200]}
+        item = {
+            "testbed": args.testbed,
+            "raw_output": text,
+            "key": key,
+            "label": (args.label or path.name)[:200],
+        }
         if args.tuning:
             item["tuning_set"] = args.tuning
         if args.tool:
@@ -90,26 +94,47 @@ def _detail(body: bytes) -> str:
     return str(data)[:300]
 
 
-def post(url: str, token: str, payload: list[dict], *, retries: int, timeout: float,
-         context: ssl.SSLContext | None, sleep=time.sleep) -> dict:
+def post(
+    url: str,
+    token: str,
+    payload: list[dict],
+    *,
+    retries: int,
+    timeout: float,
+    context: ssl.SSLContext | None,
+    sleep=time.sleep,
+) -> dict:
     """POST ``payload`` as JSON; retry on connection errors and 5xx with back-off."""
     body = json.dumps(payload).encode("utf-8")
     delay = 1.0
     for attempt in range(retries + 1):
-        request = urllib.request.Request(url, data=body, method="POST", headers={
-            "Authorization": f"Token {token}", "Content-Type": "application/json",
-            "Accept": "application/json", "User-Agent": USER_AGENT,
-        })
+        request = urllib.request.Request(
+            url,
+            data=body,
+            method="POST",
+            headers={
+                "Authorization": f"Token {token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "User-Agent": USER_AGENT,
+            },
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:
                 return json.loads(answer.read())
         except urllib.error.HTTPError as exc:
             detail = _detail(exc.read())
             if exc.code < 500:
-                reason = {401: "the server refused the token", 403: "not allowed",
-                          404: "no beeweb API at this URL"}.get(exc.code, "request refused")
-                raise PushError(f"{reason} (HTTP {exc.code}): {detail}" if detail
-                                else f"{reason} (HTTP {exc.code})") from None
+                reason = {
+                    401: "the server refused the token",
+                    403: "not allowed",
+                    404: "no beeweb API at this URL",
+                }.get(exc.code, "request refused")
+                raise PushError(
+                    f"{reason} (HTTP {exc.code}): {detail}"
+                    if detail
+                    else f"{reason} (HTTP {exc.code})"
+                ) from None
             error = f"server error (HTTP {exc.code}): {detail}"
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -126,23 +151,31 @@ def post(url: str, token: str, payload: list[dict], *, retries: int, timeout: fl
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="beeweb-push",
-        description="Upload benchmark output files to beeweb as runs of a testbed.")
+        description="Upload benchmark output files to beeweb as runs of a testbed.",
+    )
     parser.add_argument("files", nargs="+", metavar="FILE", help="raw tool output files")
-    parser.add_argument("--url", default=os.environ.get("BEEWEB_URL"),
-                        help="beeweb's address, e.g. https://beeweb.example.org "
-                             "(env BEEWEB_URL)")
-    parser.add_argument("--token", default=os.environ.get("BEEWEB_TOKEN"),
-                        help="API token (env BEEWEB_TOKEN; see /api/token/)")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("BEEWEB_URL"),
+        help="beeweb's address, e.g. https://beeweb.example.org (env BEEWEB_URL)",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("BEEWEB_TOKEN"),
+        help="API token (env BEEWEB_TOKEN; see /api/token/)",
+    )
     parser.add_argument("--testbed", required=True, help="testbed name or UUID")
     parser.add_argument("--tuning", help="tuning set name or UUID")
     parser.add_argument("--tool", help="tool that wrote the files (detected when omitted)")
     parser.add_argument("--op", help="parser option, e.g. IOR's write or read phase")
     parser.add_argument("--key", help="idempotency key (default: the file's SHA-256)")
     parser.add_argument("--label", help="run label (default: the file name)")
-    parser.add_argument("--retries", type=int, default=5,
-                        help="retries on connection errors and 5xx (default 5)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds per request (default 120)")
+    parser.add_argument(
+        "--retries", type=int, default=5, help="retries on connection errors and 5xx (default 5)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds per request (default 120)"
+    )
     parser.add_argument("--cacert", help="CA bundle to verify the server's certificate")
     parser.add_argument("-q", "--quiet", action="store_true", help="print failures only")
     args = parser.parse_args(argv)
@@ -151,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.url:
             raise PushError("no server: give --url or set BEEWEB_URL")
         if not args.token:
-            raise PushError("no token: give --token or set BEEWEB_TOKEN "
-                            "(create one at /api/token/ or with manage.py api_token)")
+            raise PushError(
+                "no token: give --token or set BEEWEB_TOKEN "
+                "(create one at /api/token/ or with manage.py api_token)"
+            )
         if not args.url.startswith(("http://", "https://")):
             raise PushError(f"--url must start with https:// (or http://), got {args.url!r}")
         endpoint = args.url.rstrip("/") + "/api/runs/bulk/"
@@ -161,8 +196,14 @@ def main(argv: list[str] | None = None) -> int:
             context = ssl.create_default_context(cafile=args.cacert)
         failures = 0
         for batch in batches(build_items(args)):
-            answer = post(endpoint, args.token, [item for _, item in batch],
-                          retries=max(0, args.retries), timeout=args.timeout, context=context)
+            answer = post(
+                endpoint,
+                args.token,
+                [item for _, item in batch],
+                retries=max(0, args.retries),
+                timeout=args.timeout,
+                context=context,
+            )
             results = answer.get("results") if isinstance(answer, dict) else None
             if not isinstance(results, list) or len(results) != len(batch):
                 raise PushError("unexpected answer from the server")
@@ -170,12 +211,14 @@ def main(argv: list[str] | None = None) -> int:
                 state = result.get("status")
                 if state == "invalid":
                     failures += 1
-                    errors = "; ".join(f"{k}: {v}" for k, v in
-                                       (result.get("errors") or {}).items())
+                    errors = "; ".join(f"{k}: {v}" for k, v in (result.get("errors") or {}).items())
                     print(f"beeweb-push: {name}: rejected: {errors}", file=sys.stderr)
                 elif result.get("parse_error"):
-                    print(f"{name}: stored as run {result.get('uuid')}, but it could not be "
-                          f"parsed: {result['parse_error']}", file=sys.stderr)
+                    print(
+                        f"{name}: stored as run {result.get('uuid')}, but it could not be "
+                        f"parsed: {result['parse_error']}",
+                        file=sys.stderr,
+                    )
                 elif not args.quiet:
                     what = "already stored as" if state == "existing" else "stored as"
                     metrics = f" ({result['metrics']} metrics)" if "metrics" in result else ""

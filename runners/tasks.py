@@ -8,9 +8,15 @@ from django.db import InterfaceError, OperationalError
 
 # Only transient errors (the database unreachable while claiming or storing) are retried;
 # a tool that fails is a result, not an error, and is never run again automatically.
-@shared_task(name="runners.execute_run", bind=True, acks_late=True,
-             autoretry_for=(OperationalError, InterfaceError), retry_backoff=2,
-             retry_backoff_max=60, max_retries=5)
+@shared_task(
+    name="runners.execute_run",
+    bind=True,
+    acks_late=True,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    max_retries=5,
+)
 def execute_run(self, run_id: int, token: str) -> str:
     from runners.execute import execute
 

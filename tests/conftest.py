@@ -46,15 +46,31 @@ def bob_client(alice, bob):
 def profile(alice):
     """A dual-socket NVMe storage server like seed 002's R740xd."""
     p = HardwareProfile.objects.create(
-        owner=alice, name="R740xd", vendor="Dell", architecture="x86_64",
-        cpu_model="Xeon Platinum 8268", sockets=2, cores_per_socket=24, numa_domains=2,
+        owner=alice,
+        name="R740xd",
+        vendor="Dell",
+        architecture="x86_64",
+        cpu_model="Xeon Platinum 8268",
+        sockets=2,
+        cores_per_socket=24,
+        numa_domains=2,
         memory_gib=384,
     )
-    Drive.objects.create(profile=p, kind="nvme", model="P4600", count=24, capacity_gb=1600,
-                         interface="pcie", pcie_gen=3, pcie_lanes=4, seq_read_mbps=3200,
-                         seq_write_mbps=1300)
-    Nic.objects.create(profile=p, kind="infiniband", model="ConnectX-5", rate_gbps=100,
-                       ports=1, count=2)
+    Drive.objects.create(
+        profile=p,
+        kind="nvme",
+        model="P4600",
+        count=24,
+        capacity_gb=1600,
+        interface="pcie",
+        pcie_gen=3,
+        pcie_lanes=4,
+        seq_read_mbps=3200,
+        seq_write_mbps=1300,
+    )
+    Nic.objects.create(
+        profile=p, kind="infiniband", model="ConnectX-5", rate_gbps=100, ports=1, count=2
+    )
     return p
 
 
@@ -65,12 +81,13 @@ def node(alice, profile):
 
 @pytest.fixture
 def testbed(alice, node):
-    tb = Testbed.objects.create(owner=alice, name="bench", fabric="infiniband",
-                                beegfs_version="7.4.5")
-    TestbedNode.objects.create(testbed=tb, node=node, storage=True, metadata=True,
-                               management=True)
-    Target.objects.create(testbed=tb, node=node, kind="storage", raid_level="0", disks=4,
-                          count=6, filesystem="xfs")
+    tb = Testbed.objects.create(
+        owner=alice, name="bench", fabric="infiniband", beegfs_version="7.4.5"
+    )
+    TestbedNode.objects.create(testbed=tb, node=node, storage=True, metadata=True, management=True)
+    Target.objects.create(
+        testbed=tb, node=node, kind="storage", raid_level="0", disks=4, count=6, filesystem="xfs"
+    )
     return tb
 
 

@@ -30,8 +30,11 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.3) -> bool:
 class Stack:
     def __init__(self, tmp_path: Path):
         self.tmp = tmp_path
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}}
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}
+        }
         self.env["BEEWEB_DATA_DIR"] = str(tmp_path / "data")
         self.env["BEEWEB_RUN_PROGRESS_SECONDS"] = "0.5"
         self.env["PYTHONUNBUFFERED"] = "1"
@@ -41,13 +44,15 @@ class Stack:
             self.database = f"beeweb_e2e_{uuid.uuid4().hex[:10]}"
             self._admin_sql(db_url, f'CREATE DATABASE "{self.database}"')
             self.server_url = db_url
-            self.env["DATABASE_URL"] = urlunparse(urlparse(db_url)._replace(
-                path=f"/{self.database}"))
+            self.env["DATABASE_URL"] = urlunparse(
+                urlparse(db_url)._replace(path=f"/{self.database}")
+            )
         broker = os.environ.get("CELERY_BROKER_URL", "")
         if broker.startswith("redis://"):
             parsed = urlparse(broker)
-            self.env["CELERY_BROKER_URL"] = urlunparse(parsed._replace(
-                path=f"/{random.randint(1, 15)}"))
+            self.env["CELERY_BROKER_URL"] = urlunparse(
+                parsed._replace(path=f"/{random.randint(1, 15)}")
+            )
         self.procs: list[subprocess.Popen] = []
         self.manage("migrate", "--noinput", "-v0")
         self.manage("ensure_admin")
@@ -57,21 +62,31 @@ class Stack:
         import psycopg
 
         parsed = urlparse(url)
-        with psycopg.connect(host=parsed.hostname, port=parsed.port or 5432,
-                             user=parsed.username, password=parsed.password,
-                             dbname=(parsed.path or "/postgres")[1:] or "postgres",
-                             autocommit=True) as conn:
+        with psycopg.connect(
+            host=parsed.hostname,
+            port=parsed.port or 5432,
+            user=parsed.username,
+            password=parsed.password,
+            dbname=(parsed.path or "/postgres")[1:] or "postgres",
+            autocommit=True,
+        ) as conn:
             conn.execute(sql)
 
     @property
     def broker(self) -> str:
         return self.env.get("CELERY_BROKER_URL", "filesystem")
 
-    def manage(self, *args: str, timeout: float = 300, check: bool = True,
-               env: dict | None = None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT,
-                              env={**self.env, **(env or {})}, capture_output=True, text=True,
-                              timeout=timeout)
+    def manage(
+        self, *args: str, timeout: float = 300, check: bool = True, env: dict | None = None
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check:
             assert proc.returncode == 0, f"manage.py {' '.join(args)}:\n{proc.stderr}"
         return proc
@@ -79,14 +94,31 @@ class Stack:
     def shell(self, code: str, env: dict | None = None) -> str:
         return self.manage("shell", "-v", "0", "-c", code, env=env).stdout.strip()
 
-    def worker(self, queue: str, name: str, env: dict | None = None,
-               prefix: list[str] | None = None) -> subprocess.Popen:
+    def worker(
+        self, queue: str, name: str, env: dict | None = None, prefix: list[str] | None = None
+    ) -> subprocess.Popen:
         """A real Celery worker (solo pool, as on benchmark nodes) in its own session."""
         log = open(self.tmp / f"worker-{name.replace('@', '-')}.log", "ab")
         proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "celery", "-A", "beeweb", "worker",
-             "--pool=solo", "-Q", queue, "-n", name, "--loglevel=INFO"],
-            cwd=ROOT, env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
+            [
+                *(prefix or []),
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "beeweb",
+                "worker",
+                "--pool=solo",
+                "-Q",
+                queue,
+                "-n",
+                name,
+                "--loglevel=INFO",
+            ],
+            cwd=ROOT,
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         self.procs.append(proc)
@@ -113,5 +145,6 @@ class Stack:
             if proc.poll() is None:
                 self.stop(proc)
         if self.database:
-            self._admin_sql(self.server_url,
-                            f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+            self._admin_sql(
+                self.server_url, f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)'
+            )

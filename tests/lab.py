@@ -12,20 +12,39 @@ RAID_QUERY = "metric=write_bw&x=param:threads&series=raid&baseline=10"
 
 def make_testbed(owner, name, arch, raid, *, cores=(2, 32), client_memory=64):
     profile = HardwareProfile.objects.create(
-        owner=owner, name=f"{name} server", architecture=arch, cpu_model=f"{arch} cpu",
-        sockets=cores[0], cores_per_socket=cores[1], memory_gib=256)
-    Drive.objects.create(profile=profile, kind="nvme", count=4, seq_read_mbps=3000,
-                         seq_write_mbps=2000, pcie_gen=3, pcie_lanes=4)
+        owner=owner,
+        name=f"{name} server",
+        architecture=arch,
+        cpu_model=f"{arch} cpu",
+        sockets=cores[0],
+        cores_per_socket=cores[1],
+        memory_gib=256,
+    )
+    Drive.objects.create(
+        profile=profile,
+        kind="nvme",
+        count=4,
+        seq_read_mbps=3000,
+        seq_write_mbps=2000,
+        pcie_gen=3,
+        pcie_lanes=4,
+    )
     Nic.objects.create(profile=profile, kind="infiniband", rate_gbps=100)
-    client_hw = HardwareProfile.objects.create(owner=owner, name=f"{name} client",
-                                               architecture=arch, memory_gib=client_memory)
-    tb = Testbed.objects.create(owner=owner, name=name, fabric="infiniband",
-                                beegfs_version="7.4.5" if arch == "x86_64" else "7.4.4")
+    client_hw = HardwareProfile.objects.create(
+        owner=owner, name=f"{name} client", architecture=arch, memory_gib=client_memory
+    )
+    tb = Testbed.objects.create(
+        owner=owner,
+        name=name,
+        fabric="infiniband",
+        beegfs_version="7.4.5" if arch == "x86_64" else "7.4.4",
+    )
     for i in (1, 2):
         server = Node.objects.create(owner=owner, hostname=f"{name}-s{i}", profile=profile)
         TestbedNode.objects.create(testbed=tb, node=server, storage=True)
-        Target.objects.create(testbed=tb, node=server, raid_level=raid, disks=4, count=2,
-                              filesystem="xfs")
+        Target.objects.create(
+            testbed=tb, node=server, raid_level=raid, disks=4, count=2, filesystem="xfs"
+        )
     for i in (1, 2, 3, 4):
         client = Node.objects.create(owner=owner, hostname=f"{name}-c{i}", profile=client_hw)
         TestbedNode.objects.create(testbed=tb, node=client, client=True)
@@ -33,10 +52,14 @@ def make_testbed(owner, name, arch, raid, *, cores=(2, 32), client_memory=64):
 
 
 def add_run(tb, value, metric="write_bw", tuning=None, **params):
-    run = Run.objects.create(testbed=tb, tool="fio", status="succeeded", tuning_set=tuning,
-                             params=params)
-    replace_metrics(run, [{"name": metric, "value": value, "unit": "B/s"},
-                          {"name": metric, "value": value * 3, "unit": "B/s",
-                           "extra": {"job": "j0"}}])
+    run = Run.objects.create(
+        testbed=tb, tool="fio", status="succeeded", tuning_set=tuning, params=params
+    )
+    replace_metrics(
+        run,
+        [
+            {"name": metric, "value": value, "unit": "B/s"},
+            {"name": metric, "value": value * 3, "unit": "B/s", "extra": {"job": "j0"}},
+        ],
+    )
     return run
-

@@ -165,8 +165,14 @@ class TcpForwarder:
     special handling. Half-closes are passed on; :meth:`stop` ends open connections too.
     """
 
-    def __init__(self, listen: tuple[str, int], target: tuple[str, int], *,
-                 backlog: int = 512, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        listen: tuple[str, int],
+        target: tuple[str, int],
+        *,
+        backlog: int = 512,
+        connect_timeout: float = 10.0,
+    ) -> None:
         self.listen = listen
         self.target = target
         self.backlog = backlog
@@ -182,8 +188,9 @@ class TcpForwarder:
         self._acceptor: threading.Thread | None = None
 
     def __repr__(self) -> str:
-        return (f"TcpForwarder({self.listen[0]}:{self.listen[1]} -> "
-                f"{self.target[0]}:{self.target[1]})")
+        return (
+            f"TcpForwarder({self.listen[0]}:{self.listen[1]} -> {self.target[0]}:{self.target[1]})"
+        )
 
     @property
     def active(self) -> int:
@@ -205,8 +212,9 @@ class TcpForwarder:
         # Writing to this pair wakes the accept loop at once on stop().
         self._wake_r, self._wake_w = socket.socketpair()
         self.listen = server.getsockname()[:2]  # port 0 means "any": report the real one
-        self._acceptor = threading.Thread(target=self._accept_loop, daemon=True,
-                                          name=f"forward-{self.listen[1]}")
+        self._acceptor = threading.Thread(
+            target=self._accept_loop, daemon=True, name=f"forward-{self.listen[1]}"
+        )
         self._acceptor.start()
         return self
 
@@ -409,8 +417,10 @@ class NetnsLab:
         LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
         with open(LOCK_FILE, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            owner = next((link.get("ifalias", "") for link in _links()
-                          if link.get("ifname") == self.bridge), None)
+            owner = next(
+                (link.get("ifalias", "") for link in _links() if link.get("ifname") == self.bridge),
+                None,
+            )
             if owner is not None:
                 # pid % 10000 collides with a live process's lab (or a foreign bridge).
                 raise LabError(f"bridge {self.bridge} exists already ({owner or 'no alias'})")
@@ -459,11 +469,15 @@ class NetnsLab:
     def verify(self, timeout: float = 5.0) -> None:
         """Open TCP connections node→gateway and node→next node; raise LabError if one fails."""
         gateway_server = socket.create_server((self.gateway, 0))
-        servers = {node.netns: in_netns(node.netns, socket.create_server, (node.address, 0))
-                   for node in self.nodes}
+        servers = {
+            node.netns: in_netns(node.netns, socket.create_server, (node.address, 0))
+            for node in self.nodes
+        }
         try:
-            pairs = [(node, (self.gateway, gateway_server.getsockname()[1]), gateway_server)
-                     for node in self.nodes]
+            pairs = [
+                (node, (self.gateway, gateway_server.getsockname()[1]), gateway_server)
+                for node in self.nodes
+            ]
             if len(self.nodes) > 1:
                 for i, node in enumerate(self.nodes):
                     peer = self.nodes[(i + 1) % len(self.nodes)]
@@ -488,9 +502,11 @@ class NetnsLab:
         nf = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
         if nf.exists() and nf.read_text().strip() == "1":
             # Docker hosts drop bridged traffic in iptables FORWARD when br_netfilter is on.
-            message += (f"; bridged traffic passes iptables (net.bridge.bridge-nf-call-iptables=1)"
-                        f": allow it with `iptables -I FORWARD -i {self.bridge} -o {self.bridge} "
-                        "-j ACCEPT` or `sysctl net.bridge.bridge-nf-call-iptables=0`")
+            message += (
+                f"; bridged traffic passes iptables (net.bridge.bridge-nf-call-iptables=1)"
+                f": allow it with `iptables -I FORWARD -i {self.bridge} -o {self.bridge} "
+                "-j ACCEPT` or `sysctl net.bridge.bridge-nf-call-iptables=0`"
+            )
         return message
 
     def stop(self) -> None:
@@ -557,7 +573,7 @@ class NetnsLab:
                 removed.append(name)
             elif BRIDGE_RE.match(name) and alias.startswith(ALIAS_PREFIX):
                 with contextlib.suppress(ValueError):
-                    if stale(int(alias[len(ALIAS_PREFIX):])):
+                    if stale(int(alias[len(ALIAS_PREFIX) :])):
                         _ip("link", "del", name, check=False)
                         removed.append(name)
         return removed
@@ -596,38 +612,69 @@ class NetnsLab:
         netloc = f"{userinfo}@{self.gateway}{port}" if userinfo else f"{self.gateway}{port}"
         return urlunsplit(parts._replace(netloc=netloc))
 
-    def argv(self, node: LabNode | str | int, argv: Sequence[str], *,
-             hostname: str | None = None) -> list[str]:
+    def argv(
+        self, node: LabNode | str | int, argv: Sequence[str], *, hostname: str | None = None
+    ) -> list[str]:
         """The command line that runs ``argv`` in ``node`` (optionally with its own hostname)."""
         netns = self.node(node).netns
         if hostname is None:
             return ["ip", "netns", "exec", netns, *argv]
-        return ["ip", "netns", "exec", netns, "unshare", "--uts", "--",
-                sys.executable, "-c", HOSTNAME_TRAMPOLINE, hostname, *argv]
+        return [
+            "ip",
+            "netns",
+            "exec",
+            netns,
+            "unshare",
+            "--uts",
+            "--",
+            sys.executable,
+            "-c",
+            HOSTNAME_TRAMPOLINE,
+            hostname,
+            *argv,
+        ]
 
-    def popen(self, node: LabNode | str | int, argv: Sequence[str], *,
-              env: dict[str, str] | None = None, hostname: str | None = None,
-              **popen_kwargs) -> subprocess.Popen:
+    def popen(
+        self,
+        node: LabNode | str | int,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        hostname: str | None = None,
+        **popen_kwargs,
+    ) -> subprocess.Popen:
         """Start ``argv`` in ``node`` in a new session; :meth:`stop` kills it if still running.
 
         ``hostname`` gives the process a private UTS namespace with that hostname, so e.g. a
         Celery worker reports ``node2`` rather than this machine's name.
         """
         popen_kwargs.setdefault("start_new_session", True)
-        proc = subprocess.Popen(self.argv(node, argv, hostname=hostname), env=env,
-                                **popen_kwargs)
+        proc = subprocess.Popen(self.argv(node, argv, hostname=hostname), env=env, **popen_kwargs)
         self._procs.append(proc)
         return proc
 
-    def run(self, node: LabNode | str | int, argv: Sequence[str], *, check: bool = True,
-            timeout: float = 60, env: dict[str, str] | None = None, hostname: str | None = None,
-            **run_kwargs) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        node: LabNode | str | int,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
+        hostname: str | None = None,
+        **run_kwargs,
+    ) -> subprocess.CompletedProcess:
         """Run ``argv`` in ``node`` to completion; output captured as text unless told otherwise."""
         if "stdout" not in run_kwargs and "stderr" not in run_kwargs:
             run_kwargs.setdefault("capture_output", True)
         run_kwargs.setdefault("text", True)
-        return subprocess.run(self.argv(node, argv, hostname=hostname), check=check,
-                              timeout=timeout, env=env, **run_kwargs)
+        return subprocess.run(
+            self.argv(node, argv, hostname=hostname),
+            check=check,
+            timeout=timeout,
+            env=env,
+            **run_kwargs,
+        )
 
     @staticmethod
     def kill(proc: subprocess.Popen, timeout: float = 5.0) -> int | None:
@@ -647,8 +694,9 @@ class NetnsLab:
                 os.killpg(proc.pid, signal.SIGKILL)
         return proc.returncode
 
-    def connect(self, node: LabNode | str | int, host: str, port: int,
-                timeout: float = 5.0) -> socket.socket:
+    def connect(
+        self, node: LabNode | str | int, host: str, port: int, timeout: float = 5.0
+    ) -> socket.socket:
         """A TCP socket connected from inside ``node`` (no subprocess needed)."""
         return in_netns(self.node(node).netns, socket.create_connection, (host, port), timeout)
 

@@ -55,8 +55,9 @@ def stack(tmp_path):
 
 
 def fio_pids(stack: Stack) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"fio.*{stack.env['BEEWEB_DATA_DIR']}"],
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["pgrep", "-f", f"fio.*{stack.env['BEEWEB_DATA_DIR']}"], capture_output=True, text=True
+    ).stdout
     return [int(p) for p in out.split()]
 
 
@@ -69,11 +70,13 @@ def test_launch_matrix_runs_the_example_fio_matrix(stack, tmp_path):
     path.write_text(FIO_MATRIX)
     stack.worker(QUEUE, f"node@{HOST}")
     started = time.monotonic()
-    result = stack.manage("launch_matrix", str(path), "--wait", "--timeout", "900",
-                          check=False, timeout=1000)
+    result = stack.manage(
+        "launch_matrix", str(path), "--wait", "--timeout", "900", check=False, timeout=1000
+    )
     elapsed = time.monotonic() - started
-    assert result.returncode == 0, result.stdout + result.stderr + stack.worker_log(
-        f"node@{HOST}")[-3000:]
+    assert result.returncode == 0, (
+        result.stdout + result.stderr + stack.worker_log(f"node@{HOST}")[-3000:]
+    )
     assert "queued 24 runs" in result.stdout
     assert "24/24 finished succeeded=24" in result.stdout
     report = stack.shell(
@@ -84,12 +87,15 @@ def test_launch_matrix_runs_the_example_fio_matrix(stack, tmp_path):
         "busy = runs.aggregate(a=Avg(F('finished_at') - F('started_at')))['a']\n"
         "print(runs.count(), Metric.objects.filter(primary=True, name='write_bw').count(),\n"
         "      Metric.objects.filter(primary=True, name='read_bw').count(),\n"
-        "      lag.total_seconds(), busy.total_seconds())")
+        "      lag.total_seconds(), busy.total_seconds())"
+    )
     count, writes, reads, lag, busy = report.split()
     assert (int(count), int(writes), int(reads)) == (24, 12, 12)
-    print(f"\nexample matrix (24 fio runs, broker {stack.broker}): {elapsed:.1f} s in all; "
-          f"queue-to-start {float(lag):.2f} s per run (includes waiting behind earlier "
-          f"runs), {float(busy):.2f} s per run from start to stored metrics")
+    print(
+        f"\nexample matrix (24 fio runs, broker {stack.broker}): {elapsed:.1f} s in all; "
+        f"queue-to-start {float(lag):.2f} s per run (includes waiting behind earlier "
+        f"runs), {float(busy):.2f} s per run from start to stored metrics"
+    )
 
 
 def test_sigkill_mid_run_requeues_and_cancel_stops_the_tool(stack, tmp_path):
@@ -97,8 +103,9 @@ def test_sigkill_mid_run_requeues_and_cancel_stops_the_tool(stack, tmp_path):
     path.write_text(LONG_FIO)
     first = stack.worker(QUEUE, f"first@{HOST}")
     stack.manage("launch_matrix", str(path))
-    assert wait_for(lambda: run_field(stack, "status") == "running", 90), \
-        stack.worker_log(f"first@{HOST}")[-3000:]
+    assert wait_for(lambda: run_field(stack, "status") == "running", 90), stack.worker_log(
+        f"first@{HOST}"
+    )[-3000:]
     assert wait_for(lambda: fio_pids(stack), 30), "fio never started"
 
     os.kill(first.pid, signal.SIGKILL)  # the worker dies; nothing tells the database
@@ -113,12 +120,14 @@ def test_sigkill_mid_run_requeues_and_cancel_stops_the_tool(stack, tmp_path):
     assert "stopped sending heartbeats during attempt 1" in run_field(stack, "error")
 
     second = stack.worker(QUEUE, f"second@{HOST}")
-    assert wait_for(lambda: run_field(stack, "attempts") == "2"
-                    and run_field(stack, "status") == "running", 90), \
-        stack.worker_log(f"second@{HOST}")[-3000:]
+    assert wait_for(
+        lambda: run_field(stack, "attempts") == "2" and run_field(stack, "status") == "running", 90
+    ), stack.worker_log(f"second@{HOST}")[-3000:]
     assert wait_for(lambda: fio_pids(stack), 30)
-    stack.shell("from experiments import matrices; from experiments.models import Run;"
-                "print(matrices.cancel_runs(Run.objects.all()))")
+    stack.shell(
+        "from experiments import matrices; from experiments.models import Run;"
+        "print(matrices.cancel_runs(Run.objects.all()))"
+    )
     assert wait_for(lambda: run_field(stack, "status") == "cancelled", 30)
     assert wait_for(lambda: not fio_pids(stack), 15)
     assert "cancelled while running" in run_field(stack, "error")
@@ -140,8 +149,10 @@ def test_resume_after_the_broker_lost_its_messages(stack, tmp_path):
     path = tmp_path / "dd.yaml"
     path.write_text(DD_MATRIX)
     stack.manage("launch_matrix", str(path))  # no worker yet: four runs wait in the broker
-    statuses = ("from experiments.models import Run;"
-                "print(sorted(Run.objects.values_list('status', flat=True)))")
+    statuses = (
+        "from experiments.models import Run;"
+        "print(sorted(Run.objects.values_list('status', flat=True)))"
+    )
     assert stack.shell(statuses) == str(["queued"] * 4)
 
     # The broker restarts empty (Redis here keeps nothing on disk).
@@ -156,8 +167,11 @@ def test_resume_after_the_broker_lost_its_messages(stack, tmp_path):
     time.sleep(4)
     assert stack.shell(statuses) == str(["queued"] * 4), "nothing should have arrived"
 
-    resent = stack.shell("from experiments import matrices; from experiments.models import "
-                         "Matrix; print(matrices.resume(Matrix.objects.get()))")
+    resent = stack.shell(
+        "from experiments import matrices; from experiments.models import "
+        "Matrix; print(matrices.resume(Matrix.objects.get()))"
+    )
     assert resent == "4"
-    assert wait_for(lambda: stack.shell(statuses) == str(["succeeded"] * 4), 90), \
-        stack.worker_log(f"resume@{HOST}")[-3000:]
+    assert wait_for(lambda: stack.shell(statuses) == str(["succeeded"] * 4), 90), stack.worker_log(
+        f"resume@{HOST}"
+    )[-3000:]

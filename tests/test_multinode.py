@@ -14,8 +14,10 @@ import pytest
 from tests.e2e import ROOT, Stack, wait_for
 
 pytest_plugins = ["tests.netns_fixtures"]
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("qperf") is None, reason="qperf is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("qperf") is None, reason="qperf is not installed"),
+]
 
 INVENTORY = """
 import json
@@ -80,8 +82,7 @@ def cluster(netns_lab, tmp_path):
     bench = tmp_path / "bench"
     for node in netns_lab.nodes:
         (bench / node.hostname).mkdir(parents=True)
-    lab = {"bench": str(bench),
-           "nodes": [[n.hostname, n.address] for n in netns_lab.nodes]}
+    lab = {"bench": str(bench), "nodes": [[n.hostname, n.address] for n in netns_lab.nodes]}
     stack.shell(INVENTORY.format(lab=json.dumps(lab)))
     env = dict(stack.env)
     for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
@@ -90,16 +91,33 @@ def cluster(netns_lab, tmp_path):
     for node in netns_lab.nodes:
         netns_lab.popen(
             node,
-            [sys.executable, "-m", "celery", "-A", "beeweb", "worker", "--pool=solo",
-             "-Q", f"node.{node.hostname}", "-n", f"{node.hostname}@{node.hostname}",
-             "--loglevel=INFO"],
-            env=env, hostname=node.hostname, cwd=ROOT,
-            stdout=open(tmp_path / f"{node.hostname}.log", "ab"), stderr=-2,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "beeweb",
+                "worker",
+                "--pool=solo",
+                "-Q",
+                f"node.{node.hostname}",
+                "-n",
+                f"{node.hostname}@{node.hostname}",
+                "--loglevel=INFO",
+            ],
+            env=env,
+            hostname=node.hostname,
+            cwd=ROOT,
+            stdout=open(tmp_path / f"{node.hostname}.log", "ab"),
+            stderr=-2,
         )
-    registered = ("from experiments.models import Worker;"
-                  "print(sorted(w.hostname for w in Worker.objects.all()))")
-    assert wait_for(lambda: stack.shell(registered) == "['node1', 'node2', 'node3']", 90), \
-        (tmp_path / "node1.log").read_text()[-3000:]
+    registered = (
+        "from experiments.models import Worker;"
+        "print(sorted(w.hostname for w in Worker.objects.all()))"
+    )
+    assert wait_for(lambda: stack.shell(registered) == "['node1', 'node2', 'node3']", 90), (
+        tmp_path / "node1.log"
+    ).read_text()[-3000:]
     yield stack, netns_lab, tmp_path
     stack.close()
 
@@ -107,14 +125,24 @@ def cluster(netns_lab, tmp_path):
 def test_one_run_per_node_on_that_nodes_worker(cluster):
     stack, lab, tmp = cluster
     (tmp / "dd.yaml").write_text(DD_PER_NODE)
-    result = stack.manage("launch_matrix", str(tmp / "dd.yaml"), "--wait", "--timeout", "180",
-                          check=False, timeout=240)
+    result = stack.manage(
+        "launch_matrix",
+        str(tmp / "dd.yaml"),
+        "--wait",
+        "--timeout",
+        "180",
+        check=False,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    rows = json.loads(stack.shell(
-        "import json; from experiments.models import Run\n"
-        "print(json.dumps([[r.target.name, r.queue, r.worker, r.effective_config['hostname'],"
-        " r.metrics.get(name='write_bw', primary=True).value] for r in "
-        "Run.objects.select_related('target').order_by('target__name')]))"))
+    rows = json.loads(
+        stack.shell(
+            "import json; from experiments.models import Run\n"
+            "print(json.dumps([[r.target.name, r.queue, r.worker, r.effective_config['hostname'],"
+            " r.metrics.get(name='write_bw', primary=True).value] for r in "
+            "Run.objects.select_related('target').order_by('target__name')]))"
+        )
+    )
     assert [r[:4] for r in rows] == [
         ["t1", "node.node1", "node1@node1", "node1"],
         ["t2", "node.node2", "node2@node2", "node2"],
@@ -130,14 +158,24 @@ def test_qperf_between_two_nodes_is_the_network_baseline(cluster):
     server = lab.popen(lab.nodes[1], ["qperf"])  # the qperf daemon on node2
     try:
         (tmp / "qperf.yaml").write_text(QPERF.format(server=lab.nodes[1].address))
-        result = stack.manage("launch_matrix", str(tmp / "qperf.yaml"), "--wait",
-                              "--timeout", "120", check=False, timeout=180)
+        result = stack.manage(
+            "launch_matrix",
+            str(tmp / "qperf.yaml"),
+            "--wait",
+            "--timeout",
+            "120",
+            check=False,
+            timeout=180,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
-        values = json.loads(stack.shell(
-            "import json; from experiments.models import Run\n"
-            "r = Run.objects.get()\n"
-            "print(json.dumps([r.worker, r.argv, {m.name: m.value for m in "
-            "r.metrics.filter(primary=True)}]))"))
+        values = json.loads(
+            stack.shell(
+                "import json; from experiments.models import Run\n"
+                "r = Run.objects.get()\n"
+                "print(json.dumps([r.worker, r.argv, {m.name: m.value for m in "
+                "r.metrics.filter(primary=True)}]))"
+            )
+        )
     finally:
         lab.kill(server)
     worker, argv, metrics = values
@@ -150,23 +188,36 @@ def test_fio_multihost_mode_drives_two_client_nodes(cluster):
     stack, lab, tmp = cluster
     servers = [lab.popen(node, ["fio", "--server"]) for node in lab.nodes[1:]]
     try:
-        assert wait_for(lambda: all(_listening(lab, n.address, 8765) for n in lab.nodes[1:]),
-                        30), "fio --server did not start"
+        assert wait_for(lambda: all(_listening(lab, n.address, 8765) for n in lab.nodes[1:]), 30), (
+            "fio --server did not start"
+        )
         (tmp / "fio.yaml").write_text(FIO_MULTIHOST)
-        result = stack.manage("launch_matrix", str(tmp / "fio.yaml"), "--wait",
-                              "--timeout", "120", check=False, timeout=180)
+        result = stack.manage(
+            "launch_matrix",
+            str(tmp / "fio.yaml"),
+            "--wait",
+            "--timeout",
+            "120",
+            check=False,
+            timeout=180,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
-        worker, argv, params, bw = json.loads(stack.shell(
-            "import json; from experiments.models import Run\n"
-            "r = Run.objects.get()\n"
-            "print(json.dumps([r.worker, r.argv, r.params, "
-            "r.metrics.get(name='write_bw', primary=True).value]))"))
+        worker, argv, params, bw = json.loads(
+            stack.shell(
+                "import json; from experiments.models import Run\n"
+                "r = Run.objects.get()\n"
+                "print(json.dumps([r.worker, r.argv, r.params, "
+                "r.metrics.get(name='write_bw', primary=True).value]))"
+            )
+        )
     finally:
         for server in servers:
             lab.kill(server)
     assert worker == "node2@node2"  # the first client launches
     assert [a for a in argv if a.startswith("--client=")] == [
-        f"--client={lab.nodes[1].address}", f"--client={lab.nodes[2].address}"]
+        f"--client={lab.nodes[1].address}",
+        f"--client={lab.nodes[2].address}",
+    ]
     assert (params["nodes"], params["threads"]) == (2, 4)
     assert bw > 0
 

@@ -41,14 +41,21 @@ def need_service(port: int, name: str) -> None:
 
 def lab_leftovers(pid: int) -> list[str]:
     """Namespaces and links whose names belong to the lab of ``pid``."""
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                           check=True).stdout.split()
-    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
-                                      text=True, check=True).stdout)
+    names = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    links = json.loads(
+        subprocess.run(
+            ["ip", "-j", "link", "show"], capture_output=True, text=True, check=True
+        ).stdout
+    )
     found = [n for n in names if n.startswith(f"bw{pid}-")]
-    found += [link["ifname"] for link in links
-              if link["ifname"].startswith(f"bw{pid}-")
-              or link.get("ifalias") == f"beeweb-netns pid={pid}"]
+    found += [
+        link["ifname"]
+        for link in links
+        if link["ifname"].startswith(f"bw{pid}-")
+        or link.get("ifalias") == f"beeweb-netns pid={pid}"
+    ]
     return found
 
 
@@ -138,8 +145,10 @@ def test_forwarder_refused_upstream_closes_the_client():
 def test_via_gateway_rewrites_loopback_urls_only():
     lab = NetnsLab(n=1)
     lab.gateway = "10.231.7.1"
-    assert (lab.via_gateway("postgres://beeweb:pw@127.0.0.1:5432/beeweb?sslmode=disable")
-            == "postgres://beeweb:pw@10.231.7.1:5432/beeweb?sslmode=disable")
+    assert (
+        lab.via_gateway("postgres://beeweb:pw@127.0.0.1:5432/beeweb?sslmode=disable")
+        == "postgres://beeweb:pw@10.231.7.1:5432/beeweb?sslmode=disable"
+    )
     assert lab.via_gateway("redis://localhost:6379/0") == "redis://10.231.7.1:6379/0"
     assert lab.via_gateway("redis://cache.example:6379/0") == "redis://cache.example:6379/0"
 
@@ -171,8 +180,10 @@ def test_lab_layout(netns_lab):
 
 def test_tcp_between_nodes_and_to_the_gateway(netns_lab):
     node1, node2, node3 = netns_lab.nodes
-    connect = ("import socket, sys; "
-               "socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()")
+    connect = (
+        "import socket, sys; "
+        "socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()"
+    )
     for source, target_address, server_ns in [
         (node1, node2.address, node2.netns),
         (node3, node1.address, node1.netns),
@@ -225,9 +236,11 @@ def test_postgresql_through_the_forwarder(netns_lab):
     need_service(5432, "PostgreSQL")
     if not shutil.which("psql"):
         pytest.skip("psql is not installed (apt-get install postgresql-client)")
-    proc = netns_lab.run(netns_lab.nodes[0],
-                         ["psql", "-h", netns_lab.gateway, "-U", "postgres", "-tAc", "select 1"],
-                         check=False)
+    proc = netns_lab.run(
+        netns_lab.nodes[0],
+        ["psql", "-h", netns_lab.gateway, "-U", "postgres", "-tAc", "select 1"],
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "1"
 
@@ -236,13 +249,17 @@ def test_worker_client_libraries_through_the_gateway(netns_lab):
     """psycopg and redis-py, as a Celery worker in a node uses them, with rewritten URLs."""
     need_service(5432, "PostgreSQL")
     need_service(6379, "Redis")
-    code = ("import os, psycopg, redis; "
-            "print(psycopg.connect(os.environ['DATABASE_URL']).execute('select 41 + 1')"
-            ".fetchone()[0]); "
-            "print(redis.Redis.from_url(os.environ['CELERY_BROKER_URL']).ping())")
-    env = dict(os.environ,
-               DATABASE_URL=netns_lab.via_gateway("postgresql://postgres@127.0.0.1:5432/postgres"),
-               CELERY_BROKER_URL=netns_lab.via_gateway("redis://127.0.0.1:6379/0"))
+    code = (
+        "import os, psycopg, redis; "
+        "print(psycopg.connect(os.environ['DATABASE_URL']).execute('select 41 + 1')"
+        ".fetchone()[0]); "
+        "print(redis.Redis.from_url(os.environ['CELERY_BROKER_URL']).ping())"
+    )
+    env = dict(
+        os.environ,
+        DATABASE_URL=netns_lab.via_gateway("postgresql://postgres@127.0.0.1:5432/postgres"),
+        CELERY_BROKER_URL=netns_lab.via_gateway("redis://127.0.0.1:6379/0"),
+    )
     assert netns_lab.gateway in env["DATABASE_URL"]
     proc = netns_lab.run(netns_lab.nodes[1], [sys.executable, "-c", code], env=env, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -253,8 +270,7 @@ def test_qperf_between_two_nodes(netns_lab):
     if not shutil.which("qperf"):
         pytest.skip("qperf is not installed (apt-get install qperf)")
     node1, node2 = netns_lab.nodes[:2]
-    server = netns_lab.popen(node2, ["qperf"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    server = netns_lab.popen(node2, ["qperf"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -264,8 +280,9 @@ def test_qperf_between_two_nodes(netns_lab):
             except OSError:
                 assert time.monotonic() < deadline, "qperf server never listened"
                 time.sleep(0.1)
-        proc = netns_lab.run(node1, ["qperf", node2.address, "-t", "1", "tcp_bw", "tcp_lat"],
-                             check=False, timeout=60)
+        proc = netns_lab.run(
+            node1, ["qperf", node2.address, "-t", "1", "tcp_bw", "tcp_lat"], check=False, timeout=60
+        )
         assert proc.returncode == 0, proc.stderr
         assert "tcp_bw:" in proc.stdout and "tcp_lat:" in proc.stdout
         assert "bw" in proc.stdout and "latency" in proc.stdout
@@ -276,8 +293,11 @@ def test_qperf_between_two_nodes(netns_lab):
 
 def test_a_node_can_have_its_own_hostname(netns_lab):
     node = netns_lab.nodes[2]
-    out = netns_lab.run(node, [sys.executable, "-c", "import socket; print(socket.gethostname())"],
-                        hostname=node.hostname).stdout
+    out = netns_lab.run(
+        node,
+        [sys.executable, "-c", "import socket; print(socket.gethostname())"],
+        hostname=node.hostname,
+    ).stdout
     assert out.strip() == "node3"
     assert socket.gethostname() != "node3"  # the root namespace keeps its own
 
@@ -305,9 +325,13 @@ lab.stop()
 
 
 def start_lab_process(mode: str) -> tuple[subprocess.Popen, int, str]:
-    proc = subprocess.Popen([sys.executable, "-c", LAB_SCRIPT.format(root=str(ROOT)), mode],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAB_SCRIPT.format(root=str(ROOT)), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     line = proc.stdout.readline()
     assert line, proc.stderr.read()
     pid, bridge, _gateway = line.split()
@@ -356,11 +380,15 @@ def test_a_bridge_name_collision_leaves_the_other_bridge_alone(netns_available):
     try:
         proc = subprocess.run(
             [sys.executable, "-c", COLLISION_SCRIPT.format(root=str(ROOT)), foreign],
-            capture_output=True, text=True, timeout=60)
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         pid, message = proc.stdout.split(" ", 1)
         assert f"bridge {foreign} exists already" in message
-        links = subprocess.run(["ip", "-o", "link", "show", foreign], capture_output=True,
-                               text=True)
+        links = subprocess.run(
+            ["ip", "-o", "link", "show", foreign], capture_output=True, text=True
+        )
         assert links.returncode == 0  # still there
         assert lab_leftovers(int(pid)) == []
     finally:

@@ -28,19 +28,29 @@ class CompareView(APIView):
 
     @extend_schema(
         parameters=[
-            _param("metric", many=True, text="Metric names (DESIGN.md vocabulary); default "
-                   "write_bw."),
-            _param("x", text="Dimension on the x axis: arch, cpu, hardware, raid, fs, "
-                   "testbed, beegfs, fabric, tuning, tool, source, param:<name>, "
-                   "tuning:<scope.key>."),
+            _param(
+                "metric", many=True, text="Metric names (DESIGN.md vocabulary); default write_bw."
+            ),
+            _param(
+                "x",
+                text="Dimension on the x axis: arch, cpu, hardware, raid, fs, "
+                "testbed, beegfs, fabric, tuning, tool, source, param:<name>, "
+                "tuning:<scope.key>.",
+            ),
             _param("y", text="Second axis (heatmaps)."),
             _param("series", text="Dimension that separates the series."),
             _param("baseline", text="Series value the others are compared to."),
             _param("f", many=True, text="Filters <dimension>:<value>."),
-            _param("tool", many=True), _param("testbed", OpenApiTypes.UUID, many=True),
+            _param("tool", many=True),
+            _param("testbed", OpenApiTypes.UUID, many=True),
             _param("matrix", OpenApiTypes.UUID, many=True),
-            _param("from", OpenApiTypes.DATE), _param("to", OpenApiTypes.DATE),
-            _param("norm"), _param("chart"), _param("err"), _param("reps"), _param("unit"),
+            _param("from", OpenApiTypes.DATE),
+            _param("to", OpenApiTypes.DATE),
+            _param("norm"),
+            _param("chart"),
+            _param("err"),
+            _param("reps"),
+            _param("unit"),
         ],
         responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
     )

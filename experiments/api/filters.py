@@ -74,8 +74,17 @@ class RunFilter(filters.FilterSet):
 
     class Meta:
         model = Run
-        fields = ["owner", "testbed", "tuning_set", "matrix", "tool", "status", "published",
-                  "client_key", "label"]
+        fields = [
+            "owner",
+            "testbed",
+            "tuning_set",
+            "matrix",
+            "tool",
+            "status",
+            "published",
+            "client_key",
+            "label",
+        ]
 
 
 class MetricFilter(filters.FilterSet):
@@ -98,5 +107,11 @@ class ReportFilter(filters.FilterSet):
 
     class Meta:
         model = Report
-        fields = ["owner", "title", "created_after", "created_before", "updated_after",
-                  "updated_before"]
+        fields = [
+            "owner",
+            "title",
+            "created_after",
+            "created_before",
+            "updated_after",
+            "updated_before",
+        ]

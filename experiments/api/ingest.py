@@ -41,9 +41,24 @@ MAX_METRICS_PER_RUN = 10000
 MAX_RAW_BYTES = 20 * 1024 * 1024
 RUN_BATCH = 1000
 METRIC_BATCH = 5000
-ITEM_FIELDS = {"key", "testbed", "tuning_set", "tool", "op", "label", "notes", "params",
-               "raw_output", "metrics", "tool_version", "command", "exit_code", "started_at",
-               "finished_at", "status"}
+ITEM_FIELDS = {
+    "key",
+    "testbed",
+    "tuning_set",
+    "tool",
+    "op",
+    "label",
+    "notes",
+    "params",
+    "raw_output",
+    "metrics",
+    "tool_version",
+    "command",
+    "exit_code",
+    "started_at",
+    "finished_at",
+    "status",
+}
 METRIC_FIELDS = {"name", "value", "unit", "stat", "iteration", "extra", "source_ref"}
 STATUSES = {Run.Status.IMPORTED, Run.Status.SUCCEEDED, Run.Status.FAILED}
 TOOLS = frozenset(Tool.values)  # (Tool.values is rebuilt on every access)
@@ -129,7 +144,7 @@ def _metrics(item: Item, raw: Any) -> list[dict[str, Any]]:
             return []
         name = m.get("name")
         if not isinstance(name, str) or name not in METRIC_UNITS:
-            item.errors[where] = (f"unknown metric name {name!r} (see DESIGN.md's vocabulary)")
+            item.errors[where] = f"unknown metric name {name!r} (see DESIGN.md's vocabulary)"
             return []
         value = m.get("value")
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -141,17 +156,20 @@ def _metrics(item: Item, raw: Any) -> list[dict[str, Any]]:
             return []
         unit = m.get("unit", METRIC_UNITS[name])
         if unit != METRIC_UNITS[name]:
-            item.errors[where] = (f"{name}: unit must be {METRIC_UNITS[name]!r} (base units), "
-                                  f"got {unit!r}")
+            item.errors[where] = (
+                f"{name}: unit must be {METRIC_UNITS[name]!r} (base units), got {unit!r}"
+            )
             return []
         stat = m.get("stat", "value")
         if stat not in STATS:
             item.errors[where] = f"{name}: unknown statistic {stat!r}"
             return []
         iteration = m.get("iteration")
-        if iteration is not None and (isinstance(iteration, bool)
-                                      or not isinstance(iteration, int)
-                                      or not 0 <= iteration <= 2_147_483_647):
+        if iteration is not None and (
+            isinstance(iteration, bool)
+            or not isinstance(iteration, int)
+            or not 0 <= iteration <= 2_147_483_647
+        ):
             item.errors[where] = f"{name}: iteration must be a non-negative integer or null"
             return []
         extra = m.get("extra") or {}
@@ -162,8 +180,17 @@ def _metrics(item: Item, raw: Any) -> list[dict[str, Any]]:
         if not isinstance(source_ref, str) or len(source_ref) > 200 or "\x00" in source_ref:
             item.errors[where] = f"{name}: source_ref must be a string of at most 200 chars"
             return []
-        out.append({"name": name, "value": value, "unit": unit, "stat": stat,
-                    "iteration": iteration, "extra": extra, "source_ref": source_ref})
+        out.append(
+            {
+                "name": name,
+                "value": value,
+                "unit": unit,
+                "stat": stat,
+                "iteration": iteration,
+                "extra": extra,
+                "source_ref": source_ref,
+            }
+        )
     return out
 
 
@@ -202,15 +229,21 @@ def _validate(item: Item) -> dict[str, Any]:
         params = {}
     clean["params"] = params
     exit_code = data.get("exit_code")
-    if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)
-                                  or not -2_147_483_648 <= exit_code <= 2_147_483_647):
+    if exit_code is not None and (
+        isinstance(exit_code, bool)
+        or not isinstance(exit_code, int)
+        or not -2_147_483_648 <= exit_code <= 2_147_483_647
+    ):
         item.errors["exit_code"] = "must be an integer"
         exit_code = None
     clean["exit_code"] = exit_code
     metrics = data.get("metrics")
     clean["metrics"] = _metrics(item, metrics) if metrics is not None else None
-    if clean["metrics"] is None and not clean["raw_output"].strip() \
-            and "raw_output" not in item.errors:
+    if (
+        clean["metrics"] is None
+        and not clean["raw_output"].strip()
+        and "raw_output" not in item.errors
+    ):
         item.errors["item"] = "give raw_output (parsed on the server) or metrics"
     if clean["metrics"] is not None and not clean["tool"]:
         item.errors.setdefault("tool", "required with explicit metrics")
@@ -264,9 +297,18 @@ def _parse_into(item: Item, run: SimpleNamespace, clean: dict[str, Any]) -> None
     run.tool_version = run.tool_version or (result.tool_version or "")[:60]
     run.command = run.command or (result.command or "")
     run.params = {**result.params, **clean["params"]}
-    item.metrics = [_metric(name=m.name, value=m.value, unit=m.unit, stat=m.stat,
-                            iteration=m.iteration, extra=m.extra or {}, source_ref="")
-                    for m in result.metrics]
+    item.metrics = [
+        _metric(
+            name=m.name,
+            value=m.value,
+            unit=m.unit,
+            stat=m.stat,
+            iteration=m.iteration,
+            extra=m.extra or {},
+            source_ref="",
+        )
+        for m in result.metrics
+    ]
 
 
 def _run(defaults: dict[str, Any], **values: Any) -> SimpleNamespace:
@@ -289,10 +331,8 @@ def insert(model, objs: list) -> None:
     table = model._meta.db_table
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     if connection.vendor != "postgresql":
-        instances = [model(**{f.attname: getattr(obj, f.attname) for f in fields})
-                     for obj in objs]
-        model.objects.bulk_create(instances,
-                                  batch_size=RUN_BATCH if model is Run else METRIC_BATCH)
+        instances = [model(**{f.attname: getattr(obj, f.attname) for f in fields}) for obj in objs]
+        model.objects.bulk_create(instances, batch_size=RUN_BATCH if model is Run else METRIC_BATCH)
         for obj, instance in zip(objs, instances, strict=True):
             obj.id = instance.pk
         return
@@ -301,15 +341,26 @@ def insert(model, objs: list) -> None:
     columns = ", ".join(quote(c) for c in ["id", *(f.column for f in fields)])
     # wrap_database_errors: a unique violation inside COPY is Django's IntegrityError.
     with connection.cursor() as cursor, connection.wrap_database_errors:
-        cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id')) "
-                       "FROM generate_series(1, %s)", [table, len(objs)])
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            [table, len(objs)],
+        )
         ids = [row[0] for row in cursor.fetchall()]
         with cursor.cursor.copy(f"COPY {quote(table)} ({columns}) FROM STDIN") as copy:
             for pk, obj in zip(ids, objs, strict=True):
                 obj.id = pk
                 values = obj.__dict__
-                copy.write_row([pk, *(json.dumps(values[f.attname]) if f.attname in json_fields
-                                      else values[f.attname] for f in fields)])
+                copy.write_row(
+                    [
+                        pk,
+                        *(
+                            json.dumps(values[f.attname])
+                            if f.attname in json_fields
+                            else values[f.attname]
+                            for f in fields
+                        ),
+                    ]
+                )
 
 
 def ingest(items: Any, user) -> list[dict[str, Any]]:
@@ -337,13 +388,16 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             continue
         cleaned.append(_validate(item))
 
-    testbeds = _resolve(Testbed, {c["testbed"] for c in cleaned if c.get("testbed")}, user,
-                        "name")
-    tunings = _resolve(TuningSet, {c["tuning_set"] for c in cleaned if c.get("tuning_set")},
-                       user, "name")
+    testbeds = _resolve(Testbed, {c["testbed"] for c in cleaned if c.get("testbed")}, user, "name")
+    tunings = _resolve(
+        TuningSet, {c["tuning_set"] for c in cleaned if c.get("tuning_set")}, user, "name"
+    )
     keys = {c["key"] for c in cleaned if c.get("key")}
-    existing = dict(Run.objects.filter(owner=user, client_key__in=keys)
-                    .values_list("client_key", "uuid")) if keys else {}
+    existing = (
+        dict(Run.objects.filter(owner=user, client_key__in=keys).values_list("client_key", "uuid"))
+        if keys
+        else {}
+    )
 
     now = timezone.now()
     defaults = {f.attname: f.get_default() for f in Run._meta.concrete_fields}
@@ -357,16 +411,18 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
         if testbed is False:
             item.errors["testbed"] = f"no testbed {clean['testbed']!r}"
         elif testbed is None:
-            item.errors["testbed"] = f"several testbeds are named {clean['testbed']!r}: use " \
-                                     "its UUID"
+            item.errors["testbed"] = (
+                f"several testbeds are named {clean['testbed']!r}: use its UUID"
+            )
         tuning = None
         if clean["tuning_set"]:
             tuning = tunings.get(clean["tuning_set"], False)
             if tuning is False:
                 item.errors["tuning_set"] = f"no tuning set {clean['tuning_set']!r}"
             elif tuning is None:
-                item.errors["tuning_set"] = (f"several tuning sets are named "
-                                             f"{clean['tuning_set']!r}: use its UUID")
+                item.errors["tuning_set"] = (
+                    f"several tuning sets are named {clean['tuning_set']!r}: use its UUID"
+                )
         if item.errors:
             item.outcome = "invalid"
             continue
@@ -380,13 +436,24 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             item.run = seen_keys[key].run
             continue
         item.run = _run(
-            defaults, owner_id=user.pk, testbed_id=testbed.pk,
+            defaults,
+            owner_id=user.pk,
+            testbed_id=testbed.pk,
             tuning_set_id=tuning.pk if tuning else None,
-            tool=clean["tool"] or Tool.OTHER, tool_version=clean["tool_version"],
-            label=clean["label"], notes=clean["notes"], status=clean["status"],
-            command=clean["command"], params=clean["params"], raw_output=clean["raw_output"],
-            exit_code=clean["exit_code"], started_at=clean["started_at"],
-            finished_at=clean["finished_at"], client_key=key, created=now, updated=now,
+            tool=clean["tool"] or Tool.OTHER,
+            tool_version=clean["tool_version"],
+            label=clean["label"],
+            notes=clean["notes"],
+            status=clean["status"],
+            command=clean["command"],
+            params=clean["params"],
+            raw_output=clean["raw_output"],
+            exit_code=clean["exit_code"],
+            started_at=clean["started_at"],
+            finished_at=clean["finished_at"],
+            client_key=key,
+            created=now,
+            updated=now,
         )
         item.outcome = "created"
         if key:

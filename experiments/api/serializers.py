@@ -68,8 +68,9 @@ class SafeJSONField(serializers.JSONField):
     def to_internal_value(self, data):
         data = super().to_internal_value(data)
         if _has_nul(data):
-            raise serializers.ValidationError("must not contain NUL characters or nest "
-                                              "deeper than 20 levels")
+            raise serializers.ValidationError(
+                "must not contain NUL characters or nest deeper than 20 levels"
+            )
         return data
 
 
@@ -94,32 +95,47 @@ def _json_fields(serializer_cls):
     from django.db import models
 
     serializer_cls.serializer_field_mapping = {
-        **serializer_cls.serializer_field_mapping, models.JSONField: SafeJSONField,
+        **serializer_cls.serializer_field_mapping,
+        models.JSONField: SafeJSONField,
     }
     return serializer_cls
 
 
 # --- Hardware ------------------------------------------------------------------------------
 
+
 class DriveSerializer(serializers.ModelSerializer):
     uuid = serializers.UUIDField(read_only=True)
 
     class Meta:
         model = Drive
-        fields = ["uuid", "kind", "model", "count", "capacity_gb", "interface", "pcie_gen",
-                  "pcie_lanes", "seq_read_mbps", "seq_write_mbps", "rand_read_iops",
-                  "rand_write_iops", "purpose"]
+        fields = [
+            "uuid",
+            "kind",
+            "model",
+            "count",
+            "capacity_gb",
+            "interface",
+            "pcie_gen",
+            "pcie_lanes",
+            "seq_read_mbps",
+            "seq_write_mbps",
+            "rand_read_iops",
+            "rand_write_iops",
+            "purpose",
+        ]
 
     def validate(self, data):
-        merged = {**({f: getattr(self.instance, f) for f in data} if self.instance else {}),
-                  **data}
+        merged = {**({f: getattr(self.instance, f) for f in data} if self.instance else {}), **data}
         if self.instance is not None:
             for f in ("interface", "pcie_gen", "pcie_lanes"):
                 merged.setdefault(f, getattr(self.instance, f))
-        if merged.get("interface") == "pcie" and not (merged.get("pcie_gen")
-                                                      and merged.get("pcie_lanes")):
+        if merged.get("interface") == "pcie" and not (
+            merged.get("pcie_gen") and merged.get("pcie_lanes")
+        ):
             raise serializers.ValidationError(
-                {"pcie_lanes": "PCIe drives need a generation and a lane count."})
+                {"pcie_lanes": "PCIe drives need a generation and a lane count."}
+            )
         return data
 
 
@@ -137,14 +153,33 @@ class HardwareProfileSerializer(OwnedSerializer):
 
     class Meta:
         model = HardwareProfile
-        fields = [*OWNED, *PUBLISHED, "name", "vendor", "model", "architecture", "cpu_model",
-                  "sockets", "cores_per_socket", "threads_per_core", "clock_ghz",
-                  "numa_domains", "memory_gib", "memory_channels", "dimm_type",
-                  "raid_controller", "tdp_watts", "notes", "drives", "nics"]
+        fields = [
+            *OWNED,
+            *PUBLISHED,
+            "name",
+            "vendor",
+            "model",
+            "architecture",
+            "cpu_model",
+            "sockets",
+            "cores_per_socket",
+            "threads_per_core",
+            "clock_ghz",
+            "numa_domains",
+            "memory_gib",
+            "memory_channels",
+            "dimm_type",
+            "raid_controller",
+            "tdp_watts",
+            "notes",
+            "drives",
+            "nics",
+        ]
         read_only_fields = PUBLISHED
 
 
 # --- Nodes ---------------------------------------------------------------------------------
+
 
 class NodeSerializer(OwnedSerializer):
     profile = UUIDRelatedField(queryset=HardwareProfile.objects.all())
@@ -168,6 +203,7 @@ class NodeSerializer(OwnedSerializer):
 
 # --- Testbeds ------------------------------------------------------------------------------
 
+
 class TestbedNodeSerializer(serializers.ModelSerializer):
     uuid = serializers.UUIDField(read_only=True)
     node = UUIDRelatedField(queryset=Node.objects.all())
@@ -175,8 +211,17 @@ class TestbedNodeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TestbedNode
-        fields = ["uuid", "node", "hostname", "management", "metadata", "storage", "client",
-                  "monitoring", "storage_links"]
+        fields = [
+            "uuid",
+            "node",
+            "hostname",
+            "management",
+            "metadata",
+            "storage",
+            "client",
+            "monitoring",
+            "storage_links",
+        ]
 
     def validate(self, data):
         roles = {r: data.get(r, getattr(self.instance, r, False)) for r in TestbedNode.ROLES}
@@ -190,7 +235,8 @@ class TestbedNodeSerializer(serializers.ModelSerializer):
                 clash = clash.exclude(pk=self.instance.pk)
             if clash.exists():
                 raise serializers.ValidationError(
-                    {"node": "This node is already in the testbed; edit its roles instead."})
+                    {"node": "This node is already in the testbed; edit its roles instead."}
+                )
         return data
 
 
@@ -208,8 +254,7 @@ class StoragePoolSerializer(serializers.ModelSerializer):
             if self.instance is not None:
                 clash = clash.exclude(pk=self.instance.pk)
             if clash.exists():
-                raise serializers.ValidationError("This testbed already has a pool with "
-                                                  "this ID.")
+                raise serializers.ValidationError("This testbed already has a pool with this ID.")
         return value
 
 
@@ -217,14 +262,27 @@ class TargetSerializer(serializers.ModelSerializer):
     uuid = serializers.UUIDField(read_only=True)
     node = UUIDRelatedField(queryset=Node.objects.all(), required=False, allow_null=True)
     drive = UUIDRelatedField(queryset=Drive.objects.all(), required=False, allow_null=True)
-    pool = UUIDRelatedField(queryset=StoragePool.objects.all(), required=False,
-                            allow_null=True)
+    pool = UUIDRelatedField(queryset=StoragePool.objects.all(), required=False, allow_null=True)
 
     class Meta:
         model = Target
-        fields = ["uuid", "kind", "node", "target_id", "name", "count", "numa_domain",
-                  "raid_level", "disks", "drive", "filesystem", "mount_options", "path",
-                  "capacity_gb", "pool"]
+        fields = [
+            "uuid",
+            "kind",
+            "node",
+            "target_id",
+            "name",
+            "count",
+            "numa_domain",
+            "raid_level",
+            "disks",
+            "drive",
+            "filesystem",
+            "mount_options",
+            "path",
+            "capacity_gb",
+            "pool",
+        ]
 
     def validate(self, data):
         testbed = self.context.get("parent")
@@ -237,11 +295,11 @@ class TargetSerializer(serializers.ModelSerializer):
         disks = data.get("disks", getattr(self.instance, "disks", None))
         minimum = {"1": 2, "5": 3, "6": 4, "10": 4}.get(level or "")
         if minimum and disks and disks < minimum:
-            raise serializers.ValidationError({"disks": f"RAID{level} needs at least "
-                                                        f"{minimum} disks."})
+            raise serializers.ValidationError(
+                {"disks": f"RAID{level} needs at least {minimum} disks."}
+            )
         if level == "10" and disks and disks % 2:
-            raise serializers.ValidationError({"disks": "RAID10 needs an even number of "
-                                                        "disks."})
+            raise serializers.ValidationError({"disks": "RAID10 needs an even number of disks."})
         if level == "none" and disks and disks != 1:
             raise serializers.ValidationError({"disks": "A target without RAID has one disk."})
         return data
@@ -265,9 +323,21 @@ class TestbedSerializer(OwnedSerializer):
 
     class Meta:
         model = Testbed
-        fields = [*OWNED, *PUBLISHED, "name", "description", "beegfs_version", "fabric",
-                  "switch", "network_notes", "benchmark_dir", "members", "targets", "pools",
-                  "mirror_groups"]
+        fields = [
+            *OWNED,
+            *PUBLISHED,
+            "name",
+            "description",
+            "beegfs_version",
+            "fabric",
+            "switch",
+            "network_notes",
+            "benchmark_dir",
+            "members",
+            "targets",
+            "pools",
+            "mirror_groups",
+        ]
         read_only_fields = PUBLISHED
 
     def validate_benchmark_dir(self, value: str) -> str:
@@ -278,6 +348,7 @@ class TestbedSerializer(OwnedSerializer):
 
 
 # --- Tuning --------------------------------------------------------------------------------
+
 
 class TuningParameterSerializer(serializers.ModelSerializer):
     normalized = serializers.JSONField(read_only=True)
@@ -291,18 +362,28 @@ class TuningParameterSerializer(serializers.ModelSerializer):
 
 
 class TuningSetSerializer(OwnedSerializer):
-    parent = UUIDRelatedField(queryset=TuningSet.objects.all(), required=False,
-                              allow_null=True)
-    params = TuningParameterSerializer(many=True, required=False,
-                                       help_text="This set's own parameters; writing them "
-                                       "replaces all of them and records a revision.")
+    parent = UUIDRelatedField(queryset=TuningSet.objects.all(), required=False, allow_null=True)
+    params = TuningParameterSerializer(
+        many=True,
+        required=False,
+        help_text="This set's own parameters; writing them "
+        "replaces all of them and records a revision.",
+    )
     effective = serializers.JSONField(read_only=True)
     revision = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = TuningSet
-        fields = [*OWNED, *PUBLISHED, "name", "description", "parent", "revision", "params",
-                  "effective"]
+        fields = [
+            *OWNED,
+            *PUBLISHED,
+            "name",
+            "description",
+            "parent",
+            "revision",
+            "params",
+            "effective",
+        ]
         read_only_fields = PUBLISHED
 
     def validate_params(self, value: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -329,8 +410,9 @@ class TuningSetSerializer(OwnedSerializer):
     def validate_parent(self, value):
         if value is not None and self.instance is not None:
             if self.instance.pk in {value.pk, *(t.pk for t in value.ancestors())}:
-                raise serializers.ValidationError("A set can not inherit from itself or its "
-                                                  "descendants.")
+                raise serializers.ValidationError(
+                    "A set can not inherit from itself or its descendants."
+                )
         return value
 
     def create(self, validated_data):
@@ -351,19 +433,34 @@ class TuningSetSerializer(OwnedSerializer):
 
 # --- Matrices ------------------------------------------------------------------------------
 
+
 @_json_fields
 class MatrixSerializer(OwnedSerializer):
     testbeds = UUIDRelatedField(queryset=Testbed.objects.all(), many=True)
-    tuning_sets = UUIDRelatedField(queryset=TuningSet.objects.all(), many=True,
-                                   required=False)
+    tuning_sets = UUIDRelatedField(queryset=TuningSet.objects.all(), many=True, required=False)
     tool = serializers.ChoiceField(choices=sorted(ADAPTERS))
     launched_at = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = Matrix
-        fields = [*OWNED, "name", "description", "tool", "launch_mode", "tasks_per_node",
-                  "fixed_params", "axes", "exclusions", "testbeds", "tuning_sets",
-                  "repetitions", "drop_caches", "apply_tuning", "timeout_s", "launched_at"]
+        fields = [
+            *OWNED,
+            "name",
+            "description",
+            "tool",
+            "launch_mode",
+            "tasks_per_node",
+            "fixed_params",
+            "axes",
+            "exclusions",
+            "testbeds",
+            "tuning_sets",
+            "repetitions",
+            "drop_caches",
+            "apply_tuning",
+            "timeout_s",
+            "launched_at",
+        ]
 
     def _check_name(self, tool: str, name: str) -> None:
         adapter = ADAPTERS.get(tool)
@@ -371,8 +468,7 @@ class MatrixSerializer(OwnedSerializer):
             return
         if name not in adapter.params:
             known = ", ".join(sorted(adapter.params))
-            raise serializers.ValidationError(f"{tool} has no parameter {name!r} "
-                                              f"(known: {known})")
+            raise serializers.ValidationError(f"{tool} has no parameter {name!r} (known: {known})")
 
     def validate(self, data):
         tool = data.get("tool", getattr(self.instance, "tool", ""))
@@ -384,7 +480,8 @@ class MatrixSerializer(OwnedSerializer):
         for key, value in params.items():
             if not isinstance(value, str | int | float | bool):
                 raise serializers.ValidationError(
-                    {"fixed_params": f"{key}: values must be strings, numbers or booleans"})
+                    {"fixed_params": f"{key}: values must be strings, numbers or booleans"}
+                )
             try:
                 self._check_name(tool, key)
             except serializers.ValidationError as exc:
@@ -409,7 +506,8 @@ class MatrixSerializer(OwnedSerializer):
                 raise serializers.ValidationError({"exclusions": exc.message}) from None
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 raise serializers.ValidationError(
-                    {"exclusions": f"cannot read rule {rule!r}"}) from None
+                    {"exclusions": f"cannot read rule {rule!r}"}
+                ) from None
         data["axes"] = axes
         data["exclusions"] = [r.strip() for r in rules if r.strip()]
         return data
@@ -417,13 +515,23 @@ class MatrixSerializer(OwnedSerializer):
 
 # --- Runs and metrics ----------------------------------------------------------------------
 
+
 class MetricSerializer(serializers.ModelSerializer):
     run = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
 
     class Meta:
         model = Metric
-        fields = ["run", "name", "value", "unit", "stat", "iteration", "primary", "extra",
-                  "source_ref"]
+        fields = [
+            "run",
+            "name",
+            "value",
+            "unit",
+            "stat",
+            "iteration",
+            "primary",
+            "extra",
+            "source_ref",
+        ]
         read_only_fields = fields
 
 
@@ -434,10 +542,30 @@ class RunMetricSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-RUN_READ_ONLY = ["tool", "tool_version", "status", "command", "argv", "params", "exit_code",
-                 "started_at", "finished_at", "matrix", "cell_key", "repetition", "node",
-                 "attempts", "worker", "error", "parse_error", "queued_at", "client_key",
-                 "published", "source", "source_ref"]
+RUN_READ_ONLY = [
+    "tool",
+    "tool_version",
+    "status",
+    "command",
+    "argv",
+    "params",
+    "exit_code",
+    "started_at",
+    "finished_at",
+    "matrix",
+    "cell_key",
+    "repetition",
+    "node",
+    "attempts",
+    "worker",
+    "error",
+    "parse_error",
+    "queued_at",
+    "client_key",
+    "published",
+    "source",
+    "source_ref",
+]
 
 
 @_json_fields
@@ -447,8 +575,7 @@ class RunSerializer(OwnedSerializer):
 
     testbed = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
     testbed_name = serializers.CharField(source="testbed.name", read_only=True)
-    tuning_set = UUIDRelatedField(queryset=TuningSet.objects.all(), required=False,
-                                  allow_null=True)
+    tuning_set = UUIDRelatedField(queryset=TuningSet.objects.all(), required=False, allow_null=True)
     target = UUIDRelatedField(queryset=Target.objects.all(), required=False, allow_null=True)
     matrix = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
     node = serializers.SlugRelatedField(slug_field="uuid", read_only=True)
@@ -456,16 +583,46 @@ class RunSerializer(OwnedSerializer):
 
     class Meta:
         model = Run
-        fields = [*OWNED, "testbed", "testbed_name", "tuning_set", "target", "tool",
-                  "tool_version", "label", "status", "command", "argv", "params", "exit_code",
-                  "started_at", "finished_at", "notes", "matrix", "cell_key", "repetition",
-                  "node", "attempts", "worker", "error", "parse_error", "queued_at",
-                  "client_key", "published", "source", "source_ref", "metrics"]
+        fields = [
+            *OWNED,
+            "testbed",
+            "testbed_name",
+            "tuning_set",
+            "target",
+            "tool",
+            "tool_version",
+            "label",
+            "status",
+            "command",
+            "argv",
+            "params",
+            "exit_code",
+            "started_at",
+            "finished_at",
+            "notes",
+            "matrix",
+            "cell_key",
+            "repetition",
+            "node",
+            "attempts",
+            "worker",
+            "error",
+            "parse_error",
+            "queued_at",
+            "client_key",
+            "published",
+            "source",
+            "source_ref",
+            "metrics",
+        ]
         read_only_fields = RUN_READ_ONLY
 
     def validate_target(self, value):
-        if value is not None and self.instance is not None \
-                and value.testbed_id != self.instance.testbed_id:
+        if (
+            value is not None
+            and self.instance is not None
+            and value.testbed_id != self.instance.testbed_id
+        ):
             raise serializers.ValidationError("The target is not in the run's testbed.")
         return value
 
@@ -477,6 +634,7 @@ class RunDetailSerializer(RunSerializer):
 
 
 # --- Ingest (schema of POST /api/runs/ and /api/runs/bulk/) ---------------------------------
+
 
 class IngestMetricSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="A name of DESIGN.md's vocabulary, e.g. write_bw.")
@@ -492,26 +650,29 @@ class IngestRunSerializer(serializers.Serializer):
     """One completed run to store (documentation of the bulk format; the ingest module
     validates items itself, faster than a serializer per item)."""
 
-    key = serializers.CharField(required=False, max_length=200,
-                                help_text="Idempotency key, unique per user.")
+    key = serializers.CharField(
+        required=False, max_length=200, help_text="Idempotency key, unique per user."
+    )
     testbed = serializers.CharField(help_text="Testbed UUID or name.")
     tuning_set = serializers.CharField(required=False, help_text="Tuning set UUID or name.")
-    tool = serializers.CharField(required=False, help_text="Tool name; detected from "
-                                 "raw_output when omitted. Required with metrics.")
+    tool = serializers.CharField(
+        required=False,
+        help_text="Tool name; detected from raw_output when omitted. Required with metrics.",
+    )
     op = serializers.CharField(required=False, help_text="Parser option (IOR's --op).")
     label = serializers.CharField(required=False, max_length=200)
     notes = serializers.CharField(required=False)
     params = serializers.DictField(required=False)
-    raw_output = serializers.CharField(required=False, help_text="The tool's output: stored "
-                                       "as given, then parsed.")
+    raw_output = serializers.CharField(
+        required=False, help_text="The tool's output: stored as given, then parsed."
+    )
     metrics = IngestMetricSerializer(many=True, required=False)
     tool_version = serializers.CharField(required=False, max_length=60)
     command = serializers.CharField(required=False)
     exit_code = serializers.IntegerField(required=False, allow_null=True)
     started_at = serializers.DateTimeField(required=False, allow_null=True)
     finished_at = serializers.DateTimeField(required=False, allow_null=True)
-    status = serializers.ChoiceField(choices=["imported", "succeeded", "failed"],
-                                     required=False)
+    status = serializers.ChoiceField(choices=["imported", "succeeded", "failed"], required=False)
 
 
 class IngestResultSerializer(serializers.Serializer):
@@ -542,15 +703,20 @@ class ReportSerializer(OwnedSerializer):
 
     title = serializers.CharField(max_length=200)
     query = serializers.CharField(
-        allow_blank=True, trim_whitespace=True,
+        allow_blank=True,
+        trim_whitespace=True,
         help_text="Metrics, axes and filters as the compare page's URL holds them, e.g. "
-                  "metric=write_bw&x=param:threads&series=raid.")
+        "metric=write_bw&x=param:threads&series=raid.",
+    )
     chart = serializers.DictField(
-        child=serializers.CharField(allow_blank=True), required=False,
+        child=serializers.CharField(allow_blank=True),
+        required=False,
         help_text=f"Chart settings ({', '.join(CHART_KEYS)}); unknown values fall back to "
-                  "the defaults.")
-    full_query = serializers.CharField(read_only=True, help_text="query plus chart settings: "
-                                       "the query string for /api/compare/.")
+        "the defaults.",
+    )
+    full_query = serializers.CharField(
+        read_only=True, help_text="query plus chart settings: the query string for /api/compare/."
+    )
     url = serializers.SerializerMethodField(help_text="The report's page.")
 
     class Meta:
@@ -572,8 +738,9 @@ class ReportSerializer(OwnedSerializer):
     def validate_chart(self, value: dict) -> dict:
         unknown = sorted(set(value) - set(CHART_KEYS))
         if unknown:
-            raise serializers.ValidationError(f"unknown chart settings: {', '.join(unknown)} "
-                                              f"(known: {', '.join(CHART_KEYS)})")
+            raise serializers.ValidationError(
+                f"unknown chart settings: {', '.join(unknown)} (known: {', '.join(CHART_KEYS)})"
+            )
         return value
 
     def validate(self, data):
@@ -590,8 +757,7 @@ class ReportSerializer(OwnedSerializer):
         if spec.errors:
             raise serializers.ValidationError({"query": spec.errors})
         if not spec.metrics:
-            raise serializers.ValidationError({"query": ["Give at least one metric "
-                                                         "(metric=...)."]})
+            raise serializers.ValidationError({"query": ["Give at least one metric (metric=...)."]})
         data["query"] = report_ops.data_query(spec)
         data["chart"] = report_ops.chart_settings(spec)
         return data
@@ -603,19 +769,31 @@ class ShareLinkSerializer(serializers.ModelSerializer):
     see it."""
 
     expires_at = serializers.DateTimeField(
-        required=False, allow_null=True,
+        required=False,
+        allow_null=True,
         help_text=f"When the link stops working; empty: never (at most "
-                  f"{report_ops.MAX_EXPIRY_DAYS} days ahead).")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True,
-                                              allow_null=True)
+        f"{report_ops.MAX_EXPIRY_DAYS} days ahead).",
+    )
+    created_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     state = serializers.ChoiceField(choices=["active", "expired", "revoked"], read_only=True)
     url = serializers.SerializerMethodField(help_text="The public share page.")
     export_url = serializers.SerializerMethodField(help_text="The frozen data as JSON.")
 
     class Meta:
         model = ShareLink
-        fields = ["id", "key", "url", "export_url", "state", "created", "created_by",
-                  "expires_at", "revoked_at"]
+        fields = [
+            "id",
+            "key",
+            "url",
+            "export_url",
+            "state",
+            "created",
+            "created_by",
+            "expires_at",
+            "revoked_at",
+        ]
         read_only_fields = ["id", "key", "created", "revoked_at"]
 
     def _absolute(self, path: str) -> str:
@@ -636,12 +814,12 @@ class ShareLinkSerializer(serializers.ModelSerializer):
         if value <= timezone.now():
             raise serializers.ValidationError("must be in the future")
         if value > report_ops.latest_expiry():
-            raise serializers.ValidationError(f"at most {report_ops.MAX_EXPIRY_DAYS} days "
-                                              "ahead")
+            raise serializers.ValidationError(f"at most {report_ops.MAX_EXPIRY_DAYS} days ahead")
         return value
 
 
 # --- Workers -------------------------------------------------------------------------------
+
 
 class WorkerSerializer(serializers.ModelSerializer):
     online = serializers.BooleanField(read_only=True)

@@ -17,10 +17,10 @@ def token_page(request: HttpRequest) -> HttpResponse:
             token.delete()
         if request.POST.get("action") != "revoke":
             Token.objects.create(user=request.user)
-            messages.success(request, "A new API token was created; the old one no longer "
-                                      "works.")
+            messages.success(request, "A new API token was created; the old one no longer works.")
         else:
             messages.success(request, "Your API token was revoked.")
         return redirect("api:token")
-    return render(request, "api/token.html", {"token": token,
-                                              "base_url": request.build_absolute_uri("/")})
+    return render(
+        request, "api/token.html", {"token": token, "base_url": request.build_absolute_uri("/")}
+    )

@@ -31,10 +31,16 @@ router.register("reports", views.ReportViewSet, basename="report")
 parts = SimpleRouter()
 for parent, items in views.PARTS.items():
     for part, viewset in items:
-        parts.register(f"{parent}/(?P<parent_uuid>[0-9a-fA-F-]{{36}})/{part}", viewset,
-                       basename=f"{parent}-{part}")
-parts.register("reports/(?P<parent_uuid>[0-9a-fA-F-]{36})/share-links", views.ShareLinkViewSet,
-               basename="report-sharelink")
+        parts.register(
+            f"{parent}/(?P<parent_uuid>[0-9a-fA-F-]{{36}})/{part}",
+            viewset,
+            basename=f"{parent}-{part}",
+        )
+parts.register(
+    "reports/(?P<parent_uuid>[0-9a-fA-F-]{36})/share-links",
+    views.ShareLinkViewSet,
+    basename="report-sharelink",
+)
 
 
 def _token_or_session(patterns):
@@ -48,20 +54,27 @@ def _token_or_session(patterns):
     return patterns
 
 
-api_patterns = _token_or_session([
-    path("compare/", CompareView.as_view(), name="compare"),
-    path("schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
-         name="schema"),
-    *parts.urls,
-    *router.urls,
-])
+api_patterns = _token_or_session(
+    [
+        path("compare/", CompareView.as_view(), name="compare"),
+        path(
+            "schema/",
+            SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
+            name="schema",
+        ),
+        *parts.urls,
+        *router.urls,
+    ]
+)
 
 urlpatterns = [
     *api_patterns,
     # DRF marks its views login_not_required; the docs are pages for people: sign in first.
-    path("docs/", login_required(SpectacularSwaggerView.as_view(url_name="api:schema")),
-         name="docs"),
-    path("redoc/", login_required(SpectacularRedocView.as_view(url_name="api:schema")),
-         name="redoc"),
+    path(
+        "docs/", login_required(SpectacularSwaggerView.as_view(url_name="api:schema")), name="docs"
+    ),
+    path(
+        "redoc/", login_required(SpectacularRedocView.as_view(url_name="api:schema")), name="redoc"
+    ),
     path("token/", token_page, name="token"),
 ]

@@ -71,8 +71,7 @@ class IntegrityAsValidation:
             with transaction.atomic():
                 self.save_new(serializer)
         except IntegrityError as exc:
-            raise ValidationError({"detail": f"conflicts with an existing object: {exc}"}) \
-                from None
+            raise ValidationError({"detail": f"conflicts with an existing object: {exc}"}) from None
 
     def save_new(self, serializer):
         serializer.save(owner=self.request.user)
@@ -82,8 +81,7 @@ class IntegrityAsValidation:
             with transaction.atomic():
                 serializer.save()
         except IntegrityError as exc:
-            raise ValidationError({"detail": f"conflicts with an existing object: {exc}"}) \
-                from None
+            raise ValidationError({"detail": f"conflicts with an existing object: {exc}"}) from None
 
     def perform_destroy(self, instance):
         from django.db.models import ProtectedError, RestrictedError
@@ -103,8 +101,11 @@ class OwnedViewSet(IntegrityAsValidation, viewsets.ModelViewSet):
 
 @extend_schema_view(list=extend_schema(summary="Hardware profiles with drives and NICs"))
 class HardwareProfileViewSet(OwnedViewSet):
-    queryset = (HardwareProfile.objects.select_related("owner")
-                .prefetch_related("drives", "nics").order_by("name", "id"))
+    queryset = (
+        HardwareProfile.objects.select_related("owner")
+        .prefetch_related("drives", "nics")
+        .order_by("name", "id")
+    )
     serializer_class = serializers.HardwareProfileSerializer
     filterset_class = filters.HardwareProfileFilter
 
@@ -118,11 +119,14 @@ class NodeViewSet(OwnedViewSet):
 
 class TestbedViewSet(OwnedViewSet):
     queryset = (
-        Testbed.objects.select_related("owner").order_by("name", "id").prefetch_related(
+        Testbed.objects.select_related("owner")
+        .order_by("name", "id")
+        .prefetch_related(
             Prefetch("members", TestbedNode.objects.select_related("node")),
             Prefetch("targets", Target.objects.select_related("node", "drive", "pool")),
             "pools",
-            "mirror_groups__primary", "mirror_groups__secondary",
+            "mirror_groups__primary",
+            "mirror_groups__secondary",
         )
     )
     serializer_class = serializers.TestbedSerializer
@@ -130,8 +134,11 @@ class TestbedViewSet(OwnedViewSet):
 
 
 class TuningSetViewSet(OwnedViewSet):
-    queryset = (TuningSet.objects.select_related("owner", "parent").prefetch_related("params")
-                .order_by("name", "id"))
+    queryset = (
+        TuningSet.objects.select_related("owner", "parent")
+        .prefetch_related("params")
+        .order_by("name", "id")
+    )
     serializer_class = serializers.TuningSetSerializer
     filterset_class = filters.TuningSetFilter
 
@@ -142,14 +149,19 @@ class TuningSetViewSet(OwnedViewSet):
 
 
 class MatrixViewSet(OwnedViewSet):
-    queryset = (Matrix.objects.select_related("owner").prefetch_related("testbeds",
-                                                                         "tuning_sets")
-                .order_by("-created", "-id"))
+    queryset = (
+        Matrix.objects.select_related("owner")
+        .prefetch_related("testbeds", "tuning_sets")
+        .order_by("-created", "-id")
+    )
     serializer_class = serializers.MatrixSerializer
     filterset_class = filters.MatrixFilter
 
-    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT},
-                   summary="Expand the matrix and queue its planned runs")
+    @extend_schema(
+        request=None,
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Expand the matrix and queue its planned runs",
+    )
     @action(detail=True, methods=["post"])
     def launch(self, request, uuid=None):
         matrix = self.get_object()
@@ -159,6 +171,7 @@ class MatrixViewSet(OwnedViewSet):
 
 
 # --- Parts under their parent: /api/<parent>/<uuid>/<part>/ -------------------------------
+
 
 class PartViewSet(IntegrityAsValidation, viewsets.ModelViewSet):
     """Drives and NICs of a hardware profile; members, targets and pools of a testbed.
@@ -173,8 +186,7 @@ class PartViewSet(IntegrityAsValidation, viewsets.ModelViewSet):
 
     def parent(self):
         if not hasattr(self, "_parent"):
-            self._parent = get_object_or_404(self.parent_model,
-                                             uuid=self.kwargs["parent_uuid"])
+            self._parent = get_object_or_404(self.parent_model, uuid=self.kwargs["parent_uuid"])
         return self._parent
 
     def get_queryset(self):
@@ -190,51 +202,99 @@ class PartViewSet(IntegrityAsValidation, viewsets.ModelViewSet):
 
     def check_permissions(self, request):
         super().check_permissions(request)
-        if request.method not in ("GET", "HEAD", "OPTIONS") \
-                and not self.parent().can_edit(request.user):
-            raise PermissionDenied("Only the owner or staff may change this; published "
-                                   "study data is read-only.")
+        if request.method not in ("GET", "HEAD", "OPTIONS") and not self.parent().can_edit(
+            request.user
+        ):
+            raise PermissionDenied(
+                "Only the owner or staff may change this; published study data is read-only."
+            )
 
     def save_new(self, serializer):
         serializer.save(**{self.parent_field: self.parent()})
 
 
 def part_viewset(name, model, serializer, parent_model, parent_field, related=()):
-    return type(name, (PartViewSet,), {
-        "queryset": model.objects.select_related(*related).order_by("id"),
-        "serializer_class": serializer,
-        "parent_model": parent_model,
-        "parent_field": parent_field,
-        "__doc__": PartViewSet.__doc__,
-    })
+    return type(
+        name,
+        (PartViewSet,),
+        {
+            "queryset": model.objects.select_related(*related).order_by("id"),
+            "serializer_class": serializer,
+            "parent_model": parent_model,
+            "parent_field": parent_field,
+            "__doc__": PartViewSet.__doc__,
+        },
+    )
 
 
 PARENT_UUID = OpenApiParameter("parent_uuid", OpenApiTypes.UUID, OpenApiParameter.PATH)
 PARTS = {
     "hardware": [
-        ("drives", part_viewset("DriveViewSet", Drive, serializers.DriveSerializer,
-                                HardwareProfile, "profile")),
-        ("nics", part_viewset("NicViewSet", Nic, serializers.NicSerializer, HardwareProfile,
-                              "profile")),
+        (
+            "drives",
+            part_viewset(
+                "DriveViewSet", Drive, serializers.DriveSerializer, HardwareProfile, "profile"
+            ),
+        ),
+        (
+            "nics",
+            part_viewset("NicViewSet", Nic, serializers.NicSerializer, HardwareProfile, "profile"),
+        ),
     ],
     "testbeds": [
-        ("members", part_viewset("TestbedNodeViewSet", TestbedNode,
-                                 serializers.TestbedNodeSerializer, Testbed, "testbed",
-                                 ("node",))),
-        ("targets", part_viewset("TargetViewSet", Target, serializers.TargetSerializer,
-                                 Testbed, "testbed", ("node", "drive", "pool"))),
-        ("pools", part_viewset("StoragePoolViewSet", StoragePool,
-                               serializers.StoragePoolSerializer, Testbed, "testbed")),
+        (
+            "members",
+            part_viewset(
+                "TestbedNodeViewSet",
+                TestbedNode,
+                serializers.TestbedNodeSerializer,
+                Testbed,
+                "testbed",
+                ("node",),
+            ),
+        ),
+        (
+            "targets",
+            part_viewset(
+                "TargetViewSet",
+                Target,
+                serializers.TargetSerializer,
+                Testbed,
+                "testbed",
+                ("node", "drive", "pool"),
+            ),
+        ),
+        (
+            "pools",
+            part_viewset(
+                "StoragePoolViewSet",
+                StoragePool,
+                serializers.StoragePoolSerializer,
+                Testbed,
+                "testbed",
+            ),
+        ),
     ],
 }
 for _parts in PARTS.values():
     for _name, _viewset in _parts:
-        extend_schema_view(**{action_name: extend_schema(parameters=[PARENT_UUID])
-                              for action_name in ("list", "create", "retrieve", "update",
-                                                  "partial_update", "destroy")})(_viewset)
+        extend_schema_view(
+            **{
+                action_name: extend_schema(parameters=[PARENT_UUID])
+                for action_name in (
+                    "list",
+                    "create",
+                    "retrieve",
+                    "update",
+                    "partial_update",
+                    "destroy",
+                )
+            }
+        )(_viewset)
 
 
 # --- Reports and their share links ---------------------------------------------------------
+
 
 class ReportViewSet(OwnedViewSet):
     """Reports (saved comparisons), most recently updated first. Everyone signed in reads
@@ -247,32 +307,47 @@ class ReportViewSet(OwnedViewSet):
     ordering_fields = ["title", "created", "updated"]
 
 
-REPORT_UUID = OpenApiParameter("parent_uuid", OpenApiTypes.UUID, OpenApiParameter.PATH,
-                               description="The report's UUID.")
-LINK_ID = OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH,
-                           description="The share link's ID (not its secret key).")
+REPORT_UUID = OpenApiParameter(
+    "parent_uuid", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The report's UUID."
+)
+LINK_ID = OpenApiParameter(
+    "id",
+    OpenApiTypes.INT,
+    OpenApiParameter.PATH,
+    description="The share link's ID (not its secret key).",
+)
 
 
 @extend_schema_view(
     list=extend_schema(parameters=[REPORT_UUID], summary="Share links of a report"),
     retrieve=extend_schema(parameters=[REPORT_UUID, LINK_ID]),
-    create=extend_schema(parameters=[REPORT_UUID],
-                         summary="Share the report: freeze its comparison as of now"),
-    destroy=extend_schema(parameters=[REPORT_UUID, LINK_ID],
-                          summary="Revoke the link (it stays listed, revoked)"),
-    revoke=extend_schema(parameters=[REPORT_UUID, LINK_ID], request=None,
-                         responses={200: serializers.ShareLinkSerializer},
-                         summary="Revoke the link: its URL answers 404 from now on"),
+    create=extend_schema(
+        parameters=[REPORT_UUID], summary="Share the report: freeze its comparison as of now"
+    ),
+    destroy=extend_schema(
+        parameters=[REPORT_UUID, LINK_ID], summary="Revoke the link (it stays listed, revoked)"
+    ),
+    revoke=extend_schema(
+        parameters=[REPORT_UUID, LINK_ID],
+        request=None,
+        responses={200: serializers.ShareLinkSerializer},
+        summary="Revoke the link: its URL answers 404 from now on",
+    ),
 )
-class ShareLinkViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                       mixins.CreateModelMixin, mixins.DestroyModelMixin,
-                       viewsets.GenericViewSet):
+class ShareLinkViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
     """Share links of a report, newest first. Their key opens the report without login, so
     only the report's owner and staff list, create and revoke them; other users get 403.
     A link is never deleted, only revoked (DELETE revokes too): who shared what stays known."""
 
-    queryset = (ShareLink.objects.select_related("created_by").defer("snapshot")
-                .order_by("-created", "-id"))
+    queryset = (
+        ShareLink.objects.select_related("created_by").defer("snapshot").order_by("-created", "-id")
+    )
     serializer_class = serializers.ShareLinkSerializer
     lookup_value_regex = "[0-9]+"
     filter_backends: list = []
@@ -290,12 +365,14 @@ class ShareLinkViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def check_permissions(self, request):
         super().check_permissions(request)
         if not self.report().can_edit(request.user):
-            raise PermissionDenied("Only the report's owner or staff may see and manage its "
-                                   "share links.")
+            raise PermissionDenied(
+                "Only the report's owner or staff may see and manage its share links."
+            )
 
     def perform_create(self, serializer):
         serializer.instance = report_ops.create_share_link(
-            self.report(), self.request.user, serializer.validated_data.get("expires_at"))
+            self.report(), self.request.user, serializer.validated_data.get("expires_at")
+        )
 
     def perform_destroy(self, instance):
         report_ops.revoke_share_link(instance)
@@ -308,6 +385,7 @@ class ShareLinkViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
 # --- Runs ----------------------------------------------------------------------------------
 
+
 @extend_schema_view(
     create=extend_schema(
         summary="Store one completed run (raw output parsed on the server, or metrics)",
@@ -315,9 +393,15 @@ class ShareLinkViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         responses={201: serializers.RunDetailSerializer, 200: serializers.RunDetailSerializer},
     ),
 )
-class RunViewSet(IntegrityAsValidation, mixins.ListModelMixin, mixins.RetrieveModelMixin,
-                 mixins.CreateModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin,
-                 viewsets.GenericViewSet):
+class RunViewSet(
+    IntegrityAsValidation,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
     """Runs, newest first (cursor pagination). Creation goes through ingest; afterwards the
     label, notes, tuning set and target may change."""
 
@@ -329,8 +413,9 @@ class RunViewSet(IntegrityAsValidation, mixins.ListModelMixin, mixins.RetrieveMo
     parser_classes = [parsers.JSONParser, JSONLinesParser]
 
     def get_queryset(self):
-        runs = Run.objects.select_related("owner", "testbed", "tuning_set", "target", "matrix",
-                                          "node")
+        runs = Run.objects.select_related(
+            "owner", "testbed", "tuning_set", "target", "matrix", "node"
+        )
         if self.action == "list":
             runs = runs.defer("raw_output", "effective_config", "launch")
         return runs.prefetch_related(
@@ -344,20 +429,25 @@ class RunViewSet(IntegrityAsValidation, mixins.ListModelMixin, mixins.RetrieveMo
 
     def create(self, request, *args, **kwargs):
         if not isinstance(request.data, dict):
-            raise ValidationError({"detail": "expected one JSON object; send arrays to "
-                                             "/api/runs/bulk/"})
+            raise ValidationError(
+                {"detail": "expected one JSON object; send arrays to /api/runs/bulk/"}
+            )
         result = ingest([request.data], request.user)[0]
         if result["status"] == "invalid":
             return Response({"errors": result["errors"]}, status=status.HTTP_400_BAD_REQUEST)
         run = self.get_queryset().get(uuid=result["uuid"])
         code = status.HTTP_201_CREATED if result["status"] == "created" else status.HTTP_200_OK
-        return Response(serializers.RunDetailSerializer(run, context=self.get_serializer_context())
-                        .data, status=code)
+        return Response(
+            serializers.RunDetailSerializer(run, context=self.get_serializer_context()).data,
+            status=code,
+        )
 
     @extend_schema(
         summary="Store many completed runs at once (JSON array or JSON lines)",
-        request={"application/json": serializers.IngestRunSerializer(many=True),
-                 "application/x-ndjson": serializers.IngestRunSerializer},
+        request={
+            "application/json": serializers.IngestRunSerializer(many=True),
+            "application/x-ndjson": serializers.IngestRunSerializer,
+        },
         responses={200: serializers.IngestResponseSerializer},
     )
     @action(detail=False, methods=["post"])
@@ -379,13 +469,25 @@ class MetricViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = serializers.MetricSerializer
     filterset_class = filters.MetricFilter
     filter_backends = [DjangoFilterBackend]
-    pagination_class = type("MetricPagination", (RunCursorPagination,),
-                            {"ordering": ("id",)})
+    pagination_class = type("MetricPagination", (RunCursorPagination,), {"ordering": ("id",)})
 
     def get_queryset(self):
-        return Metric.objects.select_related("run").only(
-            "id", "name", "value", "unit", "stat", "iteration", "primary", "extra",
-            "source_ref", "run__uuid").order_by("id")
+        return (
+            Metric.objects.select_related("run")
+            .only(
+                "id",
+                "name",
+                "value",
+                "unit",
+                "stat",
+                "iteration",
+                "primary",
+                "extra",
+                "source_ref",
+                "run__uuid",
+            )
+            .order_by("id")
+        )
 
 
 class WorkerViewSet(viewsets.ReadOnlyModelViewSet):

@@ -40,7 +40,10 @@ class PublishedModel(models.Model):
         default=False, help_text="Read-only data stated in a published study."
     )
     published_key = models.CharField(
-        max_length=120, blank=True, default="", editable=False,
+        max_length=120,
+        blank=True,
+        default="",
+        editable=False,
         help_text="Stable key that makes load_published idempotent.",
     )
     source = models.CharField(

@@ -93,7 +93,9 @@ class Drive(UUIDModel):
     capacity_gb = models.FloatField("capacity (GB)", null=True, blank=True)
     interface = models.CharField(max_length=8, choices=DriveInterface.choices, blank=True)
     pcie_gen = models.PositiveSmallIntegerField(
-        "PCIe generation", null=True, blank=True,
+        "PCIe generation",
+        null=True,
+        blank=True,
         validators=[MinValueValidator(1), MaxValueValidator(6)],
     )
     pcie_lanes = models.PositiveSmallIntegerField("PCIe lanes", null=True, blank=True)
@@ -185,7 +187,8 @@ class Testbed(OwnedModel, PublishedModel):
     switch = models.CharField(max_length=160, blank=True)
     network_notes = models.TextField(blank=True)
     benchmark_dir = models.CharField(
-        max_length=400, blank=True,
+        max_length=400,
+        blank=True,
         help_text="Directory on the BeeGFS mount where benchmarks may write.",
     )
 
@@ -213,7 +216,8 @@ class TestbedNode(UUIDModel):
     client = models.BooleanField(default=False)
     monitoring = models.BooleanField(default=False)
     storage_links = models.PositiveSmallIntegerField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="Network links that carry storage traffic; empty means all ports of its NICs.",
     )
 
@@ -292,14 +296,21 @@ class Target(UUIDModel):
         "disks per array", null=True, blank=True, validators=[MinValueValidator(1)]
     )
     drive = models.ForeignKey(
-        Drive, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        Drive,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="Drive model of the array; empty means the node's data drives.",
     )
-    filesystem = models.CharField("local file system", max_length=8, choices=LocalFs.choices,
-                                  blank=True)
+    filesystem = models.CharField(
+        "local file system", max_length=8, choices=LocalFs.choices, blank=True
+    )
     mount_options = models.CharField(max_length=400, blank=True)
     path = models.CharField(
-        "mount point", max_length=400, blank=True,
+        "mount point",
+        max_length=400,
+        blank=True,
         help_text="Where the target is mounted on its node; local benchmarks of this target "
         "write below it.",
     )
@@ -308,7 +319,8 @@ class Target(UUIDModel):
         StoragePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="targets"
     )
     count = models.PositiveSmallIntegerField(
-        default=1, validators=[MinValueValidator(1)],
+        default=1,
+        validators=[MinValueValidator(1)],
         help_text="Identical targets this row stands for (e.g. 6 per server).",
     )
 

@@ -25,10 +25,12 @@ class Matrix(OwnedModel):
     name = models.CharField(max_length=160)
     description = models.TextField(blank=True)
     tool = models.CharField(max_length=16, choices=Tool.choices)
-    launch_mode = models.CharField(max_length=10, choices=LaunchMode.choices,
-                                   default=LaunchMode.SINGLE)
+    launch_mode = models.CharField(
+        max_length=10, choices=LaunchMode.choices, default=LaunchMode.SINGLE
+    )
     tasks_per_node = models.PositiveSmallIntegerField(
-        default=1, validators=[MinValueValidator(1), MaxValueValidator(1024)],
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(1024)],
         help_text="MPI ranks per client node (MPI mode).",
     )
     # {"param": value}: the tool parameters every run shares.
@@ -55,7 +57,8 @@ class Matrix(OwnedModel):
         "before each run.",
     )
     timeout_s = models.PositiveIntegerField(
-        "timeout per run (s)", default=3600,
+        "timeout per run (s)",
+        default=3600,
         validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 3600)],
     )
     launched_at = models.DateTimeField(null=True, blank=True)

@@ -19,8 +19,9 @@ class Report(OwnedModel):
     title = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     query = models.TextField(help_text="Filters, metrics and axes as the compare URL holds them.")
-    chart = models.JSONField(default=dict, blank=True,
-                             help_text="Chart settings: type, error bars, unit, repetitions.")
+    chart = models.JSONField(
+        default=dict, blank=True, help_text="Chart settings: type, error bars, unit, repetitions."
+    )
 
     class Meta:
         ordering = ["-updated"]
@@ -40,9 +41,10 @@ class Report(OwnedModel):
         from experiments.comparison import ComparisonSpec
 
         order = list(ComparisonSpec().chart_settings())
-        chart = sorted((self.chart or {}).items(),
-                       key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order),
-                                       kv[0]))
+        chart = sorted(
+            (self.chart or {}).items(),
+            key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]),
+        )
         extra = urlencode([(k, v) for k, v in chart if v not in ("", None)])
         return "&".join(part for part in (self.query, extra) if part)
 
@@ -60,7 +62,8 @@ class ShareLinkQuerySet(models.QuerySet):
     def active(self) -> ShareLinkQuerySet:
         now = timezone.now()
         return self.filter(revoked_at__isnull=True).filter(
-            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+        )
 
 
 class ShareLink(models.Model):
@@ -70,8 +73,9 @@ class ShareLink(models.Model):
     report = models.ForeignKey(Report, on_delete=models.CASCADE, related_name="share_links")
     key = models.CharField(max_length=64, unique=True, default=new_share_key, editable=False)
     created = models.DateTimeField(auto_now_add=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                   on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     # {"query": full query string, "title", "description", "result": ComparisonResult.to_json()}

@@ -46,15 +46,24 @@ class Run(OwnedModel, PublishedModel):
         IMPORTED = "imported", "imported"
         PUBLISHED = "published", "published"
 
-    TERMINAL = {Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.IMPORTED,
-                Status.PUBLISHED}
+    TERMINAL = {
+        Status.SUCCEEDED,
+        Status.FAILED,
+        Status.CANCELLED,
+        Status.IMPORTED,
+        Status.PUBLISHED,
+    }
 
     testbed = models.ForeignKey(Testbed, on_delete=models.PROTECT, related_name="runs")
     tuning_set = models.ForeignKey(
         TuningSet, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
     )
     target = models.ForeignKey(
-        Target, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs",
+        Target,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
         help_text="Set when the run measured one target (dd on a device, StorageBench).",
     )
     tool = models.CharField(max_length=16, choices=Tool.choices)
@@ -73,18 +82,30 @@ class Run(OwnedModel, PublishedModel):
 
     # Execution (runs of a matrix). The Run row exists before its task is queued.
     matrix = models.ForeignKey(
-        "experiments.Matrix", null=True, blank=True, on_delete=models.CASCADE,
+        "experiments.Matrix",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
         related_name="runs",
     )
-    cell_key = models.CharField(max_length=64, blank=True, editable=False,
-                                help_text="Hash of the cell: parameters, testbed, tuning set.")
+    cell_key = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="Hash of the cell: parameters, testbed, tuning set.",
+    )
     repetition = models.PositiveSmallIntegerField(null=True, blank=True)
     node = models.ForeignKey(
-        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs",
+        Node,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
         help_text="Launcher node: its worker's queue runs the tool.",
     )
-    launch = models.JSONField(default=dict, blank=True,
-                              help_text="Launch mode, hosts, timeout, drop caches.")
+    launch = models.JSONField(
+        default=dict, blank=True, help_text="Launch mode, hosts, timeout, drop caches."
+    )
     # Each dispatch carries a fresh token; a delivery whose token is not the run's is stale
     # (a duplicate, or a message the janitor already replaced) and does nothing.
     dispatch_token = models.UUIDField(null=True, blank=True, editable=False)
@@ -102,7 +123,9 @@ class Run(OwnedModel, PublishedModel):
     # Idempotency key of a pushed/bulk-ingested run, chosen by the client (a file's hash, a
     # job id): ingesting the same key twice returns the existing run instead of a copy.
     client_key = models.CharField(
-        max_length=200, null=True, blank=True,
+        max_length=200,
+        null=True,
+        blank=True,
         help_text="Client-supplied idempotency key of an ingested run (unique per owner).",
     )
 
@@ -151,8 +174,9 @@ class MetricQuerySet(models.QuerySet):
         """Each run's headline number per metric name (see ``Metric.primary``)."""
         return self.filter(primary=True)
 
-    def for_comparison(self, metric: str, x: str | None, series: str | None,
-                       runs: models.QuerySet | None = None) -> models.QuerySet:
+    def for_comparison(
+        self, metric: str, x: str | None, series: str | None, runs: models.QuerySet | None = None
+    ) -> models.QuerySet:
         """Rows of (x, series, n, mean, min, max, stddev) for one metric, computed by the
         database over the runs' headline values. ``x`` and ``series`` are dimension keys
         (``experiments.dimensions``); ``runs`` narrows the runs considered."""
@@ -191,11 +215,19 @@ class MetricQuerySet(models.QuerySet):
 
     def _grouped_sql(self, groups: dict, value) -> tuple[str, tuple]:
         value = models.F("value") if value is None else value
-        inner = (self.annotate(_v=value, **groups)
-                 .values("name", *groups, "_v", _raw=models.F("value"),
-                         _tb=models.F("run__testbed_id"), _tg=models.F("run__target_id"),
-                         _run=models.F("run_id"))
-                 .order_by())
+        inner = (
+            self.annotate(_v=value, **groups)
+            .values(
+                "name",
+                *groups,
+                "_v",
+                _raw=models.F("value"),
+                _tb=models.F("run__testbed_id"),
+                _tg=models.F("run__target_id"),
+                _run=models.F("run_id"),
+            )
+            .order_by()
+        )
         sql, params = inner.query.sql_with_params()
         materialized = "NOT MATERIALIZED" if connection.vendor == "postgresql" else "MATERIALIZED"
         return f"WITH _g AS {materialized} ({sql}) ", params
@@ -211,23 +243,37 @@ class MetricQuerySet(models.QuerySet):
         qn = connection.ops.quote_name
         cols = ", ".join(qn(c) for c in ["name", *groups])
         aggregates = [
-            "COUNT(_v) AS n", "AVG(_v) AS mean", "MIN(_v) AS min", "MAX(_v) AS max",
-            "AVG(_raw) AS raw_mean", "MAX(_raw) AS raw_max", "MIN(_tb) AS tb_lo",
-            "MAX(_tb) AS tb_hi", "MIN(_tg) AS tg_lo", "MAX(_tg) AS tg_hi", "COUNT(_tg) AS tg_n",
+            "COUNT(_v) AS n",
+            "AVG(_v) AS mean",
+            "MIN(_v) AS min",
+            "MAX(_v) AS max",
+            "AVG(_raw) AS raw_mean",
+            "MAX(_raw) AS raw_max",
+            "MIN(_tb) AS tb_lo",
+            "MAX(_tb) AS tb_hi",
+            "MIN(_tg) AS tg_lo",
+            "MAX(_tg) AS tg_hi",
+            "COUNT(_tg) AS tg_n",
             "COUNT(_run) AS runs",
         ]
         cte, params = self._grouped_sql(groups, value)
         if connection.vendor == "postgresql":
-            aggregates += ["STDDEV_SAMP(_v) AS stddev",
-                           "PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY _v) AS median"]
+            aggregates += [
+                "STDDEV_SAMP(_v) AS stddev",
+                "PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY _v) AS median",
+            ]
             source = "_g"
         else:
-            aggregates += ["SUM(_v * _v) AS sum_sq",
-                           "AVG(CASE WHEN _v IS NOT NULL AND _rn >= _cnt / 2.0 "
-                           "AND _rn <= _cnt / 2.0 + 1 THEN _v END) AS median"]
+            aggregates += [
+                "SUM(_v * _v) AS sum_sq",
+                "AVG(CASE WHEN _v IS NOT NULL AND _rn >= _cnt / 2.0 "
+                "AND _rn <= _cnt / 2.0 + 1 THEN _v END) AS median",
+            ]
             # Values numbered in order within their group (missing values last).
-            source = (f"(SELECT *, ROW_NUMBER() OVER (PARTITION BY {cols} ORDER BY _v IS NULL, "
-                      f"_v) AS _rn, COUNT(_v) OVER (PARTITION BY {cols}) AS _cnt FROM _g) _w")
+            source = (
+                f"(SELECT *, ROW_NUMBER() OVER (PARTITION BY {cols} ORDER BY _v IS NULL, "
+                f"_v) AS _rn, COUNT(_v) OVER (PARTITION BY {cols}) AS _cnt FROM _g) _w"
+            )
         sql = f"{cte}SELECT {cols}, {', '.join(aggregates)} FROM {source} GROUP BY {cols}"
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -237,8 +283,13 @@ class MetricQuerySet(models.QuerySet):
     def repetitions(self, groups: dict, value=None) -> models.QuerySet:
         """Every run's value with its group (to draw all repetitions as points)."""
         value = models.F("value") if value is None else value
-        return (self.annotate(_v=value).filter(_v__isnull=False).annotate(**groups)
-                .values("name", *groups, "_v").order_by())
+        return (
+            self.annotate(_v=value)
+            .filter(_v__isnull=False)
+            .annotate(**groups)
+            .values("name", *groups, "_v")
+            .order_by()
+        )
 
 
 class Metric(models.Model):

@@ -16,7 +16,11 @@ class TuningSet(OwnedModel, PublishedModel):
     name = models.CharField(max_length=160)
     description = models.TextField(blank=True)
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children",
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="children",
         help_text="Inherit every parameter of this set and override some.",
     )
     revision = models.PositiveIntegerField(default=0, editable=False)
@@ -115,11 +119,19 @@ class TuningParameter(models.Model):
         return f"{self.scope}.{self.key} = {self.value}"
 
     @classmethod
-    def build(cls, tuning_set: TuningSet, scope: str, key: str, value: str,
-              source_ref: str = "") -> TuningParameter:
+    def build(
+        cls, tuning_set: TuningSet, scope: str, key: str, value: str, source_ref: str = ""
+    ) -> TuningParameter:
         normalized, known = normalise(scope, key, value)
-        return cls(tuning_set=tuning_set, scope=scope, key=key, value=value.strip(),
-                   normalized=normalized, known=known, source_ref=source_ref)
+        return cls(
+            tuning_set=tuning_set,
+            scope=scope,
+            key=key,
+            value=value.strip(),
+            normalized=normalized,
+            known=known,
+            source_ref=source_ref,
+        )
 
 
 class TuningRevision(models.Model):
@@ -129,7 +141,10 @@ class TuningRevision(models.Model):
     number = models.PositiveIntegerField()
     params = models.JSONField(default=list)
     author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
     )
     created = models.DateTimeField(auto_now_add=True)

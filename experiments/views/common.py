@@ -10,20 +10,27 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 
-def get_for_user(request: HttpRequest, model: type[Model], uuid: UUID, *, write: bool = False,
-                 queryset=None):
+def get_for_user(
+    request: HttpRequest, model: type[Model], uuid: UUID, *, write: bool = False, queryset=None
+):
     """The object with this UUID, readable by any signed-in user (a lab's shared inventory);
     writing needs its owner or staff, and published study data is never writable."""
     obj = get_object_or_404(queryset if queryset is not None else model.objects, uuid=uuid)
     if write and not obj.can_edit(request.user):
         published = getattr(obj, "published", False)
-        raise PermissionDenied("Published study data is read-only." if published
-                               else "Only the owner may change this.")
+        raise PermissionDenied(
+            "Published study data is read-only." if published else "Only the owner may change this."
+        )
     return obj
 
 
-def render_form(request: HttpRequest, context: dict, *, success_url: str | None = None,
-                page: str = "experiments/object_form.html") -> HttpResponse:
+def render_form(
+    request: HttpRequest,
+    context: dict,
+    *,
+    success_url: str | None = None,
+    page: str = "experiments/object_form.html",
+) -> HttpResponse:
     """After a successful POST, redirect (HX-Redirect for htmx). Otherwise render the form:
     the fragment alone for htmx requests, the full page otherwise."""
     if success_url is not None:

@@ -18,24 +18,49 @@ from experiments.models import Matrix, Metric, Run, Testbed
 from experiments.models.runs import Tool
 
 PRESETS = [
-    ("Arm vs x86 vs POWER: write throughput by threads",
-     "metric=write_bw&x=param:threads&series=arch&baseline=x86_64"),
-    ("Arm vs x86 vs POWER: read throughput by threads",
-     "metric=read_bw&x=param:threads&series=arch&baseline=x86_64"),
+    (
+        "Arm vs x86 vs POWER: write throughput by threads",
+        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64",
+    ),
+    (
+        "Arm vs x86 vs POWER: read throughput by threads",
+        "metric=read_bw&x=param:threads&series=arch&baseline=x86_64",
+    ),
     ("Arm vs x86 vs POWER: peak write by tool", "metric=write_bw&x=tool&series=arch"),
-    ("Arm vs x86: write per storage server",
-     "metric=write_bw&x=tool&series=arch&f=arch:aarch64&f=arch:x86_64&norm=server"
-     "&chart=bar&baseline=x86_64"),
-    ("RAID0 vs RAID10: dd write per device",
-     "metric=write_bw&x=tool&series=raid&tool=dd&baseline=10"),
-    ("RAID0 vs RAID10: StorageBench per device",
-     "metric=bw&x=tool&series=raid&tool=storagebench&baseline=10"),
+    (
+        "Arm vs x86: write per storage server",
+        "metric=write_bw&x=tool&series=arch&f=arch:aarch64&f=arch:x86_64&norm=server"
+        "&chart=bar&baseline=x86_64",
+    ),
+    (
+        "RAID0 vs RAID10: dd write per device",
+        "metric=write_bw&x=tool&series=raid&tool=dd&baseline=10",
+    ),
+    (
+        "RAID0 vs RAID10: StorageBench per device",
+        "metric=bw&x=tool&series=raid&tool=storagebench&baseline=10",
+    ),
     ("Metadata: file creates by processes", "metric=file_create&x=param:threads&series=arch"),
 ]
 
-PARAM_AXES = ["threads", "nodes", "tasks_per_node", "numjobs", "iodepth", "bs", "size",
-              "transfer_size", "block_size", "record_size", "file_size", "rw", "direct",
-              "file_per_process", "chunk_size", "stripe_count"]
+PARAM_AXES = [
+    "threads",
+    "nodes",
+    "tasks_per_node",
+    "numjobs",
+    "iodepth",
+    "bs",
+    "size",
+    "transfer_size",
+    "block_size",
+    "record_size",
+    "file_size",
+    "rw",
+    "direct",
+    "file_per_process",
+    "chunk_size",
+    "stripe_count",
+]
 
 
 def _spec(request: HttpRequest) -> ComparisonSpec:
@@ -54,8 +79,11 @@ def _spec(request: HttpRequest) -> ComparisonSpec:
 
 
 def available_metrics() -> list[str]:
-    return sorted(set(Metric.objects.filter(primary=True).order_by()
-                      .values_list("name", flat=True).distinct()))
+    return sorted(
+        set(
+            Metric.objects.filter(primary=True).order_by().values_list("name", flat=True).distinct()
+        )
+    )
 
 
 def _without(spec: ComparisonSpec, key: str, value: str) -> str:
@@ -63,39 +91,61 @@ def _without(spec: ComparisonSpec, key: str, value: str) -> str:
     return urlencode(pairs)
 
 
-def builder_context(request: HttpRequest, spec: ComparisonSpec,
-                    result: ComparisonResult) -> dict:
+def builder_context(request: HttpRequest, spec: ComparisonSpec, result: ComparisonResult) -> dict:
     params = list(PARAM_AXES)
     if spec.matrices:
         for axes in Matrix.objects.filter(uuid__in=spec.matrices).values_list("axes", flat=True):
             params += [a["param"] for a in axes if isinstance(a, dict) and "param" in a]
     for key in (spec.x, spec.y, spec.series, *(k for k, _ in spec.filters)):
         if key.startswith("param:"):
-            params.append(key[len("param:"):])
+            params.append(key[len("param:") :])
     dims = comparison.dimension_choices([p for p in params if ":" not in p])
     filter_key = request.GET.get("fk", "")
     filter_values = []
     if filter_key:
         try:
             taken = {v for k, v in spec.filters if k == filter_key}
-            filter_values = [(v, label) for v, label in comparison.distinct_values(
-                filter_key, Run.objects.visible_to(request.user)) if v not in taken]
+            filter_values = [
+                (v, label)
+                for v, label in comparison.distinct_values(
+                    filter_key, Run.objects.visible_to(request.user)
+                )
+                if v not in taken
+            ]
         except ValueError:
             filter_key = ""
-    chips = [{"key": k, "label": dimensions.label(k), "value": dimensions.display_value(k, v),
-              "remove": _without(spec, "f", f"{k}:{v}")} for k, v in spec.filters]
-    testbed_names = dict(Testbed.objects.filter(uuid__in=spec.testbeds)
-                         .values_list("uuid", "name")) if spec.testbeds else {}
+    chips = [
+        {
+            "key": k,
+            "label": dimensions.label(k),
+            "value": dimensions.display_value(k, v),
+            "remove": _without(spec, "f", f"{k}:{v}"),
+        }
+        for k, v in spec.filters
+    ]
+    testbed_names = (
+        dict(Testbed.objects.filter(uuid__in=spec.testbeds).values_list("uuid", "name"))
+        if spec.testbeds
+        else {}
+    )
     query = spec.to_query()
     return {
-        "spec": spec, "result": result, "query": query,
-        "metrics": available_metrics(), "dims": dims, "chips": chips,
-        "filter_key": filter_key, "filter_values": filter_values,
-        "tools": Tool.choices, "testbeds": Testbed.objects.only("uuid", "name"),
+        "spec": spec,
+        "result": result,
+        "query": query,
+        "metrics": available_metrics(),
+        "dims": dims,
+        "chips": chips,
+        "filter_key": filter_key,
+        "filter_values": filter_values,
+        "tools": Tool.choices,
+        "testbeds": Testbed.objects.only("uuid", "name"),
         "matrices": Matrix.objects.only("uuid", "name"),
         "testbed_names": testbed_names,
-        "norms": comparison.NORMALISATIONS.items(), "chart_kinds": comparison.CHARTS.items(),
-        "error_kinds": comparison.ERRORS.items(), "presets": PRESETS,
+        "norms": comparison.NORMALISATIONS.items(),
+        "chart_kinds": comparison.CHARTS.items(),
+        "error_kinds": comparison.ERRORS.items(),
+        "presets": PRESETS,
         "export_csv": f"{reverse('experiments:compare_export', args=['csv'])}?{query}",
         "export_json": f"{reverse('experiments:compare_export', args=['json'])}?{query}",
         "print_url": f"{reverse('experiments:compare_print')}?{query}",
@@ -105,8 +155,15 @@ def builder_context(request: HttpRequest, spec: ComparisonSpec,
 
 def charts_payload(result: ComparisonResult) -> list[dict]:
     """What the page's script draws: one entry per chart, with a file name for downloads."""
-    return [{"id": f"chart-{i}", "title": c.title, "figure": c.figure,
-             "filename": f"beeweb-{c.metric}-{i}"} for i, c in enumerate(result.charts, 1)]
+    return [
+        {
+            "id": f"chart-{i}",
+            "title": c.title,
+            "figure": c.figure,
+            "filename": f"beeweb-{c.metric}-{i}",
+        }
+        for i, c in enumerate(result.charts, 1)
+    ]
 
 
 @require_safe
@@ -127,14 +184,22 @@ def compare(request: HttpRequest) -> HttpResponse:
 def compare_print(request: HttpRequest) -> HttpResponse:
     spec = _spec(request)
     result = comparison.compute(spec, Run.objects.visible_to(request.user))
-    return render(request, "experiments/comparison_print.html", {
-        "title": spec.describe(), "result": result, "spec": spec,
-        "charts_json": charts_payload(result), "source": "live data",
-    })
+    return render(
+        request,
+        "experiments/comparison_print.html",
+        {
+            "title": spec.describe(),
+            "result": result,
+            "spec": spec,
+            "charts_json": charts_payload(result),
+            "source": "live data",
+        },
+    )
 
 
-def export_response(result: ComparisonResult, fmt: str, filename: str,
-                    extra: dict | None = None) -> HttpResponse:
+def export_response(
+    result: ComparisonResult, fmt: str, filename: str, extra: dict | None = None
+) -> HttpResponse:
     if fmt not in ("csv", "json"):
         raise Http404("Export as csv or json.")
     if fmt == "csv":

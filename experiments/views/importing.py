@@ -38,12 +38,13 @@ def run_import(request: HttpRequest) -> HttpResponse:
     context: dict = {"form": form}
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        context["items"] = _preview_items(data["items"], data["tool"] or None,
-                                          data["op"] or None)
+        context["items"] = _preview_items(data["items"], data["tool"] or None, data["op"] or None)
         context["hidden"] = {
             "testbed": data["testbed"].uuid,
             "tuning_set": data["tuning_set"].uuid if data["tuning_set"] else "",
-            "tool": data["tool"], "op": data["op"], "label": data["label"],
+            "tool": data["tool"],
+            "op": data["op"],
+            "label": data["label"],
         }
     return render(request, "experiments/run_import.html", context)
 
@@ -51,23 +52,32 @@ def run_import(request: HttpRequest) -> HttpResponse:
 def _save(request: HttpRequest) -> HttpResponse:
     names = request.POST.getlist("item_name")
     texts = request.POST.getlist("item_text")
-    form = ImportForm({k: request.POST.get(k, "") for k in
-                       ("testbed", "tuning_set", "tool", "op", "label")}
-                      | {"text": texts[0] if texts else ""})
+    form = ImportForm(
+        {k: request.POST.get(k, "") for k in ("testbed", "tuning_set", "tool", "op", "label")}
+        | {"text": texts[0] if texts else ""}
+    )
     if not form.is_valid() or len(names) != len(texts):
         messages.error(request, "The import was incomplete; start again.")
         return redirect("experiments:run_import")
     data = form.cleaned_data
     runs = [
-        import_output(text, testbed=data["testbed"], tuning_set=data["tuning_set"],
-                      owner=request.user, tool=data["tool"] or None, op=data["op"] or None,
-                      label=data["label"] or name)
+        import_output(
+            text,
+            testbed=data["testbed"],
+            tuning_set=data["tuning_set"],
+            owner=request.user,
+            tool=data["tool"] or None,
+            op=data["op"] or None,
+            label=data["label"] or name,
+        )
         for name, text in zip(names, texts, strict=True)
     ]
     failed = [r for r in runs if r.parse_error]
-    messages.success(request, f"Imported {len(runs)} run{'s' if len(runs) != 1 else ''}"
-                     + (f"; {len(failed)} stored without metrics (see their pages)."
-                        if failed else "."))
+    messages.success(
+        request,
+        f"Imported {len(runs)} run{'s' if len(runs) != 1 else ''}"
+        + (f"; {len(failed)} stored without metrics (see their pages)." if failed else "."),
+    )
     if len(runs) == 1:
         return redirect(runs[0].get_absolute_url())
     return redirect("experiments:run_list")

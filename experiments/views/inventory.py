@@ -52,17 +52,48 @@ class Kind:
 
 
 KINDS = {
-    "hardware": Kind("hardware", HardwareProfile, forms.HardwareProfileForm, "hardware profile",
-                     "Hardware profiles",
-                     (("name", "Name"), ("vendor", "Vendor"), ("get_architecture_display", "Arch"),
-                      ("cpu_model", "CPU"), ("memory_gib", "Memory (GiB)"))),
-    "node": Kind("node", Node, forms.NodeForm, "node", "Nodes",
-                 (("hostname", "Hostname"), ("profile", "Profile"), ("address", "Address"),
-                  ("os", "OS"), ("kernel", "Kernel"))),
-    "testbed": Kind("testbed", Testbed, forms.TestbedForm, "testbed", "Testbeds",
-                    (("name", "Name"), ("beegfs_version", "BeeGFS"),
-                     ("get_fabric_display", "Fabric"), ("member_count", "Nodes"),
-                     ("target_count", "Targets"))),
+    "hardware": Kind(
+        "hardware",
+        HardwareProfile,
+        forms.HardwareProfileForm,
+        "hardware profile",
+        "Hardware profiles",
+        (
+            ("name", "Name"),
+            ("vendor", "Vendor"),
+            ("get_architecture_display", "Arch"),
+            ("cpu_model", "CPU"),
+            ("memory_gib", "Memory (GiB)"),
+        ),
+    ),
+    "node": Kind(
+        "node",
+        Node,
+        forms.NodeForm,
+        "node",
+        "Nodes",
+        (
+            ("hostname", "Hostname"),
+            ("profile", "Profile"),
+            ("address", "Address"),
+            ("os", "OS"),
+            ("kernel", "Kernel"),
+        ),
+    ),
+    "testbed": Kind(
+        "testbed",
+        Testbed,
+        forms.TestbedForm,
+        "testbed",
+        "Testbeds",
+        (
+            ("name", "Name"),
+            ("beegfs_version", "BeeGFS"),
+            ("get_fabric_display", "Fabric"),
+            ("member_count", "Nodes"),
+            ("target_count", "Targets"),
+        ),
+    ),
 }
 
 
@@ -84,20 +115,24 @@ def object_list(request: HttpRequest, kind: str) -> HttpResponse:
         objects = objects.select_related("profile")
     if k.model is Testbed:
         objects = objects.annotate(
-            member_count=Count("members", distinct=True), target_count=Count("targets",
-                                                                             distinct=True)
+            member_count=Count("members", distinct=True),
+            target_count=Count("targets", distinct=True),
         )
     show = request.GET.get("show", "all")
     if show == "mine":
         objects = objects.filter(owner=request.user)
     elif show == "published":
         objects = objects.filter(published=True)
-    rows = [
-        (obj, [_cell(obj, attr) for attr, _ in k.columns]) for obj in objects
-    ]
-    return render(request, "experiments/object_list.html", {
-        "kind": k, "rows": rows, "show": show,
-    })
+    rows = [(obj, [_cell(obj, attr) for attr, _ in k.columns]) for obj in objects]
+    return render(
+        request,
+        "experiments/object_list.html",
+        {
+            "kind": k,
+            "rows": rows,
+            "show": show,
+        },
+    )
 
 
 def _cell(obj, attr: str):
@@ -109,13 +144,15 @@ def object_detail(request: HttpRequest, kind: str, uuid: UUID) -> HttpResponse:
     k = _kind(kind)
     obj = get_for_user(request, k.model, uuid)
     context = {
-        "kind": k, "object": obj, "can_edit": obj.can_edit(request.user),
-        "edit_url": k.url("edit", obj.uuid), "delete_url": k.url("delete", obj.uuid),
+        "kind": k,
+        "object": obj,
+        "can_edit": obj.can_edit(request.user),
+        "edit_url": k.url("edit", obj.uuid),
+        "delete_url": k.url("delete", obj.uuid),
         "prefix": PREFIXES[kind],
     }
     if k.model is HardwareProfile:
-        context.update(drives=obj.drives.all(), nics=obj.nics.all(),
-                       nodes=obj.nodes.all())
+        context.update(drives=obj.drives.all(), nics=obj.nics.all(), nodes=obj.nodes.all())
     elif k.model is Node:
         context.update(memberships=obj.memberships.select_related("testbed"))
     elif k.model is Testbed:
@@ -141,12 +178,17 @@ def object_edit(request: HttpRequest, kind: str, uuid: UUID | None = None) -> Ht
         saved.save()
         messages.success(request, f"Saved {k.title} {saved}.")
         return render_form(request, {}, success_url=saved.get_absolute_url())
-    return render_form(request, {
-        "form": form, "kind": k, "object": obj,
-        "title": f"Edit {obj}" if obj else f"New {k.title}",
-        "action": request.path,
-        "cancel": obj.get_absolute_url() if obj else k.list_url,
-    })
+    return render_form(
+        request,
+        {
+            "form": form,
+            "kind": k,
+            "object": obj,
+            "title": f"Edit {obj}" if obj else f"New {k.title}",
+            "action": request.path,
+            "cancel": obj.get_absolute_url() if obj else k.list_url,
+        },
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -162,9 +204,15 @@ def object_delete(request: HttpRequest, kind: str, uuid: UUID) -> HttpResponse:
             return redirect(obj.get_absolute_url())
         messages.success(request, f"Deleted {k.title} {obj}.")
         return redirect(k.list_url)
-    return render(request, "experiments/confirm_delete.html", {
-        "object": obj, "kind": k, "cancel": obj.get_absolute_url(),
-    })
+    return render(
+        request,
+        "experiments/confirm_delete.html",
+        {
+            "object": obj,
+            "kind": k,
+            "cancel": obj.get_absolute_url(),
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -181,11 +229,13 @@ class Part:
 PARTS = {
     ("hardware", "drive"): Part("hardware", Drive, forms.DriveForm, "profile", "drive"),
     ("hardware", "nic"): Part("hardware", Nic, forms.NicForm, "profile", "NIC"),
-    ("testbed", "member"): Part("testbed", TestbedNode, forms.TestbedNodeForm, "testbed",
-                                "node role"),
+    ("testbed", "member"): Part(
+        "testbed", TestbedNode, forms.TestbedNodeForm, "testbed", "node role"
+    ),
     ("testbed", "target"): Part("testbed", Target, forms.TargetForm, "testbed", "target"),
-    ("testbed", "pool"): Part("testbed", StoragePool, forms.StoragePoolForm, "testbed",
-                              "storage pool"),
+    ("testbed", "pool"): Part(
+        "testbed", StoragePool, forms.StoragePoolForm, "testbed", "storage pool"
+    ),
 }
 
 
@@ -197,13 +247,13 @@ def _part(kind: str, part: str) -> Part:
 
 
 @require_http_methods(["GET", "POST"])
-def part_edit(request: HttpRequest, prefix: str, uuid: UUID, part: str,
-              part_uuid: UUID | None = None) -> HttpResponse:
+def part_edit(
+    request: HttpRequest, prefix: str, uuid: UUID, part: str, part_uuid: UUID | None = None
+) -> HttpResponse:
     kind = KIND_BY_PREFIX.get(prefix, "")
     p = _part(kind, part)
     parent = get_for_user(request, KINDS[kind].model, uuid, write=True)
-    instance = (get_object_or_404(p.model, uuid=part_uuid, **{p.fk: parent})
-                if part_uuid else None)
+    instance = get_object_or_404(p.model, uuid=part_uuid, **{p.fk: parent}) if part_uuid else None
     form = p.form(request.POST or None, instance=instance, parent=parent, user=request.user)
     if request.method == "POST" and form.is_valid():
         saved = form.save(commit=False)
@@ -211,16 +261,22 @@ def part_edit(request: HttpRequest, prefix: str, uuid: UUID, part: str,
         saved.save()
         messages.success(request, f"Saved {p.title}.")
         return render_form(request, {}, success_url=parent.get_absolute_url())
-    return render_form(request, {
-        "form": form, "object": parent,
-        "title": f"{'Edit' if instance else 'Add'} {p.title} — {parent}",
-        "action": request.path, "cancel": parent.get_absolute_url(),
-    })
+    return render_form(
+        request,
+        {
+            "form": form,
+            "object": parent,
+            "title": f"{'Edit' if instance else 'Add'} {p.title} — {parent}",
+            "action": request.path,
+            "cancel": parent.get_absolute_url(),
+        },
+    )
 
 
 @require_http_methods(["POST"])
-def part_delete(request: HttpRequest, prefix: str, uuid: UUID, part: str,
-                part_uuid: UUID) -> HttpResponse:
+def part_delete(
+    request: HttpRequest, prefix: str, uuid: UUID, part: str, part_uuid: UUID
+) -> HttpResponse:
     kind = KIND_BY_PREFIX.get(prefix, "")
     p = _part(kind, part)
     parent = get_for_user(request, KINDS[kind].model, uuid, write=True)

@@ -33,15 +33,16 @@ def matrix_list(request: HttpRequest) -> HttpResponse:
         n_runs=Count("runs"),
         n_done=Count("runs", filter=Q(runs__status=Run.Status.SUCCEEDED)),
         n_failed=Count("runs", filter=Q(runs__status=Run.Status.FAILED)),
-        n_active=Count("runs", filter=Q(runs__status__in=[Run.Status.QUEUED,
-                                                           Run.Status.RUNNING])),
+        n_active=Count("runs", filter=Q(runs__status__in=[Run.Status.QUEUED, Run.Status.RUNNING])),
     )
     return render(request, "experiments/matrix_list.html", {"matrices": rows})
 
 
 def _tool_docs() -> list[dict]:
-    return [{"tool": name, "modes": adapter.modes, "params": adapter.describe()}
-            for name, adapter in sorted(ADAPTERS.items())]
+    return [
+        {"tool": name, "modes": adapter.modes, "params": adapter.describe()}
+        for name, adapter in sorted(ADAPTERS.items())
+    ]
 
 
 @require_http_methods(["GET", "POST"])
@@ -59,12 +60,18 @@ def matrix_edit(request: HttpRequest, uuid: UUID | None = None) -> HttpResponse:
         form.save_m2m()
         messages.success(request, f"Saved matrix {saved}. Check the preview, then launch it.")
         return render_form(request, {}, success_url=saved.get_absolute_url())
-    return render_form(request, {
-        "form": form, "object": matrix, "tool_docs": _tool_docs(),
-        "title": f"Edit {matrix}" if matrix else "New matrix",
-        "action": request.path,
-        "cancel": matrix.get_absolute_url() if matrix else reverse("experiments:matrix_list"),
-    }, page="experiments/matrix_form.html")
+    return render_form(
+        request,
+        {
+            "form": form,
+            "object": matrix,
+            "tool_docs": _tool_docs(),
+            "title": f"Edit {matrix}" if matrix else "New matrix",
+            "action": request.path,
+            "cancel": matrix.get_absolute_url() if matrix else reverse("experiments:matrix_list"),
+        },
+        page="experiments/matrix_form.html",
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -78,24 +85,32 @@ def matrix_import(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Created matrix {matrix} from YAML.")
             return render_form(request, {}, success_url=matrix.get_absolute_url())
-    return render_form(request, {
-        "form": form, "title": "Import a matrix from YAML", "action": request.path,
-        "multipart": True, "cancel": reverse("experiments:matrix_list"),
-        "help": "The same format as the Export button and manage.py launch_matrix.",
-    })
+    return render_form(
+        request,
+        {
+            "form": form,
+            "title": "Import a matrix from YAML",
+            "action": request.path,
+            "multipart": True,
+            "cancel": reverse("experiments:matrix_list"),
+            "help": "The same format as the Export button and manage.py launch_matrix.",
+        },
+    )
 
 
 def matrix_export(request: HttpRequest, uuid: UUID) -> HttpResponse:
     matrix = get_for_user(request, Matrix, uuid)
     response = HttpResponse(to_yaml(matrix), content_type="application/yaml; charset=utf-8")
     response["Content-Disposition"] = (
-        f'attachment; filename="{slugify(matrix.name) or "matrix"}.yaml"')
+        f'attachment; filename="{slugify(matrix.name) or "matrix"}.yaml"'
+    )
     return response
 
 
 def _runs(matrix: Matrix):
     return matrix.runs.select_related("testbed", "tuning_set", "target").order_by(
-        "cell_key", "repetition")
+        "cell_key", "repetition"
+    )
 
 
 def _progress_context(matrix: Matrix) -> dict:
@@ -103,13 +118,23 @@ def _progress_context(matrix: Matrix) -> dict:
     runs_qs = _runs(matrix).defer("raw_output", "effective_config", "params", "argv")
     hidden = 0
     if progress["total"] > TABLE_LIMIT:
-        urgency = Case(*[When(status=s, then=Value(i)) for i, s in enumerate(
-            (Run.Status.RUNNING, Run.Status.FAILED, Run.Status.QUEUED, Run.Status.CANCELLED))],
-            default=Value(9))
-        runs = list(runs_qs.exclude(status=Run.Status.SUCCEEDED).order_by(
-            urgency, "cell_key", "repetition")[:TABLE_LIMIT])
+        urgency = Case(
+            *[
+                When(status=s, then=Value(i))
+                for i, s in enumerate(
+                    (Run.Status.RUNNING, Run.Status.FAILED, Run.Status.QUEUED, Run.Status.CANCELLED)
+                )
+            ],
+            default=Value(9),
+        )
+        runs = list(
+            runs_qs.exclude(status=Run.Status.SUCCEEDED).order_by(
+                urgency, "cell_key", "repetition"
+            )[:TABLE_LIMIT]
+        )
         recent = runs_qs.filter(status=Run.Status.SUCCEEDED).order_by("-finished_at")[
-            :max(0, TABLE_LIMIT - len(runs))]
+            : max(0, TABLE_LIMIT - len(runs))
+        ]
         runs += list(recent)
         hidden = progress["total"] - len(runs)
     else:
@@ -118,7 +143,8 @@ def _progress_context(matrix: Matrix) -> dict:
     tails = {}
     if running:
         for pk, text in Run.objects.filter(pk__in=[r.pk for r in running]).values_list(
-                "pk", "raw_output"):
+            "pk", "raw_output"
+        ):
             tails[pk] = "\n".join(text.splitlines()[-TAIL_LINES:])
     now = timezone.now()
     for run in runs:
@@ -128,8 +154,9 @@ def _progress_context(matrix: Matrix) -> dict:
         else:
             run.elapsed = None
     queues = {r.queue for r in runs if r.status == Run.Status.QUEUED}
-    online = {q for w in Worker.objects.filter(last_seen__gte=now - Worker.ONLINE_AFTER)
-              for q in w.queues}
+    online = {
+        q for w in Worker.objects.filter(last_seen__gte=now - Worker.ONLINE_AFTER) for q in w.queues
+    }
     return {
         "matrix": matrix,
         "runs": runs,
@@ -175,29 +202,41 @@ def _action(request: HttpRequest, uuid: UUID, action) -> HttpResponse:
 def matrix_launch(request: HttpRequest, uuid: UUID) -> HttpResponse:
     def launch(matrix):
         counts = matrices.launch(matrix)
-        return (f"Launched: {counts['queued']} runs queued ({counts['created']} new, "
-                f"{counts['excluded']} excluded by rules).")
+        return (
+            f"Launched: {counts['queued']} runs queued ({counts['created']} new, "
+            f"{counts['excluded']} excluded by rules)."
+        )
+
     return _action(request, uuid, launch)
 
 
 @require_POST
 def matrix_rerun(request: HttpRequest, uuid: UUID) -> HttpResponse:
-    return _action(request, uuid, lambda m: f"Queued {matrices.rerun_failed(m)} failed or "
-                                            "cancelled runs again.")
+    return _action(
+        request,
+        uuid,
+        lambda m: f"Queued {matrices.rerun_failed(m)} failed or cancelled runs again.",
+    )
 
 
 @require_POST
 def matrix_resume(request: HttpRequest, uuid: UUID) -> HttpResponse:
-    return _action(request, uuid, lambda m: f"Sent {matrices.resume(m)} planned or queued runs "
-                                            "to their workers again.")
+    return _action(
+        request,
+        uuid,
+        lambda m: f"Sent {matrices.resume(m)} planned or queued runs to their workers again.",
+    )
 
 
 @require_POST
 def matrix_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
     def cancel(matrix):
         counts = matrices.cancel_runs(matrix.runs.all())
-        return (f"Cancelled {counts['cancelled']} queued runs; {counts['stopping']} running "
-                "runs are being stopped.")
+        return (
+            f"Cancelled {counts['cancelled']} queued runs; {counts['stopping']} running "
+            "runs are being stopped."
+        )
+
     return _action(request, uuid, cancel)
 
 
@@ -212,10 +251,15 @@ def matrix_delete(request: HttpRequest, uuid: UUID) -> HttpResponse:
         matrix.delete()
         messages.success(request, f"Deleted matrix {name} and its runs.")
         return redirect("experiments:matrix_list")
-    return render(request, "experiments/confirm_delete.html", {
-        "object": matrix, "cancel": matrix.get_absolute_url(),
-        "consequence": f"Its {matrix.runs.count()} runs and their metrics are deleted too.",
-    })
+    return render(
+        request,
+        "experiments/confirm_delete.html",
+        {
+            "object": matrix,
+            "cancel": matrix.get_absolute_url(),
+            "consequence": f"Its {matrix.runs.count()} runs and their metrics are deleted too.",
+        },
+    )
 
 
 @require_POST
@@ -241,10 +285,17 @@ def run_live(request: HttpRequest, uuid: UUID) -> HttpResponse:
     if run.started_at:
         elapsed = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
     active = run.status in (Run.Status.QUEUED, Run.Status.RUNNING)
-    response = render(request, "experiments/_run_live.html", {
-        "run": run, "tail": tail, "elapsed": elapsed, "active": active,
-        "can_edit": run.can_edit(request.user),
-    })
+    response = render(
+        request,
+        "experiments/_run_live.html",
+        {
+            "run": run,
+            "tail": tail,
+            "elapsed": elapsed,
+            "active": active,
+            "can_edit": run.can_edit(request.user),
+        },
+    )
     if request.htmx and not active:
         # The run ended while the page watched it: reload once to show its metrics.
         response["HX-Refresh"] = "true"

@@ -46,9 +46,11 @@ def report_new(request: HttpRequest) -> HttpResponse:
         messages.error(request, "A report needs a title.")
         return redirect(f"{reverse('experiments:compare')}?{spec.to_query()}")
     report = Report.objects.create(
-        owner=request.user, title=title,
+        owner=request.user,
+        title=title,
         description=request.POST.get("description", "").strip(),
-        query=data_query(spec), chart=chart_settings(spec),
+        query=data_query(spec),
+        chart=chart_settings(spec),
     )
     messages.success(request, f"Saved the report “{report.title}”.")
     return redirect(report)
@@ -58,15 +60,15 @@ def _report_context(request: HttpRequest, report: Report) -> dict:
     spec = report.spec()
     result = comparison.compute(spec, Run.objects.visible_to(request.user))
     return {
-        "report": report, "spec": spec, "result": result,
+        "report": report,
+        "spec": spec,
+        "result": result,
         "charts_json": charts_payload(result),
         "can_edit": report.can_edit(request.user),
         "links": report.share_links.all(),
         "builder_url": f"{reverse('experiments:compare')}?{spec.to_query()}",
-        "export_csv": f"{reverse('experiments:compare_export', args=['csv'])}?"
-                      f"{spec.to_query()}",
-        "export_json": f"{reverse('experiments:compare_export', args=['json'])}?"
-                       f"{spec.to_query()}",
+        "export_csv": f"{reverse('experiments:compare_export', args=['csv'])}?{spec.to_query()}",
+        "export_json": f"{reverse('experiments:compare_export', args=['json'])}?{spec.to_query()}",
         "print_url": reverse("experiments:report_print", args=[report.uuid]),
     }
 
@@ -81,9 +83,16 @@ def report_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
 def report_print(request: HttpRequest, uuid: UUID) -> HttpResponse:
     report = get_for_user(request, Report, uuid)
     context = _report_context(request, report)
-    return render(request, "experiments/comparison_print.html", {
-        **context, "title": report.title, "description": report.description,
-        "source": "live data"})
+    return render(
+        request,
+        "experiments/comparison_print.html",
+        {
+            **context,
+            "title": report.title,
+            "description": report.description,
+            "source": "live data",
+        },
+    )
 
 
 @require_POST
@@ -140,8 +149,11 @@ def share_revoke(request: HttpRequest, uuid: UUID, key: str) -> HttpResponse:
 
 
 def _active_link(key: str) -> ShareLink:
-    link = (ShareLink.objects.active().select_related("report").filter(key=key).first()
-            if 20 <= len(key) <= 64 else None)
+    link = (
+        ShareLink.objects.active().select_related("report").filter(key=key).first()
+        if 20 <= len(key) <= 64
+        else None
+    )
     if link is None:
         raise Http404("This share link does not exist, was revoked or has expired.")
     return link
@@ -168,18 +180,29 @@ def share(request: HttpRequest, key: str) -> HttpResponse:
     link = _active_link(key)
     result, live = _share_data(request, link)
     base = reverse("experiments:share", args=[key])
-    return _private(render(request, "experiments/share.html", {
-        "link": link, "result": result, "live": live, "charts_json": charts_payload(result),
-        "title": link.snapshot.get("title") or link.report.title,
-        "description": link.snapshot.get("description", ""),
-        "suffix": "?live=1" if live else "",
-        "export_csv": reverse("experiments:share_export", args=[key, "csv"])
-        + ("?live=1" if live else ""),
-        "export_json": reverse("experiments:share_export", args=[key, "json"])
-        + ("?live=1" if live else ""),
-        "print_url": reverse("experiments:share_print", args=[key]) + ("?live=1" if live else ""),
-        "frozen_url": base, "live_url": f"{base}?live=1",
-    }))
+    return _private(
+        render(
+            request,
+            "experiments/share.html",
+            {
+                "link": link,
+                "result": result,
+                "live": live,
+                "charts_json": charts_payload(result),
+                "title": link.snapshot.get("title") or link.report.title,
+                "description": link.snapshot.get("description", ""),
+                "suffix": "?live=1" if live else "",
+                "export_csv": reverse("experiments:share_export", args=[key, "csv"])
+                + ("?live=1" if live else ""),
+                "export_json": reverse("experiments:share_export", args=[key, "json"])
+                + ("?live=1" if live else ""),
+                "print_url": reverse("experiments:share_print", args=[key])
+                + ("?live=1" if live else ""),
+                "frozen_url": base,
+                "live_url": f"{base}?live=1",
+            },
+        )
+    )
 
 
 @login_not_required
@@ -187,12 +210,19 @@ def share(request: HttpRequest, key: str) -> HttpResponse:
 def share_print(request: HttpRequest, key: str) -> HttpResponse:
     link = _active_link(key)
     result, live = _share_data(request, link)
-    return _private(render(request, "experiments/comparison_print.html", {
-        "title": link.snapshot.get("title") or link.report.title,
-        "description": link.snapshot.get("description", ""), "result": result,
-        "charts_json": charts_payload(result),
-        "source": "live data" if live else "data as shared",
-    }))
+    return _private(
+        render(
+            request,
+            "experiments/comparison_print.html",
+            {
+                "title": link.snapshot.get("title") or link.report.title,
+                "description": link.snapshot.get("description", ""),
+                "result": result,
+                "charts_json": charts_payload(result),
+                "source": "live data" if live else "data as shared",
+            },
+        )
+    )
 
 
 @login_not_required
@@ -200,6 +230,15 @@ def share_print(request: HttpRequest, key: str) -> HttpResponse:
 def share_export(request: HttpRequest, key: str, fmt: str) -> HttpResponse:
     link = _active_link(key)
     result, live = _share_data(request, link)
-    return _private(export_response(result, fmt, "beeweb-report", {
-        "title": link.snapshot.get("title", ""), "query": link.snapshot.get("query", ""),
-        "data": "live" if live else "frozen"}))
+    return _private(
+        export_response(
+            result,
+            fmt,
+            "beeweb-report",
+            {
+                "title": link.snapshot.get("title", ""),
+                "query": link.snapshot.get("query", ""),
+                "data": "live" if live else "frozen",
+            },
+        )
+    )

@@ -25,8 +25,12 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "runs": Run.objects.count(),
         },
         "recent": Run.objects.select_related("testbed", "tuning_set")[:10],
-        "studies": (Run.objects.filter(published=True).values("source")
-                    .annotate(n=Count("id")).order_by("source")),
+        "studies": (
+            Run.objects.filter(published=True)
+            .values("source")
+            .annotate(n=Count("id"))
+            .order_by("source")
+        ),
     }
     return render(request, "experiments/dashboard.html", context)
 
@@ -34,9 +38,22 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 def run_list(request: HttpRequest) -> HttpResponse:
     # The list shows neither the raw output nor the execution details: leave them in the
     # database (a run's raw output may be megabytes).
-    runs = (Run.objects.visible_to(request.user).select_related("testbed", "tuning_set")
-            .only("uuid", "label", "tool", "status", "params", "created", "testbed__name",
-                  "testbed__uuid", "tuning_set__name", "tuning_set__uuid"))
+    runs = (
+        Run.objects.visible_to(request.user)
+        .select_related("testbed", "tuning_set")
+        .only(
+            "uuid",
+            "label",
+            "tool",
+            "status",
+            "params",
+            "created",
+            "testbed__name",
+            "testbed__uuid",
+            "tuning_set__name",
+            "tuning_set__uuid",
+        )
+    )
     tool = request.GET.get("tool", "")
     testbed = request.GET.get("testbed", "")
     if tool:
@@ -47,16 +64,24 @@ def run_list(request: HttpRequest) -> HttpResponse:
         except ValueError:
             runs = runs.none()
     page = Paginator(runs.order_by("-created", "-id"), 50).get_page(request.GET.get("page"))
-    return render(request, "experiments/run_list.html", {
-        "page": page, "tools": Tool.choices, "tool": tool, "testbed": testbed,
-        "testbeds": Testbed.objects.only("uuid", "name"),
-    })
+    return render(
+        request,
+        "experiments/run_list.html",
+        {
+            "page": page,
+            "tools": Tool.choices,
+            "tool": tool,
+            "testbed": testbed,
+            "testbeds": Testbed.objects.only("uuid", "name"),
+        },
+    )
 
 
 def run_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     run = get_object_or_404(
-        Run.objects.visible_to(request.user).select_related("testbed", "tuning_set", "target",
-                                                            "matrix", "node"),
+        Run.objects.visible_to(request.user).select_related(
+            "testbed", "tuning_set", "target", "matrix", "node"
+        ),
         uuid=uuid,
     )
     metrics = []
@@ -67,9 +92,16 @@ def run_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     elapsed = None
     if run.started_at:
         elapsed = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
-    return render(request, "experiments/run_detail.html", {
-        "run": run, "metrics": metrics, "active": active, "elapsed": elapsed,
-        "tail": "\n".join(run.raw_output.splitlines()[-200:]) if active else "",
-        "can_edit": run.can_edit(request.user),
-        "config": json.dumps(run.effective_config, indent=2) if run.effective_config else "",
-    })
+    return render(
+        request,
+        "experiments/run_detail.html",
+        {
+            "run": run,
+            "metrics": metrics,
+            "active": active,
+            "elapsed": elapsed,
+            "tail": "\n".join(run.raw_output.splitlines()[-200:]) if active else "",
+            "can_edit": run.can_edit(request.user),
+            "config": json.dumps(run.effective_config, indent=2) if run.effective_config else "",
+        },
+    )

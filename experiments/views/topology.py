@@ -29,8 +29,11 @@ def testbed_topology_import(request: HttpRequest, uuid: UUID) -> HttpResponse:
         return render(request, TEMPLATE, context)
 
     items = form.cleaned_data["items"]
-    plan = plan_topology(testbed, [(text, node_type or None) for _, _, text, node_type in items],
-                         labels=[label for _, label, _, _ in items])
+    plan = plan_topology(
+        testbed,
+        [(text, node_type or None) for _, _, text, node_type in items],
+        labels=[label for _, label, _, _ in items],
+    )
     if plan.errors:
         # Back to the form, each error under the box (or upload) its text came from.
         for error in plan.errors:
@@ -43,8 +46,10 @@ def testbed_topology_import(request: HttpRequest, uuid: UUID) -> HttpResponse:
     context.update(
         plan=plan,
         summary=apply_topology(testbed, plan, request.user, profile=profile, dry_run=True),
-        items=[{"label": label, "text": text, "node_type": node_type}
-               for _, label, text, node_type in items],
+        items=[
+            {"label": label, "text": text, "node_type": node_type}
+            for _, label, text, node_type in items
+        ],
         profile=profile,
     )
     return render(request, TEMPLATE, context)
@@ -59,14 +64,16 @@ def _save(request: HttpRequest, testbed: Testbed) -> HttpResponse:
     if profile_uuid and is_uuid(profile_uuid):
         profile = visible(HardwareProfile, request.user).filter(uuid=profile_uuid).first()
     again = redirect("experiments:testbed_topology_import", testbed.uuid)
-    if not texts or not (len(labels) == len(texts) == len(node_types)) or (
-        profile_uuid and profile is None
+    if (
+        not texts
+        or not (len(labels) == len(texts) == len(node_types))
+        or (profile_uuid and profile is None)
     ):
         messages.error(request, "The import was incomplete; start again.")
         return again
-    plan = plan_topology(testbed, [(t, nt or None) for t, nt in zip(texts, node_types,
-                                                                     strict=True)],
-                         labels=labels)
+    plan = plan_topology(
+        testbed, [(t, nt or None) for t, nt in zip(texts, node_types, strict=True)], labels=labels
+    )
     if plan.errors or plan.is_empty:
         messages.error(request, "The pasted output could not be read any more; start again.")
         return again

@@ -34,28 +34,39 @@ def _effective_rows(tuning_set: TuningSet) -> list[dict]:
             normalized, known = normalise(scope, key, value)
         except ValueError:
             normalized, known = None, spec is not None
-        rows.append({
-            "scope": scope, "key": key, "value": value, "normalized": normalized,
-            "known": known, "help": spec.help if spec else "",
-            "inherited_from": None if origin.pk == tuning_set.pk else origin,
-            "source_ref": param.source_ref if param else "",
-        })
+        rows.append(
+            {
+                "scope": scope,
+                "key": key,
+                "value": value,
+                "normalized": normalized,
+                "known": known,
+                "help": spec.help if spec else "",
+                "inherited_from": None if origin.pk == tuning_set.pk else origin,
+                "source_ref": param.source_ref if param else "",
+            }
+        )
     return rows
 
 
 def tuningset_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
-    tuning_set = get_for_user(request, TuningSet, uuid,
-                              queryset=TuningSet.objects.select_related("parent"))
+    tuning_set = get_for_user(
+        request, TuningSet, uuid, queryset=TuningSet.objects.select_related("parent")
+    )
     rows = _effective_rows(tuning_set)
     by_scope = [(scope, label, [r for r in rows if r["scope"] == scope]) for scope, label in SCOPES]
-    return render(request, "experiments/tuningset_detail.html", {
-        "object": tuning_set,
-        "by_scope": by_scope,
-        "revisions": tuning_set.revisions.select_related("author")[:20],
-        "others": TuningSet.objects.exclude(pk=tuning_set.pk).only("uuid", "name"),
-        "can_edit": tuning_set.can_edit(request.user),
-        "children": tuning_set.children.all(),
-    })
+    return render(
+        request,
+        "experiments/tuningset_detail.html",
+        {
+            "object": tuning_set,
+            "by_scope": by_scope,
+            "revisions": tuning_set.revisions.select_related("author")[:20],
+            "others": TuningSet.objects.exclude(pk=tuning_set.pk).only("uuid", "name"),
+            "can_edit": tuning_set.can_edit(request.user),
+            "children": tuning_set.children.all(),
+        },
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -70,20 +81,27 @@ def tuningset_edit(request: HttpRequest, uuid: UUID | None = None) -> HttpRespon
             saved.save()
             saved.replace_params(form.entries, author=request.user)
         if form.unknown_keys:
-            messages.warning(request, "Saved; keys beeweb does not know (kept as text): "
-                             + ", ".join(form.unknown_keys))
+            messages.warning(
+                request,
+                "Saved; keys beeweb does not know (kept as text): " + ", ".join(form.unknown_keys),
+            )
         else:
             messages.success(request, f"Saved tuning set {saved} (revision {saved.revision}).")
         return render_form(request, {}, success_url=saved.get_absolute_url())
-    return render_form(request, {
-        "form": form, "object": tuning_set,
-        "title": f"Edit {tuning_set}" if tuning_set else "New tuning set",
-        "action": request.path,
-        "help": "One 'key = value' per line, as in BeeGFS .conf files; '#' starts a comment. "
-                "Sizes such as 512k or 1m become bytes; unknown keys are kept and marked.",
-        "cancel": tuning_set.get_absolute_url() if tuning_set
-        else reverse("experiments:tuningset_list"),
-    })
+    return render_form(
+        request,
+        {
+            "form": form,
+            "object": tuning_set,
+            "title": f"Edit {tuning_set}" if tuning_set else "New tuning set",
+            "action": request.path,
+            "help": "One 'key = value' per line, as in BeeGFS .conf files; '#' starts a comment. "
+            "Sizes such as 512k or 1m become bytes; unknown keys are kept and marked.",
+            "cancel": tuning_set.get_absolute_url()
+            if tuning_set
+            else reverse("experiments:tuningset_list"),
+        },
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -97,17 +115,27 @@ def tuningset_delete(request: HttpRequest, uuid: UUID) -> HttpResponse:
             return redirect(tuning_set.get_absolute_url())
         messages.success(request, f"Deleted tuning set {tuning_set}.")
         return redirect("experiments:tuningset_list")
-    return render(request, "experiments/confirm_delete.html", {
-        "object": tuning_set, "cancel": tuning_set.get_absolute_url(),
-    })
+    return render(
+        request,
+        "experiments/confirm_delete.html",
+        {
+            "object": tuning_set,
+            "cancel": tuning_set.get_absolute_url(),
+        },
+    )
 
 
 def diff_rows(a: TuningSet, b: TuningSet) -> list[dict]:
     """Every effective key of either set with both values and whether they differ."""
     ea, eb = a.effective_params(), b.effective_params()
     rows = []
-    for scope, key in sorted(set(ea) | set(eb), key=lambda sk: (
-            [s for s, _ in SCOPES].index(sk[0]) if sk[0] in dict(SCOPES) else 99, sk[1])):
+    for scope, key in sorted(
+        set(ea) | set(eb),
+        key=lambda sk: (
+            [s for s, _ in SCOPES].index(sk[0]) if sk[0] in dict(SCOPES) else 99,
+            sk[1],
+        ),
+    ):
         va, vb = ea.get((scope, key)), eb.get((scope, key))
         na = _norm(scope, key, va[0]) if va else None
         nb = _norm(scope, key, vb[0]) if vb else None
@@ -117,10 +145,17 @@ def diff_rows(a: TuningSet, b: TuningSet) -> list[dict]:
             state = "only_a"
         else:
             state = "same" if na == nb else "changed"
-        rows.append({"scope": scope, "key": key, "a": va[0] if va else None,
-                     "b": vb[0] if vb else None, "state": state,
-                     "a_from": va[1] if va and va[1].pk != a.pk else None,
-                     "b_from": vb[1] if vb and vb[1].pk != b.pk else None})
+        rows.append(
+            {
+                "scope": scope,
+                "key": key,
+                "a": va[0] if va else None,
+                "b": vb[0] if vb else None,
+                "state": state,
+                "a_from": va[1] if va and va[1].pk != a.pk else None,
+                "b_from": vb[1] if vb and vb[1].pk != b.pk else None,
+            }
+        )
     return rows
 
 
@@ -134,8 +169,12 @@ def _norm(scope: str, key: str, value: str):
 def tuningset_diff(request: HttpRequest) -> HttpResponse:
     sets = TuningSet.objects.only("uuid", "name")
     a_id, b_id = request.GET.get("a"), request.GET.get("b")
-    context: dict = {"sets": sets, "a_id": a_id, "b_id": b_id,
-                     "only_changes": request.GET.get("changes") == "1"}
+    context: dict = {
+        "sets": sets,
+        "a_id": a_id,
+        "b_id": b_id,
+        "only_changes": request.GET.get("changes") == "1",
+    }
     if a_id and b_id:
         try:
             a = get_for_user(request, TuningSet, UUID(a_id))
@@ -145,9 +184,9 @@ def tuningset_diff(request: HttpRequest) -> HttpResponse:
         else:
             rows = diff_rows(a, b)
             context.update(
-                a=a, b=b,
-                rows=[r for r in rows if r["state"] != "same"] if context["only_changes"]
-                else rows,
+                a=a,
+                b=b,
+                rows=[r for r in rows if r["state"] != "same"] if context["only_changes"] else rows,
                 n_changed=sum(r["state"] != "same" for r in rows),
             )
     template = "experiments/_tuning_diff.html" if request.htmx else "experiments/tuning_diff.html"
@@ -158,10 +197,15 @@ def tuningset_export(request: HttpRequest, uuid: UUID, scope: str) -> HttpRespon
     tuning_set = get_for_user(request, TuningSet, uuid)
     if scope not in dict(SCOPES):
         return HttpResponse(status=404)
-    items = [(key, value) for (s, key), (value, _) in sorted(tuning_set.effective_params().items())
-             if s == scope]
-    header = (f"# beeweb tuning set: {tuning_set.name} (revision {tuning_set.revision})\n"
-              f"# scope: {dict(SCOPES)[scope]}\n")
+    items = [
+        (key, value)
+        for (s, key), (value, _) in sorted(tuning_set.effective_params().items())
+        if s == scope
+    ]
+    header = (
+        f"# beeweb tuning set: {tuning_set.name} (revision {tuning_set.revision})\n"
+        f"# scope: {dict(SCOPES)[scope]}\n"
+    )
     response = HttpResponse(header + format_conf(items), content_type="text/plain; charset=utf-8")
     filename = f"{slugify(tuning_set.name) or 'tuning'}-{scope}.conf"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -177,12 +221,20 @@ def tuningset_import(request: HttpRequest, uuid: UUID) -> HttpResponse:
         current = {(p.scope, p.key): p.value for p in tuning_set.params.all()}
         for key, value in form.cleaned_data["entries"]:
             current[(scope, key)] = value
-        tuning_set.replace_params([(s, k, v) for (s, k), v in current.items()],
-                                  author=request.user)
-        messages.success(request, f"Imported {len(form.cleaned_data['entries'])} keys into "
-                         f"{dict(SCOPES)[scope]}.")
+        tuning_set.replace_params([(s, k, v) for (s, k), v in current.items()], author=request.user)
+        messages.success(
+            request,
+            f"Imported {len(form.cleaned_data['entries'])} keys into {dict(SCOPES)[scope]}.",
+        )
         return render_form(request, {}, success_url=tuning_set.get_absolute_url())
-    return render_form(request, {
-        "form": form, "object": tuning_set, "title": f"Import .conf into {tuning_set}",
-        "action": request.path, "multipart": True, "cancel": tuning_set.get_absolute_url(),
-    })
+    return render_form(
+        request,
+        {
+            "form": form,
+            "object": tuning_set,
+            "title": f"Import .conf into {tuning_set}",
+            "action": request.path,
+            "multipart": True,
+            "cancel": tuning_set.get_absolute_url(),
+        },
+    )

@@ -15,18 +15,24 @@ pytestmark = pytest.mark.django_db
 
 
 def metric_item(i: int, **extra) -> dict:
-    return {"testbed": "bench", "tool": "fio", "key": f"job-{i}", "params": {"threads": i},
-            "metrics": [{"name": "write_bw", "value": 1e9 + i},
-                        {"name": "write_iops", "value": 100.0, "unit": "op/s"},
-                        {"name": "write_lat", "value": 0.001, "stat": "mean"},
-                        {"name": "write_lat", "value": 0.002, "stat": "max"},
-                        {"name": "write_bw", "value": 9.0, "iteration": 0}],
-            **extra}
+    return {
+        "testbed": "bench",
+        "tool": "fio",
+        "key": f"job-{i}",
+        "params": {"threads": i},
+        "metrics": [
+            {"name": "write_bw", "value": 1e9 + i},
+            {"name": "write_iops", "value": 100.0, "unit": "op/s"},
+            {"name": "write_lat", "value": 0.001, "stat": "mean"},
+            {"name": "write_lat", "value": 0.002, "stat": "max"},
+            {"name": "write_bw", "value": 9.0, "iteration": 0},
+        ],
+        **extra,
+    }
 
 
 def test_bulk_creates_runs_with_metrics_and_primary(api, testbed, tuning_set):
-    response = api.post("/api/runs/bulk/", [metric_item(i, tuning_set="base")
-                                            for i in range(3)])
+    response = api.post("/api/runs/bulk/", [metric_item(i, tuning_set="base") for i in range(3)])
     assert response.status_code == 200
     assert response.json()["created"] == 3
     run = Run.objects.get(client_key="job-2")
@@ -58,11 +64,13 @@ def test_invalid_items_are_reported_and_the_rest_stored(api, testbed):
     items = [
         metric_item(1),
         {"testbed": "bench", "tool": "fio", "metrics": [{"name": "speed", "value": 1}]},
-        {"testbed": "bench", "tool": "fio", "metrics": [{"name": "write_bw", "value": 1,
-                                                         "unit": "MB/s"}]},
+        {
+            "testbed": "bench",
+            "tool": "fio",
+            "metrics": [{"name": "write_bw", "value": 1, "unit": "MB/s"}],
+        },
         {"testbed": "nowhere", "tool": "fio", "metrics": []},
-        {"testbed": "bench", "tool": "fio", "metrics": [{"name": "write_bw",
-                                                         "value": "fast"}]},
+        {"testbed": "bench", "tool": "fio", "metrics": [{"name": "write_bw", "value": "fast"}]},
         {"testbed": "bench"},
         "not an object",
         {"testbed": "bench", "tool": "fio", "metrics": [], "bogus": 1},
@@ -79,14 +87,15 @@ def test_invalid_items_are_reported_and_the_rest_stored(api, testbed):
 
 def test_malformed_requests_are_400(api, testbed):
     assert api.post("/api/runs/bulk/", {"testbed": "bench"}).status_code == 400
-    assert api.post("/api/runs/bulk/", "[1,", content_type="application/json").status_code \
-        == 400
+    assert api.post("/api/runs/bulk/", "[1,", content_type="application/json").status_code == 400
 
 
 def test_raw_output_is_stored_and_parsed(api, testbed):
     text = sample("fio/fio-3.28-json-15jobs-randread-buffered-beegfs-thesis.json")
-    data = api.post("/api/runs/bulk/", [{"testbed": str(testbed.uuid), "raw_output": text,
-                                         "key": "f1", "params": {"site": "a"}}]).json()
+    data = api.post(
+        "/api/runs/bulk/",
+        [{"testbed": str(testbed.uuid), "raw_output": text, "key": "f1", "params": {"site": "a"}}],
+    ).json()
     assert data["results"][0]["status"] == "created"
     run = Run.objects.get(uuid=data["results"][0]["uuid"])
     assert run.tool == "fio" and run.raw_output == text and not run.parse_error
@@ -95,8 +104,9 @@ def test_raw_output_is_stored_and_parsed(api, testbed):
 
 
 def test_unparsable_output_keeps_the_run_with_its_error(api, testbed):
-    data = api.post("/api/runs/", {"testbed": "bench", "raw_output": "hello\nworld\n",
-                                   "tool": "ior"})
+    data = api.post(
+        "/api/runs/", {"testbed": "bench", "raw_output": "hello\nworld\n", "tool": "ior"}
+    )
     assert data.status_code == 201
     run = Run.objects.get(uuid=data.json()["uuid"])
     assert run.raw_output == "hello\nworld\n" and run.parse_error

@@ -9,14 +9,31 @@ pytestmark = pytest.mark.django_db
 
 
 def test_compare_groups_and_aggregates_like_the_page(api, testbed):
-    items = [{"testbed": "bench", "tool": "fio", "params": {"threads": t},
-              "metrics": [{"name": "write_bw", "value": v}]}
-             for t, v in [(1, 10e9), (1, 20e9), (2, 40e9)]]
-    items.append({"testbed": "bench", "tool": "dd", "params": {"threads": 1},
-                  "metrics": [{"name": "write_bw", "value": 1000e9}]})
+    items = [
+        {
+            "testbed": "bench",
+            "tool": "fio",
+            "params": {"threads": t},
+            "metrics": [{"name": "write_bw", "value": v}],
+        }
+        for t, v in [(1, 10e9), (1, 20e9), (2, 40e9)]
+    ]
+    items.append(
+        {
+            "testbed": "bench",
+            "tool": "dd",
+            "params": {"threads": 1},
+            "metrics": [{"name": "write_bw", "value": 1000e9}],
+        }
+    )
     api.post("/api/runs/bulk/", items)
-    query = {"metric": "write_bw", "x": "param:threads", "series": "tool", "tool": "fio",
-             "testbed": str(testbed.uuid)}
+    query = {
+        "metric": "write_bw",
+        "x": "param:threads",
+        "series": "tool",
+        "tool": "fio",
+        "testbed": str(testbed.uuid),
+    }
     data = api.get("/api/compare/", query).json()
     assert data["metrics"][0]["unit"] == "GB/s" and data["n_runs"] == 3
     points = {(p["series_key"], p["x_key"]): p for p in data["points"]}

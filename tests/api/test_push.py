@@ -27,15 +27,19 @@ FIO = "fio/fio-3.28-json-15jobs-stonewall-seqwrite-direct-beegfs-thesis.json"
 def push_command() -> list[str]:
     script = shutil.which("beeweb-push", path=str(Path(sys.executable).parent))
     if script is None:
-        pytest.fail("beeweb-push is not installed: pip install -e . installs the console "
-                    "script")
+        pytest.fail("beeweb-push is not installed: pip install -e . installs the console script")
     return [script]
 
 
 def run_push(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("BEEWEB_")}
-    return subprocess.run([*push_command(), *args], capture_output=True, text=True,
-                          timeout=120, env={**clean, **(env or {})})
+    return subprocess.run(
+        [*push_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean, **(env or {})},
+    )
 
 
 def _close_server_connections() -> None:
@@ -43,8 +47,10 @@ def _close_server_connections() -> None:
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
 
 
 @pytest.fixture
@@ -63,8 +69,9 @@ def test_push_stores_and_parses_a_real_fio_output(server, tmp_path):
             pytest.fail(f"sample {sample} is missing")
         pytest.skip(f"no sample {sample}")
     url, token = server
-    result = run_push("--url", url, "--token", token, "--testbed", "site-b", "--tool", "fio",
-                      str(sample))
+    result = run_push(
+        "--url", url, "--token", token, "--testbed", "site-b", "--tool", "fio", str(sample)
+    )
     assert result.returncode == 0, result.stderr
     assert "stored as run" in result.stdout
     run = Run.objects.get()
@@ -74,8 +81,9 @@ def test_push_stores_and_parses_a_real_fio_output(server, tmp_path):
     assert run.metrics.filter(name="write_bw", primary=True).exists()
 
     # The same file again (env configuration this time): nothing new.
-    again = run_push("--testbed", "site-b", str(sample),
-                     env={"BEEWEB_URL": url, "BEEWEB_TOKEN": token})
+    again = run_push(
+        "--testbed", "site-b", str(sample), env={"BEEWEB_URL": url, "BEEWEB_TOKEN": token}
+    )
     assert again.returncode == 0, again.stderr
     assert "already stored as run" in again.stdout
     assert Run.objects.count() == 1
@@ -83,8 +91,7 @@ def test_push_stores_and_parses_a_real_fio_output(server, tmp_path):
     # Unparsable output is kept with its error; the push itself succeeds.
     junk = tmp_path / "junk.txt"
     junk.write_text("no benchmark here\n")
-    kept = run_push("--url", url, "--token", token, "--testbed", "site-b", "--key", "j1",
-                    str(junk))
+    kept = run_push("--url", url, "--token", token, "--testbed", "site-b", "--key", "j1", str(junk))
     assert kept.returncode == 0
     assert "could not be parsed" in kept.stderr
     assert Run.objects.get(client_key="j1").parse_error
@@ -97,8 +104,7 @@ def test_bad_token_fails_with_one_clear_line(server, tmp_path):
     result = run_push("--url", url, "--token", "wrong", "--testbed", "site-b", str(out))
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert lines == ["beeweb-push: error: the server refused the token (HTTP 401): "
-                     "Invalid token."]
+    assert lines == ["beeweb-push: error: the server refused the token (HTTP 401): Invalid token."]
     assert not Run.objects.exists()
 
 
@@ -114,8 +120,7 @@ def test_unknown_testbed_is_rejected(server, tmp_path):
 def test_missing_configuration_is_one_line():
     result = run_push("--testbed", "x", "file")
     assert result.returncode == 1
-    assert result.stderr.strip() == "beeweb-push: error: no server: give --url or set " \
-                                    "BEEWEB_URL"
+    assert result.stderr.strip() == "beeweb-push: error: no server: give --url or set BEEWEB_URL"
 
 
 class Flaky(BaseHTTPRequestHandler):
@@ -131,8 +136,14 @@ class Flaky(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b'{"detail": "busy"}')
             return
-        body = json.dumps({"created": 1, "existing": 0, "invalid": 0, "results": [
-            {"index": 0, "status": "created", "uuid": "u", "metrics": 3}]}).encode()
+        body = json.dumps(
+            {
+                "created": 1,
+                "existing": 0,
+                "invalid": 0,
+                "results": [{"index": 0, "status": "created", "uuid": "u", "metrics": 3}],
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -151,15 +162,30 @@ def test_retries_on_5xx_then_gives_up(tmp_path, capsys):
     url = f"http://127.0.0.1:{httpd.server_port}"
     try:
         sleeps: list[float] = []
-        answer = push.post(f"{url}/api/runs/bulk/", "t", [{}], retries=3, timeout=5,
-                           context=None, sleep=sleeps.append)
+        answer = push.post(
+            f"{url}/api/runs/bulk/",
+            "t",
+            [{}],
+            retries=3,
+            timeout=5,
+            context=None,
+            sleep=sleeps.append,
+        )
         assert answer["created"] == 1 and Flaky.calls == 3 and sleeps == [1.0, 2.0]
         Flaky.calls = -10
         with pytest.raises(push.PushError, match=r"HTTP 503.*gave up after 2 attempts"):
-            push.post(f"{url}/api/runs/bulk/", "t", [{}], retries=1, timeout=5, context=None,
-                      sleep=sleeps.append)
+            push.post(
+                f"{url}/api/runs/bulk/",
+                "t",
+                [{}],
+                retries=1,
+                timeout=5,
+                context=None,
+                sleep=sleeps.append,
+            )
     finally:
         httpd.shutdown()
     with pytest.raises(push.PushError, match="cannot reach"):
-        push.post("http://127.0.0.1:9/api/runs/bulk/", "t", [{}], retries=0, timeout=2,
-                  context=None)
+        push.post(
+            "http://127.0.0.1:9/api/runs/bulk/", "t", [{}], retries=0, timeout=2, context=None
+        )

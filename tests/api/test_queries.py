@@ -30,8 +30,9 @@ def world(alice, api):
 
     def grow(n: int, tag: str):
         for i in range(n):
-            profile = HardwareProfile.objects.create(owner=alice, name=f"{tag}{i}",
-                                                     architecture="x86_64")
+            profile = HardwareProfile.objects.create(
+                owner=alice, name=f"{tag}{i}", architecture="x86_64"
+            )
             Drive.objects.create(profile=profile, kind="nvme")
             Nic.objects.create(profile=profile, kind="ethernet", rate_gbps=10)
             node = Node.objects.create(owner=alice, hostname=f"{tag}{i}", profile=profile)
@@ -46,16 +47,33 @@ def world(alice, api):
             matrix = Matrix.objects.create(owner=alice, name=f"{tag}{i}", tool="dd")
             matrix.testbeds.add(tb)
             matrix.tuning_sets.add(ts)
-            items = [{"testbed": str(tb.uuid), "tuning_set": str(ts.uuid), "tool": "dd",
-                      "metrics": [{"name": "write_bw", "value": 1.0},
-                                  {"name": "elapsed", "value": 2.0}]} for _ in range(3)]
+            items = [
+                {
+                    "testbed": str(tb.uuid),
+                    "tuning_set": str(ts.uuid),
+                    "tool": "dd",
+                    "metrics": [
+                        {"name": "write_bw", "value": 1.0},
+                        {"name": "elapsed", "value": 2.0},
+                    ],
+                }
+                for _ in range(3)
+            ]
             assert api.post("/api/runs/bulk/", items).json()["created"] == 3
 
     return grow
 
 
-LISTS = ["/api/hardware/", "/api/nodes/", "/api/testbeds/", "/api/tuning-sets/",
-         "/api/matrices/", "/api/runs/", "/api/metrics/", "/api/workers/"]
+LISTS = [
+    "/api/hardware/",
+    "/api/nodes/",
+    "/api/testbeds/",
+    "/api/tuning-sets/",
+    "/api/matrices/",
+    "/api/runs/",
+    "/api/metrics/",
+    "/api/workers/",
+]
 
 
 @pytest.mark.parametrize("url", LISTS)
@@ -72,8 +90,9 @@ def test_api_lists_have_a_constant_query_count(api, world, url, django_assert_ma
     assert 0 < baseline <= 10
 
 
-def test_run_list_page_has_a_constant_query_count(alice_client, api, world,
-                                                  django_assert_max_num_queries):
+def test_run_list_page_has_a_constant_query_count(
+    alice_client, api, world, django_assert_max_num_queries
+):
     world(2, "a")
     reset_queries()  # the request resets the log; count from an empty one
     with CaptureQueriesContext(connection) as few:

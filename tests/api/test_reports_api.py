@@ -20,12 +20,16 @@ from tests.lab import add_run
 pytestmark = pytest.mark.django_db
 
 
-
 @pytest.fixture
 def report(api, raid) -> dict:
-    response = api.post("/api/reports/", {"title": "RAID0 vs RAID10",
-                                          "description": "dd per device",
-                                          "query": QUERY + "&chart=bar&unit=GiB"})
+    response = api.post(
+        "/api/reports/",
+        {
+            "title": "RAID0 vs RAID10",
+            "description": "dd per device",
+            "query": QUERY + "&chart=bar&unit=GiB",
+        },
+    )
     assert response.status_code == 201, response.json()
     return response.json()
 
@@ -54,13 +58,15 @@ def test_create_report_splits_query_and_chart_like_the_page(api, alice, report):
 
 
 def test_report_validation(api, raid):
-    for body, field in [({"title": "", "query": QUERY}, "title"),
-                        ({"title": "  ", "query": QUERY}, "title"),
-                        ({"title": "t"}, "query"),
-                        ({"title": "t", "query": "metric=speed"}, "query"),
-                        ({"title": "t", "query": "x=param:threads"}, "query"),
-                        ({"title": "t", "query": "metric=write_bw&x=nope"}, "query"),
-                        ({"title": "t", "query": QUERY, "chart": {"colour": "red"}}, "chart")]:
+    for body, field in [
+        ({"title": "", "query": QUERY}, "title"),
+        ({"title": "  ", "query": QUERY}, "title"),
+        ({"title": "t"}, "query"),
+        ({"title": "t", "query": "metric=speed"}, "query"),
+        ({"title": "t", "query": "x=param:threads"}, "query"),
+        ({"title": "t", "query": "metric=write_bw&x=nope"}, "query"),
+        ({"title": "t", "query": QUERY, "chart": {"colour": "red"}}, "chart"),
+    ]:
         response = api.post("/api/reports/", body)
         assert response.status_code == 400, body
         assert field in response.json(), (body, response.json())
@@ -127,8 +133,7 @@ def test_share_link_freezes_the_snapshot_like_the_page(api, report, raid):
         add_run(r0, 20e9, threads=4, direct=True)
     frozen = anonymous.get(link["export_url"]).json()
     assert frozen["data"] == "frozen"
-    assert {p["series"]: p["n"] for p in frozen["result"]["points"]} == {"RAID0": 3,
-                                                                         "RAID10": 3}
+    assert {p["series"]: p["n"] for p in frozen["result"]["points"]} == {"RAID0": 3, "RAID10": 3}
 
 
 def test_share_link_expiry(api, report):
@@ -136,8 +141,7 @@ def test_share_link_expiry(api, report):
     response = api.post(links_url(report), {"expires_at": soon.isoformat()})
     assert response.status_code == 201, response.json()
     assert response.json()["state"] == "active"
-    for bad in (timezone.now() - dt.timedelta(minutes=1),
-                timezone.now() + dt.timedelta(days=3651)):
+    for bad in (timezone.now() - dt.timedelta(minutes=1), timezone.now() + dt.timedelta(days=3651)):
         response = api.post(links_url(report), {"expires_at": bad.isoformat()})
         assert response.status_code == 400 and "expires_at" in response.json()
     assert api.post(links_url(report), {"expires_at": "tomorrow"}).status_code == 400
@@ -175,9 +179,13 @@ def test_other_users_never_see_share_keys(api, bob_api, staff_api, report):
     # The report itself carries no key.
     assert link["key"] not in bob_api.get(f"/api/reports/{report['uuid']}/").content.decode()
     assert link["key"] not in bob_api.get("/api/reports/").content.decode()
-    for response in (bob_api.get(links_url(report)), bob_api.get(detail),
-                     bob_api.post(links_url(report), {}),
-                     bob_api.post(f"{detail}revoke/"), bob_api.delete(detail)):
+    for response in (
+        bob_api.get(links_url(report)),
+        bob_api.get(detail),
+        bob_api.post(links_url(report), {}),
+        bob_api.post(f"{detail}revoke/"),
+        bob_api.delete(detail),
+    ):
         assert response.status_code == 403
         assert link["key"] not in response.content.decode()
     assert ShareLink.objects.get().is_active and ShareLink.objects.count() == 1
@@ -187,8 +195,9 @@ def test_other_users_never_see_share_keys(api, bob_api, staff_api, report):
     assert staff_api.post(f"{detail}revoke/").json()["state"] == "revoked"
     # Anonymous: 401; unknown report: 404.
     assert APIClient().post(links_url(report), {}).status_code == 401
-    assert api.get("/api/reports/00000000-0000-0000-0000-000000000000/share-links/"
-                   ).status_code == 404
+    assert (
+        api.get("/api/reports/00000000-0000-0000-0000-000000000000/share-links/").status_code == 404
+    )
 
 
 def test_report_filters_ordering_and_pagination(api, bob_api, alice, bob):
@@ -223,8 +232,9 @@ def test_lists_have_a_constant_query_count(api, alice, kind, django_assert_max_n
     def grow(n: int):
         for i in range(n):
             Report.objects.create(owner=alice, title=f"r{i}", query="metric=write_bw")
-            ShareLink.objects.create(report=report, created_by=alice,
-                                     snapshot={"result": {"points": []}})
+            ShareLink.objects.create(
+                report=report, created_by=alice, snapshot={"result": {"points": []}}
+            )
 
     grow(2)
     reset_queries()  # the request resets the log; count from an empty one

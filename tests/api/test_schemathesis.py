@@ -22,8 +22,11 @@ from beeweb.wsgi import application
 # Small on purpose: ~60 operations x a few examples keeps this around a minute.
 MAX_EXAMPLES = 6
 
-schema = schemathesis.openapi.from_dict(json.loads(OpenApiJsonRenderer().render(
-    SchemaGenerator().get_schema(request=None, public=True))))
+schema = schemathesis.openapi.from_dict(
+    json.loads(
+        OpenApiJsonRenderer().render(SchemaGenerator().get_schema(request=None, public=True))
+    )
+)
 schema.app = application
 
 
@@ -49,8 +52,12 @@ def keep_test_connection():
 
 
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
-          derandomize=True)
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
 def test_no_server_errors(case, api_token):
     response = case.call(headers={"Authorization": f"Token {api_token}"})
     case.validate_response(response, checks=(not_a_server_error,))

@@ -14,7 +14,6 @@ from tests.browser.conftest import chromium, close_server_connections, new_page
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-
 @pytest.fixture
 def page(live_server):
     with chromium() as browser:

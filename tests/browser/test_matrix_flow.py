@@ -20,8 +20,11 @@ import pytest
 from tests.browser.conftest import chromium, new_page, require_chromium
 from tests.e2e import ROOT, Stack, wait_for
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
+]
 
 PASSWORD = "matrix-flow-pw"
 
@@ -37,16 +40,22 @@ def server(tmp_path):
     require_chromium()
     os.environ.setdefault("BEEWEB_ADMIN_PASSWORD", "")
     stack = Stack(tmp_path)
-    stack.env.update({"BEEWEB_ADMIN_USER": "engineer", "BEEWEB_ADMIN_PASSWORD": PASSWORD,
-                      "DEBUG": "true"})
+    stack.env.update(
+        {"BEEWEB_ADMIN_USER": "engineer", "BEEWEB_ADMIN_PASSWORD": PASSWORD, "DEBUG": "true"}
+    )
     stack.manage("ensure_admin")
     stack.manage("ensure_localhost", "--owner", "engineer")
     host = socket.gethostname()
     stack.worker(f"node.{host}", f"node@{host}")
     port = free_port()
-    web = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}",
-                            "--noreload"], cwd=ROOT, env=stack.env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
+    web = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+        cwd=ROOT,
+        env=stack.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     stack.procs.append(web)
     url = f"http://127.0.0.1:{port}"
 
@@ -100,8 +109,10 @@ def test_fio_matrix_from_the_browser(server, page):
             break
         time.sleep(0.5)
     else:
-        pytest.fail(f"the matrix did not finish: {page.inner_text('#matrix-progress')[:500]}\n"
-                    + stack.worker_log(f"node@{socket.gethostname()}")[-2000:])
+        pytest.fail(
+            f"the matrix did not finish: {page.inner_text('#matrix-progress')[:500]}\n"
+            + stack.worker_log(f"node@{socket.gethostname()}")[-2000:]
+        )
     elapsed = time.monotonic() - started
     assert seen_running, "the page never showed a run in progress"
     assert "succeeded 24" in page.inner_text("#matrix-progress")

@@ -19,7 +19,6 @@ from tests.browser.conftest import chromium, close_server_connections, new_page
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-
 @pytest.fixture
 def browser(live_server):
     # Playwright's sync API runs the test inside its own context, where Django may hold other
@@ -41,10 +40,16 @@ def local_fio_matrix(user):
 
     testbed = ensure_localhost_testbed(user)
     matrix = Matrix.objects.create(
-        owner=user, name="local fio", tool="fio", repetitions=3,
+        owner=user,
+        name="local fio",
+        tool="fio",
+        repetitions=3,
         fixed_params={"size": "16m", "bs": "1m", "direct": False},
-        axes=[{"param": "rw", "values": ["write", "read"]},
-              {"param": "numjobs", "values": [1, 2, 4]}])
+        axes=[
+            {"param": "rw", "values": ["write", "read"]},
+            {"param": "numjobs", "values": [1, 2, 4]},
+        ],
+    )
     matrix.testbeds.add(testbed)
     expand(matrix)
     for run in Run.objects.filter(matrix=matrix):
@@ -118,8 +123,9 @@ def test_build_save_share_and_revoke(browser, live_server, django_user_model):
     assert "f=arch%3Aaarch64" not in page.url
 
     # The local fio matrix: its compare link, every run as a point, a bar chart.
-    page.goto(f"{url}/compare/?matrix={matrix.uuid}&metric=write_bw&series=param:rw"
-              "&x=param:numjobs")
+    page.goto(
+        f"{url}/compare/?matrix={matrix.uuid}&metric=write_bw&series=param:rw&x=param:numjobs"
+    )
     page.wait_for_selector("#chart .main-svg")
     table = table_text(page)
     assert re.search(r"write\s+1\s+3\s+1\.02", table), table

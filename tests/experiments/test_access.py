@@ -12,10 +12,15 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def world(profile, node, testbed, tuning_set, alice):
-    run = Run.objects.create(owner=alice, testbed=testbed, tuning_set=tuning_set, tool="dd",
-                             status="imported", raw_output="1073741824 bytes copied")
-    return {"hardware": profile, "node": node, "testbed": testbed, "tuning": tuning_set,
-            "run": run}
+    run = Run.objects.create(
+        owner=alice,
+        testbed=testbed,
+        tuning_set=tuning_set,
+        tool="dd",
+        status="imported",
+        raw_output="1073741824 bytes copied",
+    )
+    return {"hardware": profile, "node": node, "testbed": testbed, "tuning": tuning_set, "run": run}
 
 
 def read_urls(world) -> list[str]:
@@ -106,7 +111,20 @@ def test_unknown_uuid_is_404(alice_client):
 def test_admin_lists_every_model(client, django_user_model, world):
     staff = django_user_model.objects.create_superuser("root", password="x")
     client.force_login(staff)
-    for model in ["hardwareprofile", "drive", "nic", "node", "testbed", "testbednode",
-                  "target", "storagepool", "tuningset", "tuningparameter", "tuningrevision",
-                  "run", "metric", "worker"]:
+    for model in [
+        "hardwareprofile",
+        "drive",
+        "nic",
+        "node",
+        "testbed",
+        "testbednode",
+        "target",
+        "storagepool",
+        "tuningset",
+        "tuningparameter",
+        "tuningrevision",
+        "run",
+        "metric",
+        "worker",
+    ]:
         assert client.get(f"/admin/experiments/{model}/").status_code == 200, model

@@ -20,11 +20,14 @@ def make_testbed(owner, name, arch, raid):
 
 
 def add_run(tb, threads, write_bw):
-    run = Run.objects.create(testbed=tb, tool="fio", status="imported",
-                             params={"threads": threads})
-    replace_metrics(run, [{"name": "write_bw", "value": write_bw, "unit": "B/s"},
-                          {"name": "write_bw", "value": write_bw * 2, "unit": "B/s",
-                           "extra": {"job": "j1"}}])
+    run = Run.objects.create(testbed=tb, tool="fio", status="imported", params={"threads": threads})
+    replace_metrics(
+        run,
+        [
+            {"name": "write_bw", "value": write_bw, "unit": "B/s"},
+            {"name": "write_bw", "value": write_bw * 2, "unit": "B/s", "extra": {"job": "j1"}},
+        ],
+    )
     return run
 
 
@@ -68,11 +71,13 @@ def test_unknown_dimension_is_refused():
 
 
 def test_primary_prefers_value_then_mean_and_skips_details():
-    ms = [Metric(name="read_bw", value=1, unit="B/s", stat="mean"),
-          Metric(name="read_bw", value=2, unit="B/s", stat="value"),
-          Metric(name="read_bw", value=3, unit="B/s", stat="value", iteration=0),
-          Metric(name="write_bw", value=4, unit="B/s", stat="value", extra={"target": 1}),
-          Metric(name="write_bw", value=5, unit="B/s", stat="max")]
+    ms = [
+        Metric(name="read_bw", value=1, unit="B/s", stat="mean"),
+        Metric(name="read_bw", value=2, unit="B/s", stat="value"),
+        Metric(name="read_bw", value=3, unit="B/s", stat="value", iteration=0),
+        Metric(name="write_bw", value=4, unit="B/s", stat="value", extra={"target": 1}),
+        Metric(name="write_bw", value=5, unit="B/s", stat="max"),
+    ]
     mark_primary(ms)
     assert [m.primary for m in ms] == [False, True, False, False, True]
 
@@ -84,8 +89,11 @@ def test_display_units_follow_design_md():
 
 
 def test_figure_keeps_series_colours_and_numeric_order():
-    rows = [{"series": s, "x": x, "n": 1, "mean": 1e9, "min": 1e9, "max": 1e9, "stddev": None}
-            for s in ("b", "a") for x in ("16", "4", "64")]
+    rows = [
+        {"series": s, "x": x, "n": 1, "mean": 1e9, "min": 1e9, "max": 1e9, "stddev": None}
+        for s in ("b", "a")
+        for x in ("16", "4", "64")
+    ]
     points = charts.to_points(rows, 1e9, str, str)
     assert [p.x for p in points[:3]] == ["4", "16", "64"]
     fig = charts.figure(points, x_title="threads", y_title="GB/s", has_x=True, log_x=True)
@@ -96,8 +104,10 @@ def test_figure_keeps_series_colours_and_numeric_order():
 
 @pytest.mark.django_db
 def test_compare_page_shows_chart_and_table(alice_client, two_archs):
-    response = alice_client.get(reverse("experiments:compare"),
-                                {"metric": "write_bw", "x": "param:threads", "series": "arch"})
+    response = alice_client.get(
+        reverse("experiments:compare"),
+        {"metric": "write_bw", "x": "param:threads", "series": "arch"},
+    )
     html = response.content.decode()
     assert 'id="chart-data"' in html
     assert "aarch64 (Arm)" in html and "x86_64" in html
@@ -106,8 +116,11 @@ def test_compare_page_shows_chart_and_table(alice_client, two_archs):
 
 @pytest.mark.django_db
 def test_compare_page_htmx_returns_the_fragment(alice_client, two_archs):
-    response = alice_client.get(reverse("experiments:compare"), {"metric": "write_bw",
-                                "x": "", "series": "raid"}, HTTP_HX_REQUEST="true")
+    response = alice_client.get(
+        reverse("experiments:compare"),
+        {"metric": "write_bw", "x": "", "series": "raid"},
+        HTTP_HX_REQUEST="true",
+    )
     html = response.content.decode()
     assert "<html" not in html
     assert "RAID10" in html and "RAID0" in html

@@ -15,8 +15,14 @@ from experiments.models import HardwareProfile, Metric, Node, Target, Testbed, T
 
 from .test_comparison_stats import add_run, make_testbed
 
-KEYS = ["arch", "cpu", "hardware", "raid", "fs",
-        *(f"hw:{field}" for field in dimensions.HARDWARE_FIELDS)]
+KEYS = [
+    "arch",
+    "cpu",
+    "hardware",
+    "raid",
+    "fs",
+    *(f"hw:{field}" for field in dimensions.HARDWARE_FIELDS),
+]
 
 
 @pytest.fixture
@@ -27,10 +33,24 @@ def odd_lab(alice):
     # Storage servers of different hardware: the first by hostname ("a-…") counts.
     mixed = Testbed.objects.create(owner=alice, name="mixed")
     bare = HardwareProfile.objects.create(  # no sockets
-        owner=alice, name="bare", architecture="ppc64le", vendor="IBM", clock_ghz=2.9,
-        memory_gib=31.5, threads_per_core=8, numa_domains=2, memory_channels=4)
-    big = HardwareProfile.objects.create(owner=alice, name="big", architecture="x86_64",
-                                         sockets=2, cores_per_socket=16, memory_gib=512)
+        owner=alice,
+        name="bare",
+        architecture="ppc64le",
+        vendor="IBM",
+        clock_ghz=2.9,
+        memory_gib=31.5,
+        threads_per_core=8,
+        numa_domains=2,
+        memory_channels=4,
+    )
+    big = HardwareProfile.objects.create(
+        owner=alice,
+        name="big",
+        architecture="x86_64",
+        sockets=2,
+        cores_per_socket=16,
+        memory_gib=512,
+    )
     for hostname, profile in (("z-server", big), ("a-server", bare)):
         node = Node.objects.create(owner=alice, hostname=hostname, profile=profile)
         TestbedNode.objects.create(testbed=mixed, node=node, storage=True)
@@ -58,8 +78,12 @@ def odd_lab(alice):
 def test_lookup_gives_every_row_the_subquerys_value(odd_lab, key):
     def values(lookup):
         expr = dimensions.expression(key, lookup)
-        rows = (Metric.objects.primary_values().annotate(_v=expr, _t=Cast(expr, CharField()))
-                .order_by("run_id").values_list("run_id", "_v", "_t"))
+        rows = (
+            Metric.objects.primary_values()
+            .annotate(_v=expr, _t=Cast(expr, CharField()))
+            .order_by("run_id")
+            .values_list("run_id", "_v", "_t")
+        )
         return list(rows)
 
     expected = values(None)
@@ -82,20 +106,26 @@ def test_lookup_edge_cases(odd_lab):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("norm, expected", [
-    ("server", {"arm": 1.25, "x86": (1 + 1.5 + 1) / 3, "mixed": 1.25, "empty": None}),
-    ("target", {"arm": 0.625, "x86": (0.5 + 0.75 + 1) / 3, "mixed": 0.625, "empty": None}),
-    ("client", {"arm": 1.75, "x86": (0.5 + 3 + 0.25) / 3, "mixed": 3.0, "empty": 2.5}),
-    ("core", {"arm": 2.5 / 128, "x86": (5 / 96 + 1 / 48) / 3, "mixed": 2.5 / 32,
-              "empty": None}),
-])
+@pytest.mark.parametrize(
+    "norm, expected",
+    [
+        ("server", {"arm": 1.25, "x86": (1 + 1.5 + 1) / 3, "mixed": 1.25, "empty": None}),
+        ("target", {"arm": 0.625, "x86": (0.5 + 0.75 + 1) / 3, "mixed": 0.625, "empty": None}),
+        ("client", {"arm": 1.75, "x86": (0.5 + 3 + 0.25) / 3, "mixed": 3.0, "empty": 2.5}),
+        (
+            "core",
+            {"arm": 2.5 / 128, "x86": (5 / 96 + 1 / 48) / 3, "mixed": 2.5 / 32, "empty": None},
+        ),
+    ],
+)
 def test_normalisations_per_testbed(odd_lab, norm, expected):
     """2 GB/s (no nodes parameter) and 3 GB/s (nodes=1) per testbed, and on x86 1 GB/s
     measured on one target: divided by the testbed's storage servers, targets, clients (or
     the nodes the run used) or cores (the target's own node's); a run on a testbed without
     such members has no value."""
-    spec = ComparisonSpec.from_query(f"metric=write_bw&x=&series=testbed&norm={norm}"
-                                     "&f=param:threads:4&f=param:threads:8")
+    spec = ComparisonSpec.from_query(
+        f"metric=write_bw&x=&series=testbed&norm={norm}&f=param:threads:4&f=param:threads:8"
+    )
     points = {p.series: p for p in compute(spec).points}
     for name, mean in expected.items():
         if mean is None:
@@ -105,17 +135,21 @@ def test_normalisations_per_testbed(odd_lab, norm, expected):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("query", [
-    "metric=write_bw&x=hw:memory_gib&series=hw:cores&f=hw:memory_gib:31.5&f=hw:memory_gib:256",
-    "metric=write_bw&x=raid&series=fs&f=raid:6&f=raid:1&f=raid:0&f=fs:xfs",
-    "metric=write_bw&x=hw:clock_ghz&series=arch&f=hw:clock_ghz:2.9&f=arch:ppc64le",
-    "metric=write_bw&x=param:threads&series=hw:cores&f=hw:cores:48&f=hw:cores:64",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "metric=write_bw&x=hw:memory_gib&series=hw:cores&f=hw:memory_gib:31.5&f=hw:memory_gib:256",
+        "metric=write_bw&x=raid&series=fs&f=raid:6&f=raid:1&f=raid:0&f=fs:xfs",
+        "metric=write_bw&x=hw:clock_ghz&series=arch&f=hw:clock_ghz:2.9&f=arch:ppc64le",
+        "metric=write_bw&x=param:threads&series=hw:cores&f=hw:cores:48&f=hw:cores:64",
+    ],
+)
 def test_filters_on_storage_attributes_match_the_subquery_form(odd_lab, query):
     from experiments.comparison import filtered_metrics
 
     spec = ComparisonSpec.from_query(query)
     subquery = sorted(filtered_metrics(spec).values_list("pk", flat=True))
-    lookup = sorted(filtered_metrics(spec, None, dimensions.TestbedLookup())
-                    .values_list("pk", flat=True))
+    lookup = sorted(
+        filtered_metrics(spec, None, dimensions.TestbedLookup()).values_list("pk", flat=True)
+    )
     assert lookup == subquery and lookup

@@ -35,18 +35,19 @@ def test_t_tail_matches_scipy(df, t):
     assert stats.t_sf(t, df) == pytest.approx(ss.t.sf(t, df), rel=1e-9, abs=1e-14)
 
 
-@pytest.mark.parametrize("a,b,x", [(0.5, 0.5, 0.3), (2.5, 0.5, 0.9), (10, 3, 0.5),
-                                   (0.5, 20, 0.01), (150, 0.5, 0.999)])
+@pytest.mark.parametrize(
+    "a,b,x", [(0.5, 0.5, 0.3), (2.5, 0.5, 0.9), (10, 3, 0.5), (0.5, 20, 0.01), (150, 0.5, 0.999)]
+)
 def test_incomplete_beta_matches_scipy(a, b, x):
     assert stats.betainc(a, b, x) == pytest.approx(special.betainc(a, b, x), rel=1e-10)
 
 
 SAMPLES = [
-    ([5.1, 5.0, 5.3], [3.4, 3.5, 3.3]),                       # n = 3, clear difference
-    ([10.0, 12.0], [11.0, 11.5]),                             # n = 2
+    ([5.1, 5.0, 5.3], [3.4, 3.5, 3.3]),  # n = 3, clear difference
+    ([10.0, 12.0], [11.0, 11.5]),  # n = 2
     ([1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 2.1, 1.9, 2.05, 1.95]),  # n = 5, unequal variances
     ([100.0, 140.0, 90.0], [101.0, 99.0, 100.5, 100.2, 99.7]),  # 3 vs 5, unequal variances
-    ([7.0, 7.1], [1.0, 30.0, 15.0]),                          # 2 vs 3
+    ([7.0, 7.1], [1.0, 30.0, 15.0]),  # 2 vs 3
 ]
 
 
@@ -96,8 +97,7 @@ def lab(alice):
 
 
 def point(result, series, x, metric="write_bw"):
-    return next(p for p in result.points
-                if p.metric == metric and p.series == series and p.x == x)
+    return next(p for p in result.points if p.metric == metric and p.series == series and p.x == x)
 
 
 @pytest.mark.django_db
@@ -132,15 +132,15 @@ def test_even_medians_and_noisy_points(alice):
 
 @pytest.mark.django_db
 def test_baseline_difference_and_welch_p_value(lab):
-    spec = ComparisonSpec.from_query(
-        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64")
+    spec = ComparisonSpec.from_query("metric=write_bw&x=param:threads&series=arch&baseline=x86_64")
     result = compute(spec)
     (cmp8,) = [c for c in result.comparisons if c.x == "8"]
     assert cmp8.diff_pct == pytest.approx((np.mean(ARM) / np.mean(X86) - 1) * 100)
     assert cmp8.p_value == pytest.approx(ss.ttest_ind(ARM, X86, equal_var=False).pvalue)
     assert cmp8.significant
-    assert cmp8.sentence == ("aarch64 (Arm) writes 51% faster than x86_64 at threads 8 "
-                             "(p < 0.001, n = 3)")
+    assert cmp8.sentence == (
+        "aarch64 (Arm) writes 51% faster than x86_64 at threads 8 (p < 0.001, n = 3)"
+    )
     (cmp16,) = [c for c in result.comparisons if c.x == "16"]
     assert cmp16.p_value is None and "no significance test" in cmp16.sentence
 
@@ -153,8 +153,9 @@ def test_not_significant_differences_say_so(alice):
         add_run(a_tb, v, threads=1)
     for v in (9e9, 13e9, 9.5e9):
         add_run(b_tb, v, threads=1)
-    result = compute(ComparisonSpec.from_query(
-        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64"))
+    result = compute(
+        ComparisonSpec.from_query("metric=write_bw&x=param:threads&series=arch&baseline=x86_64")
+    )
     (c,) = result.comparisons
     assert c.significant is False
     assert "not significant" in c.sentence and "slower" in c.sentence
@@ -190,7 +191,8 @@ def test_result_above_the_limit_is_a_likely_cache_effect(lab):
 def test_normalisation_per_server_target_client_and_core(lab):
     def mean(norm):
         spec = ComparisonSpec.from_query(
-            f"metric=write_bw&x=param:threads&series=arch&f=param:threads:8&norm={norm}")
+            f"metric=write_bw&x=param:threads&series=arch&f=param:threads:8&norm={norm}"
+        )
         return point(compute(spec), "aarch64 (Arm)", "8").mean
 
     total = np.mean(ARM) / 1e9
@@ -206,7 +208,8 @@ def test_client_normalisation_uses_the_nodes_a_run_used(lab):
     arm, _ = lab
     add_run(arm, 6e9, threads=64, nodes=2)
     spec = ComparisonSpec.from_query(
-        "metric=write_bw&x=param:threads&series=arch&f=param:threads:64&norm=client")
+        "metric=write_bw&x=param:threads&series=arch&f=param:threads:64&norm=client"
+    )
     assert point(compute(spec), "aarch64 (Arm)", "64").mean == pytest.approx(3.0)
 
 
@@ -231,9 +234,11 @@ def test_filters_or_within_and_across_attributes(lab):
 
 @pytest.mark.django_db
 def test_spec_round_trips_through_the_url():
-    query = ("metric=write_bw&metric=read_bw&x=param%3Athreads&series=raid&y=param%3Anodes"
-             "&baseline=10&f=arch%3Aaarch64&f=param%3Ars%3A1m&tool=fio&from=2024-01-01"
-             "&norm=server&chart=heatmap&err=minmax&reps=1&unit=GiB")
+    query = (
+        "metric=write_bw&metric=read_bw&x=param%3Athreads&series=raid&y=param%3Anodes"
+        "&baseline=10&f=arch%3Aaarch64&f=param%3Ars%3A1m&tool=fio&from=2024-01-01"
+        "&norm=server&chart=heatmap&err=minmax&reps=1&unit=GiB"
+    )
     spec = ComparisonSpec.from_query(query)
     assert spec.errors == []
     assert spec.filters == [("arch", "aarch64"), ("param:rs", "1m")]
@@ -244,8 +249,9 @@ def test_spec_round_trips_through_the_url():
 
 @pytest.mark.django_db
 def test_configuration_differences_name_hardware_testbed_and_tuning(lab):
-    result = compute(ComparisonSpec.from_query(
-        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64"))
+    result = compute(
+        ComparisonSpec.from_query("metric=write_bw&x=param:threads&series=arch&baseline=x86_64")
+    )
     (diff,) = result.differences
     rows = {(r[0], r[1]): (r[2], r[3]) for r in diff.rows}
     assert rows[("hardware", "architecture")] == ("aarch64", "x86_64")
@@ -262,16 +268,22 @@ def test_charts_keep_series_colours_and_offer_heatmaps(lab):
         for chunk in ("512k", "1m"):
             add_run(arm, 2e9 * stripe, threads=1, stripe_count=stripe, chunk_size=chunk)
             add_run(x86, 1e9 * stripe, threads=1, stripe_count=stripe, chunk_size=chunk)
-    result = compute(ComparisonSpec.from_query(
-        "metric=write_bw&metric=read_bw&x=param:threads&series=arch&reps=1"))
+    result = compute(
+        ComparisonSpec.from_query(
+            "metric=write_bw&metric=read_bw&x=param:threads&series=arch&reps=1"
+        )
+    )
     (chart,) = result.charts  # read_bw has no runs
     colours = {t["name"]: t["marker"]["color"] for t in chart.figure["data"]}
     assert colours["aarch64 (Arm)"] == result.colours["aarch64 (Arm)"]
     assert colours["aarch64 (Arm)"] != colours["x86_64"]
     assert any(t.get("mode") == "markers" for t in chart.figure["data"])  # every run
-    heat = compute(ComparisonSpec.from_query(
-        "metric=write_bw&x=param:chunk_size&y=param:stripe_count&series=arch&chart=heatmap"
-        "&f=param:threads:1"))
+    heat = compute(
+        ComparisonSpec.from_query(
+            "metric=write_bw&x=param:chunk_size&y=param:stripe_count&series=arch&chart=heatmap"
+            "&f=param:threads:1"
+        )
+    )
     assert [c.kind for c in heat.charts] == ["heatmap", "heatmap"]
     z = heat.charts[0].figure["data"][0]["z"]
     assert z == [[2.0, 2.0], [8.0, 8.0]]
@@ -281,8 +293,9 @@ def test_charts_keep_series_colours_and_offer_heatmaps(lab):
 
 @pytest.mark.django_db
 def test_result_json_round_trip(lab):
-    result = compute(ComparisonSpec.from_query(
-        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64"))
+    result = compute(
+        ComparisonSpec.from_query("metric=write_bw&x=param:threads&series=arch&baseline=x86_64")
+    )
     data = json.loads(json.dumps(result.to_json()))
     again = ComparisonResult.from_json(data)
     assert again == result
@@ -297,10 +310,13 @@ def test_working_set_from_parameters():
 
 @pytest.mark.django_db
 def test_query_count_does_not_grow_with_runs(alice, django_assert_max_num_queries):
-    tbs = [make_testbed(alice, f"tb{i}", arch, raid)
-           for i, (arch, raid) in enumerate([("aarch64", "0"), ("x86_64", "10")])]
+    tbs = [
+        make_testbed(alice, f"tb{i}", arch, raid)
+        for i, (arch, raid) in enumerate([("aarch64", "0"), ("x86_64", "10")])
+    ]
     spec = ComparisonSpec.from_query(
-        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64&reps=1")
+        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64&reps=1"
+    )
 
     def count_queries() -> int:
         from django.db import connection
@@ -325,11 +341,13 @@ def test_query_count_does_not_grow_with_runs(alice, django_assert_max_num_querie
 
 
 @pytest.mark.django_db
-def test_compare_page_query_count_independent_of_runs(alice_client, lab,
-                                                      django_assert_max_num_queries):
+def test_compare_page_query_count_independent_of_runs(
+    alice_client, lab, django_assert_max_num_queries
+):
     arm, x86 = lab
     url = reverse("experiments:compare") + (
-        "?metric=write_bw&x=param:threads&series=arch&baseline=x86_64")
+        "?metric=write_bw&x=param:threads&series=arch&baseline=x86_64"
+    )
     with django_assert_max_num_queries(25) as few:
         alice_client.get(url)
     for tb in (arm, x86):

@@ -19,16 +19,31 @@ MDTEST = SAMPLES / "mdtest" / "mdtest-3.3.0-64tasks-8nodes-3iter-lustre-gcp.txt"
 
 def test_browser_import_previews_then_saves(alice_client, testbed, tuning_set):
     text = IOR.read_text()
-    form = {"testbed": testbed.uuid, "tuning_set": tuning_set.uuid, "tool": "", "op": "",
-            "label": "", "text": text, "action": "preview"}
+    form = {
+        "testbed": testbed.uuid,
+        "tuning_set": tuning_set.uuid,
+        "tool": "",
+        "op": "",
+        "label": "",
+        "text": text,
+        "action": "preview",
+    }
     response = alice_client.post(reverse("experiments:run_import"), form)
     html = response.content.decode()
     assert response.status_code == 200
     assert "write_bw" in html and "threads=64" in html
     assert not Run.objects.exists()  # a preview saves nothing
 
-    save = {"action": "save", "testbed": testbed.uuid, "tuning_set": tuning_set.uuid,
-            "tool": "", "op": "", "label": "", "item_name": "aws run", "item_text": text}
+    save = {
+        "action": "save",
+        "testbed": testbed.uuid,
+        "tuning_set": tuning_set.uuid,
+        "tool": "",
+        "op": "",
+        "label": "",
+        "item_name": "aws run",
+        "item_text": text,
+    }
     response = alice_client.post(reverse("experiments:run_import"), save)
     run = Run.objects.get()
     assert response.url == run.get_absolute_url()
@@ -37,15 +52,22 @@ def test_browser_import_previews_then_saves(alice_client, testbed, tuning_set):
     # Raw text on the run page: the file's own "Max Write: 114.47 MiB/sec (120.03 MB/sec)".
     assert "Max Write: 114.47 MiB/sec (120.03 MB/sec)" in page
     assert Metric.objects.get(run=run, name="write_bw", stat="max").value == pytest.approx(
-        114.47 * 2**20)
-    compare = alice_client.get(reverse("experiments:compare"),
-                               {"metric": "write_bw", "x": "param:threads", "series": "tool"})
+        114.47 * 2**20
+    )
+    compare = alice_client.get(
+        reverse("experiments:compare"),
+        {"metric": "write_bw", "x": "param:threads", "series": "tool"},
+    )
     assert "ior" in compare.content.decode()
 
 
 def test_unparseable_input_is_stored_with_its_error(alice_client, testbed):
-    save = {"action": "save", "testbed": testbed.uuid, "item_name": "junk",
-            "item_text": "hello, this is not a benchmark"}
+    save = {
+        "action": "save",
+        "testbed": testbed.uuid,
+        "item_name": "junk",
+        "item_text": "hello, this is not a benchmark",
+    }
     alice_client.post(reverse("experiments:run_import"), save)
     run = Run.objects.get()
     assert run.raw_output == "hello, this is not a benchmark"
@@ -55,14 +77,23 @@ def test_unparseable_input_is_stored_with_its_error(alice_client, testbed):
 
 def test_topology_output_is_refused_in_run_import(alice_client, testbed):
     text = (SAMPLES / "beegfs" / "listnodes-nodetype-storage.txt").read_text()
-    response = alice_client.post(reverse("experiments:run_import"), {
-        "testbed": testbed.uuid, "text": text, "action": "preview"})
+    response = alice_client.post(
+        reverse("experiments:run_import"),
+        {"testbed": testbed.uuid, "text": text, "action": "preview"},
+    )
     assert "BeeGFS topology output" in response.content.decode()
 
 
 def test_import_results_command_and_reparse(testbed, tuning_set, capsys):
-    call_command("import_results", str(IOR), str(MDTEST), "--testbed", testbed.name,
-                 "--tuning", str(tuning_set.uuid))
+    call_command(
+        "import_results",
+        str(IOR),
+        str(MDTEST),
+        "--testbed",
+        testbed.name,
+        "--tuning",
+        str(tuning_set.uuid),
+    )
     assert Run.objects.count() == 2
     mdtest = Run.objects.get(tool="mdtest")
     # mdtest 3.3.0 sample: "File creation : 22421.537 13454.293 19186.060 4063.924".

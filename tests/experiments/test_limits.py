@@ -27,8 +27,9 @@ def test_seed_002_layout_gives_its_stated_peaks(testbed, node, profile, alice):
         TestbedNode.objects.create(testbed=testbed, node=other, storage=True)
         Target.objects.create(testbed=testbed, node=other, raid_level="0", disks=4, count=6)
     meta = Node.objects.create(owner=alice, hostname="meta1", profile=profile)
-    TestbedNode.objects.create(testbed=testbed, node=meta, storage=True, metadata=True,
-                               storage_links=1)
+    TestbedNode.objects.create(
+        testbed=testbed, node=meta, storage=True, metadata=True, storage_links=1
+    )
     Target.objects.create(testbed=testbed, node=meta, raid_level="0", disks=4, count=3)
     limits = compute_limits(testbed)
     by_name = {lim.name: lim for lim in limits.limits}

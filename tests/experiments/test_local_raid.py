@@ -35,8 +35,10 @@ def data_dir(settings, tmp_path) -> Path:
 
 
 def counts() -> dict[str, int]:
-    return {model.__name__: model.objects.count()
-            for model in (Testbed, Node, HardwareProfile, TestbedNode, Drive)}
+    return {
+        model.__name__: model.objects.count()
+        for model in (Testbed, Node, HardwareProfile, TestbedNode, Drive)
+    }
 
 
 @pytest.mark.django_db
@@ -47,8 +49,17 @@ def test_ensure_localhost_testbed_is_idempotent(alice, data_dir):
     updated = (testbed.updated, node.updated, node.profile.updated)
     again = ensure_localhost_testbed(alice)
     assert again.pk == testbed.pk
-    assert counts() == first == {"Testbed": 1, "Node": 1, "HardwareProfile": 1,
-                                 "TestbedNode": 1, "Drive": first["Drive"]}
+    assert (
+        counts()
+        == first
+        == {
+            "Testbed": 1,
+            "Node": 1,
+            "HardwareProfile": 1,
+            "TestbedNode": 1,
+            "Drive": first["Drive"],
+        }
+    )
     node.refresh_from_db()
     again.refresh_from_db()
     assert (again.updated, node.updated, node.profile.updated) == updated  # nothing rewritten
@@ -129,8 +140,11 @@ def test_needs_root(monkeypatch, tmp_path):
 def test_names_the_missing_package(monkeypatch, tmp_path):
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     real_which = shutil.which
-    monkeypatch.setattr(shutil, "which", lambda name, **kw: None if name in {
-        "mkfs.btrfs", "btrfs"} else real_which(name, **kw))
+    monkeypatch.setattr(
+        shutil,
+        "which",
+        lambda name, **kw: None if name in {"mkfs.btrfs", "btrfs"} else real_which(name, **kw),
+    )
     with pytest.raises(CommandError) as info:
         call_command("local_raid", dir=str(tmp_path))
     assert str(info.value) == "btrfs-progs is not installed: apt-get install btrfs-progs"
@@ -173,8 +187,9 @@ def raid_unavailable(tmp_path: Path) -> str | None:
 
 
 def findmnt(path: Path) -> str:
-    return subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--mountpoint", str(path)],
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "--mountpoint", str(path)], capture_output=True, text=True
+    ).stdout.strip()
 
 
 @pytest.mark.slow
@@ -185,8 +200,9 @@ def test_local_raid_for_real(alice, data_dir, tmp_path, capsys):
         pytest.skip(f"local RAID cannot be built here: {reason}")
     root = tmp_path / "raid"
     build = {"dir": str(root), "disks": 4, "disk_size": "300M", "owner": "alice"}
-    disk_files = [root / "disks" / f"raid{level}-{i}.img" for level in ("0", "10")
-                  for i in range(1, 5)]
+    disk_files = [
+        root / "disks" / f"raid{level}-{i}.img" for level in ("0", "10") for i in range(1, 5)
+    ]
     try:
         call_command("local_raid", **build)
         out = capsys.readouterr().out
@@ -198,16 +214,34 @@ def test_local_raid_for_real(alice, data_dir, tmp_path, capsys):
         for level in ("0", "10"):
             target = targets[f"btrfs-raid{level}"]
             assert (target.kind, target.raid_level, target.disks, target.filesystem) == (
-                "storage", level, 4, "btrfs")
+                "storage",
+                level,
+                4,
+                "btrfs",
+            )
             assert target.path == str(root / f"raid{level}" / "bench")
             assert target.node.hostname == socket.gethostname()
             assert findmnt(root / f"raid{level}") == "btrfs"
-            usage = subprocess.run(["btrfs", "filesystem", "df", str(root / f"raid{level}")],
-                                   capture_output=True, text=True, check=True).stdout
+            usage = subprocess.run(
+                ["btrfs", "filesystem", "df", str(root / f"raid{level}")],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             assert f"Data, RAID{level}" in usage
             dd = subprocess.run(
-                ["dd", "if=/dev/zero", f"of={target.path}/dd.bin", "bs=1M", "count=64",
-                 "oflag=direct", "conv=fsync"], capture_output=True, text=True)
+                [
+                    "dd",
+                    "if=/dev/zero",
+                    f"of={target.path}/dd.bin",
+                    "bs=1M",
+                    "count=64",
+                    "oflag=direct",
+                    "conv=fsync",
+                ],
+                capture_output=True,
+                text=True,
+            )
             assert dd.returncode == 0, dd.stderr
             assert Path(target.path, "dd.bin").stat().st_size == 64 * 2**20
         # RAID10 keeps two copies: half of RAID0's capacity over the same disks.
@@ -269,4 +303,5 @@ def test_reassembles_from_existing_disk_files(alice, data_dir, tmp_path, capsys)
     out = capsys.readouterr().out
     assert "kept target btrfs-raid10: 1 run(s) refer to it" in out
     assert list(Target.objects.filter(testbed__owner=alice).values_list("name", flat=True)) == [
-        "btrfs-raid10"]
+        "btrfs-raid10"
+    ]

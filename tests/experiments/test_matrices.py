@@ -27,10 +27,16 @@ def bench(testbed, node, tmp_path):
 @pytest.fixture
 def fio_matrix(alice, bench):
     matrix = Matrix.objects.create(
-        owner=alice, name="fio sweep", tool="fio", repetitions=3, timeout_s=120,
+        owner=alice,
+        name="fio sweep",
+        tool="fio",
+        repetitions=3,
+        timeout_s=120,
         fixed_params={"size": "8m", "bs": "1m"},
-        axes=[{"param": "rw", "values": ["write", "read"]},
-              {"param": "numjobs", "values": [1, 2, 4, 8]}],
+        axes=[
+            {"param": "rw", "values": ["write", "read"]},
+            {"param": "numjobs", "values": [1, 2, 4, 8]},
+        ],
     )
     matrix.testbeds.set([bench])
     return matrix
@@ -42,18 +48,28 @@ def test_axis_values_explicit_and_ranges():
     assert pow2 == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     linear = {"param": "t", "range": {"start": 4, "stop": 16, "step": 4, "scale": "linear"}}
     assert matrices.axis_values(linear) == [4, 8, 12, 16]
-    for bad in ({"param": "t", "values": []}, {"param": "t", "values": [1, 1]},
-                {"param": "t", "range": {"start": 0, "stop": 4}},
-                {"param": "t", "range": {"start": 8, "stop": 4}},
-                {"param": "t", "range": {"start": 1, "stop": 4, "scale": "log"}}):
+    for bad in (
+        {"param": "t", "values": []},
+        {"param": "t", "values": [1, 1]},
+        {"param": "t", "range": {"start": 0, "stop": 4}},
+        {"param": "t", "range": {"start": 8, "stop": 4}},
+        {"param": "t", "range": {"start": 1, "stop": 4, "scale": "log"}},
+    ):
         with pytest.raises(matrices.MatrixError, match="axis t"):
             matrices.axis_values(bad)
 
 
-@pytest.mark.parametrize("rule", [
-    "__import__('os').system('id')", "numjobs.__class__", "[x for x in numjobs]",
-    "lambda: 1", "open('/etc/passwd')", "numjobs >",
-])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "__import__('os').system('id')",
+        "numjobs.__class__",
+        "[x for x in numjobs]",
+        "lambda: 1",
+        "open('/etc/passwd')",
+        "numjobs >",
+    ],
+)
 def test_exclusion_rules_reject_anything_but_arithmetic(rule):
     with pytest.raises(matrices.MatrixError, match="exclusions"):
         matrices.compile_rule(rule, {"numjobs", "cores"})
@@ -65,14 +81,15 @@ def test_exclusion_rule_unknown_name_lists_known_names():
 
 
 def test_exclusion_rules_evaluate():
-    tree = matrices.compile_rule("numjobs > clients * cores and rw in ['write']",
-                                 {"numjobs", "clients", "cores", "rw"})
+    tree = matrices.compile_rule(
+        "numjobs > clients * cores and rw in ['write']", {"numjobs", "clients", "cores", "rw"}
+    )
     assert matrices.evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": 4, "rw": "write"})
-    assert not matrices.evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": 4,
-                                             "rw": "read"})
+    assert not matrices.evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": 4, "rw": "read"})
     # An unknown fact never hides a cell.
-    assert not matrices.evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": None,
-                                             "rw": "write"})
+    assert not matrices.evaluate_rule(
+        tree, {"numjobs": 8, "clients": 1, "cores": None, "rw": "write"}
+    )
 
 
 def test_expansion_is_idempotent(fio_matrix):
@@ -121,8 +138,9 @@ def test_preview_has_commands_data_volume_and_estimates(fio_matrix):
 
     run = fio_matrix.runs.get(params__rw="write", params__numjobs=8, repetition=1)
     now = timezone.now()
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED, started_at=now,
-                                         finished_at=now + timedelta(seconds=12))
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.SUCCEEDED, started_at=now, finished_at=now + timedelta(seconds=12)
+    )
     again = matrices.plan(fio_matrix)
     cell = next(c for c in again.cells if c.cell.key == run.cell_key)
     assert cell.estimate_s == 12
@@ -152,8 +170,9 @@ def test_testbed_without_benchmark_directory_is_explained(fio_matrix, bench):
     assert "no benchmark directory" in matrices.plan(fio_matrix).errors[0].error
 
 
-def test_dispatch_queues_on_commit_with_fresh_tokens(fio_matrix,
-                                                     django_capture_on_commit_callbacks):
+def test_dispatch_queues_on_commit_with_fresh_tokens(
+    fio_matrix, django_capture_on_commit_callbacks
+):
     matrices.expand(fio_matrix)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         ids = list(fio_matrix.runs.values_list("pk", flat=True)[:2])
@@ -184,16 +203,21 @@ def test_yaml_round_trip(fio_matrix, alice):
     assert matrices.plan(copy).runs == 24
 
 
-@pytest.mark.parametrize("text, message", [
-    ("- just a list", "mapping"),
-    ("name: x\ntool: fio\nsurprise: 1", "unknown keys: surprise"),
-    ("name: x\ntool: rm\ntestbeds: [bench]", "tool"),
-    ("name: x\ntool: fio\ntestbeds: [nowhere]", "no testbed named 'nowhere'"),
-    ("name: x\ntool: fio\ntestbeds: [bench]\nrepetitions: 0", "repetitions"),
-    ("name: x\ntool: fio\ntestbeds: [bench]\naxes: {numjobs: {range: {start: 4}}}",
-     "axis numjobs"),
-    ("name: [unclosed", "not valid YAML at line 1"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("- just a list", "mapping"),
+        ("name: x\ntool: fio\nsurprise: 1", "unknown keys: surprise"),
+        ("name: x\ntool: rm\ntestbeds: [bench]", "tool"),
+        ("name: x\ntool: fio\ntestbeds: [nowhere]", "no testbed named 'nowhere'"),
+        ("name: x\ntool: fio\ntestbeds: [bench]\nrepetitions: 0", "repetitions"),
+        (
+            "name: x\ntool: fio\ntestbeds: [bench]\naxes: {numjobs: {range: {start: 4}}}",
+            "axis numjobs",
+        ),
+        ("name: [unclosed", "not valid YAML at line 1"),
+    ],
+)
 def test_yaml_errors_name_the_field(bench, alice, text, message):
     with pytest.raises(matrices.MatrixError, match=message):
         from_yaml(text, alice)
@@ -201,30 +225,48 @@ def test_yaml_errors_name_the_field(bench, alice, text, message):
 
 # --- Pages --------------------------------------------------------------------------------
 
+
 def test_matrix_form_creates_a_matrix_with_ranges(alice_client, bench):
-    response = alice_client.post(reverse("experiments:matrix_new"), {
-        "name": "sweep", "tool": "fio", "launch_mode": "single", "tasks_per_node": 1,
-        "testbeds": [bench.pk], "repetitions": 2, "timeout_s": 600, "drop_caches": "on",
-        "params_text": "size = 16m\nbs = 1m", "axes_text": "rw = write, read\n"
-                                                          "numjobs = pow2(1..8)",
-        "exclusions_text": "numjobs > clients * cores",
-    })
+    response = alice_client.post(
+        reverse("experiments:matrix_new"),
+        {
+            "name": "sweep",
+            "tool": "fio",
+            "launch_mode": "single",
+            "tasks_per_node": 1,
+            "testbeds": [bench.pk],
+            "repetitions": 2,
+            "timeout_s": 600,
+            "drop_caches": "on",
+            "params_text": "size = 16m\nbs = 1m",
+            "axes_text": "rw = write, read\nnumjobs = pow2(1..8)",
+            "exclusions_text": "numjobs > clients * cores",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     matrix = Matrix.objects.get(name="sweep")
-    assert matrix.axes[1] == {"param": "numjobs", "range": {"start": 1, "stop": 8,
-                                                            "scale": "pow2"}}
+    assert matrix.axes[1] == {"param": "numjobs", "range": {"start": 1, "stop": 8, "scale": "pow2"}}
     assert matrix.fixed_params == {"size": "16m", "bs": "1m"}
     page = alice_client.get(matrix.get_absolute_url()).content.decode()
     assert "16</strong> runs" in page and "fio" in page
 
 
 def test_matrix_form_rejects_unknown_parameters_and_rules(alice_client, bench):
-    response = alice_client.post(reverse("experiments:matrix_new"), {
-        "name": "bad", "tool": "fio", "launch_mode": "single", "tasks_per_node": 1,
-        "testbeds": [bench.pk], "repetitions": 1, "timeout_s": 60,
-        "params_text": "blocksize = 1m", "axes_text": "numjobs = 1, 2",
-        "exclusions_text": "open('x')",
-    })
+    response = alice_client.post(
+        reverse("experiments:matrix_new"),
+        {
+            "name": "bad",
+            "tool": "fio",
+            "launch_mode": "single",
+            "tasks_per_node": 1,
+            "testbeds": [bench.pk],
+            "repetitions": 1,
+            "timeout_s": 60,
+            "params_text": "blocksize = 1m",
+            "axes_text": "numjobs = 1, 2",
+            "exclusions_text": "open('x')",
+        },
+    )
     text = response.content.decode()
     assert response.status_code == 200
     assert "fio has no parameter &#x27;blocksize&#x27;" in text
@@ -235,19 +277,22 @@ def test_matrix_form_rejects_unknown_parameters_and_rules(alice_client, bench):
 def test_launch_page_action_refuses_invalid_matrix(alice_client, fio_matrix):
     fio_matrix.fixed_params["bs"] = "1m; rm -rf /"
     fio_matrix.save()
-    response = alice_client.post(reverse("experiments:matrix_launch", args=[fio_matrix.uuid]),
-                                 follow=True)
+    response = alice_client.post(
+        reverse("experiments:matrix_launch", args=[fio_matrix.uuid]), follow=True
+    )
     assert "Nothing was launched" in response.content.decode()
     assert not fio_matrix.runs.exists()
 
 
-def test_launch_queues_runs_and_progress_polls(alice_client, fio_matrix,
-                                               django_capture_on_commit_callbacks):
+def test_launch_queues_runs_and_progress_polls(
+    alice_client, fio_matrix, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=False):
         alice_client.post(reverse("experiments:matrix_launch", args=[fio_matrix.uuid]))
     assert fio_matrix.runs.filter(status="queued").count() == 24
-    part = alice_client.get(reverse("experiments:matrix_progress", args=[fio_matrix.uuid]),
-                            HTTP_HX_REQUEST="true").content.decode()
+    part = alice_client.get(
+        reverse("experiments:matrix_progress", args=[fio_matrix.uuid]), HTTP_HX_REQUEST="true"
+    ).content.decode()
     assert 'hx-trigger="every 2s"' in part and "0 of 24 finished" in part
     assert "No worker is online for node.stor1" in part
 
@@ -261,20 +306,29 @@ def test_matrix_pages_access(alice_client, bob_client, fio_matrix, alice):
     assert bob_client.get(url).status_code == 200
     assert client.get(url).status_code == 302
     for name in ("matrix_launch", "matrix_cancel", "matrix_rerun", "matrix_resume"):
-        assert bob_client.post(reverse(f"experiments:{name}", args=[fio_matrix.uuid])) \
-            .status_code == 403
-        assert client.post(reverse(f"experiments:{name}", args=[fio_matrix.uuid])) \
-            .status_code == 302
-    assert bob_client.get(reverse("experiments:matrix_edit", args=[fio_matrix.uuid])) \
-        .status_code == 403
-    assert alice_client.get(reverse("experiments:matrix_export", args=[fio_matrix.uuid])) \
-        .status_code == 200
+        assert (
+            bob_client.post(reverse(f"experiments:{name}", args=[fio_matrix.uuid])).status_code
+            == 403
+        )
+        assert (
+            client.post(reverse(f"experiments:{name}", args=[fio_matrix.uuid])).status_code == 302
+        )
+    assert (
+        bob_client.get(reverse("experiments:matrix_edit", args=[fio_matrix.uuid])).status_code
+        == 403
+    )
+    assert (
+        alice_client.get(reverse("experiments:matrix_export", args=[fio_matrix.uuid])).status_code
+        == 200
+    )
     assert alice_client.get(reverse("experiments:matrix_list")).status_code == 200
 
 
 def test_yaml_import_page(alice_client, bench):
-    text = "name: imported\ntool: fio\ntestbeds: [bench]\nrepetitions: 1\n" \
-           "params: {size: 4m}\naxes: {rw: [write]}\n"
+    text = (
+        "name: imported\ntool: fio\ntestbeds: [bench]\nrepetitions: 1\n"
+        "params: {size: 4m}\naxes: {rw: [write]}\n"
+    )
     response = alice_client.post(reverse("experiments:matrix_import"), {"text": text})
     assert response.status_code == 302
     assert Matrix.objects.get(name="imported").repetitions == 1
@@ -290,16 +344,17 @@ def test_localhost_node_queue_matches_the_worker(alice, settings, tmp_path):
     assert ensure_localhost_testbed(alice).pk == testbed.pk
     node = Node.objects.get(memberships__testbed=testbed)
     assert node.hostname == socket.gethostname()
-    matrix = Matrix.objects.create(owner=alice, name="local", tool="dd",
-                                   fixed_params={"count": 4, "bs": "1m"}, repetitions=1)
+    matrix = Matrix.objects.create(
+        owner=alice, name="local", tool="dd", fixed_params={"count": 4, "bs": "1m"}, repetitions=1
+    )
     matrix.testbeds.set([testbed])
     matrices.expand(matrix)
     assert matrix.runs.get().queue == f"node.{socket.gethostname()}"
 
 
-def test_progress_of_a_large_matrix_lists_what_needs_attention(alice_client, fio_matrix,
-                                                               monkeypatch,
-                                                               django_assert_max_num_queries):
+def test_progress_of_a_large_matrix_lists_what_needs_attention(
+    alice_client, fio_matrix, monkeypatch, django_assert_max_num_queries
+):
     from experiments.views import matrices as views
 
     monkeypatch.setattr(views, "TABLE_LIMIT", 5)
@@ -314,8 +369,9 @@ def test_progress_of_a_large_matrix_lists_what_needs_attention(alice_client, fio
     assert "dd exited with 1" in text and "19 more succeeded runs are not listed" in text
 
 
-def test_rerun_failed_queues_only_failed_and_cancelled_runs(fio_matrix,
-                                                            django_capture_on_commit_callbacks):
+def test_rerun_failed_queues_only_failed_and_cancelled_runs(
+    fio_matrix, django_capture_on_commit_callbacks
+):
     matrices.expand(fio_matrix)
     runs = list(fio_matrix.runs.order_by("pk"))
     Run.objects.filter(pk__in=[r.pk for r in runs[2:]]).update(status="succeeded")

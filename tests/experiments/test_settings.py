@@ -18,7 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_postgres_url_is_split():
     db = database_from_url("DATABASE_URL", "postgres://u:p%40ss@db.example:6543/beeweb")
     assert (db["ENGINE"], db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], db["PORT"]) == (
-        "django.db.backends.postgresql", "beeweb", "u", "p@ss", "db.example", "6543")
+        "django.db.backends.postgresql",
+        "beeweb",
+        "u",
+        "p@ss",
+        "db.example",
+        "6543",
+    )
 
 
 @pytest.mark.parametrize("url", ["mysql://x/y", "postgres://host", "sqlite://", "nonsense"])
@@ -27,14 +33,23 @@ def test_bad_database_url_names_the_variable(url):
         database_from_url("DATABASE_URL", url)
 
 
-@pytest.mark.parametrize("name,value", [
-    ("DATABASE_URL", "mysql://localhost/beeweb"),
-    ("CELERY_BROKER_URL", "kafka://localhost"),
-    ("DEBUG", "perhaps"),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("DATABASE_URL", "mysql://localhost/beeweb"),
+        ("CELERY_BROKER_URL", "kafka://localhost"),
+        ("DEBUG", "perhaps"),
+    ],
+)
 def test_start_up_stops_with_the_variable_named(tmp_path, name, value):
     env = {**os.environ, "BEEWEB_DATA_DIR": str(tmp_path), name: value}
-    proc = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert name in proc.stderr

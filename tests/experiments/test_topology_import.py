@@ -66,8 +66,9 @@ def v7_texts() -> list[tuple[str, str | None]]:
 
 
 def targets_of(testbed, kind) -> dict[int, Target]:
-    return {t.target_id: t for t in testbed.targets.filter(kind=kind).select_related(
-        "node", "pool")}
+    return {
+        t.target_id: t for t in testbed.targets.filter(kind=kind).select_related("node", "pool")
+    }
 
 
 def roles_of(testbed) -> dict[str, set[str]]:
@@ -75,9 +76,12 @@ def roles_of(testbed) -> dict[str, set[str]]:
 
 
 def groups_of(testbed, kind) -> dict[int, tuple[int, int]]:
-    return {g.group_id: (g.primary.target_id, g.secondary.target_id)
-            for g in MirrorGroup.objects.filter(testbed=testbed, kind=kind)
-            .select_related("primary", "secondary")}
+    return {
+        g.group_id: (g.primary.target_id, g.secondary.target_id)
+        for g in MirrorGroup.objects.filter(testbed=testbed, kind=kind).select_related(
+            "primary", "secondary"
+        )
+    }
 
 
 # --- BeeGFS 7 (beegfs-ctl, beegfs-df) --------------------------------------------------------
@@ -97,7 +101,11 @@ def test_v7_listings_build_nodes_roles_targets_and_buddy_groups(lab, alice):
     }
     nodes = Node.objects.filter(owner=alice)
     assert sorted(n.hostname for n in nodes) == [
-        "beegfs-slave1", "beegfs-slave2", "beegfs-slave3", "oneasia-c1-cpu-node10"]
+        "beegfs-slave1",
+        "beegfs-slave2",
+        "beegfs-slave3",
+        "oneasia-c1-cpu-node10",
+    ]
     profile = HardwareProfile.objects.get(owner=alice, name=IMPORTED_PROFILE_NAME)
     assert profile.architecture == "other"
     assert {n.profile_id for n in nodes} == {profile.pk}
@@ -105,14 +113,20 @@ def test_v7_listings_build_nodes_roles_targets_and_buddy_groups(lab, alice):
     # listtargets-state-nodetype-storage: "1011 ... 101", "1012 ... 101", "1021 ... 102", ...
     storage = targets_of(lab, "storage")
     assert {tid: t.node.hostname for tid, t in storage.items()} == {
-        1011: "beegfs-slave1", 1012: "beegfs-slave1",
-        1021: "beegfs-slave2", 1022: "beegfs-slave2",
-        1031: "beegfs-slave3", 1032: "beegfs-slave3",
+        1011: "beegfs-slave1",
+        1012: "beegfs-slave1",
+        1021: "beegfs-slave2",
+        1022: "beegfs-slave2",
+        1031: "beegfs-slave3",
+        1032: "beegfs-slave3",
     }
     # A meta node's target has the node's ID: 1..4 on the four meta nodes.
     meta = targets_of(lab, "metadata")
     assert {tid: t.node.hostname for tid, t in meta.items()} == {
-        1: "oneasia-c1-cpu-node10", 2: "beegfs-slave1", 3: "beegfs-slave2", 4: "beegfs-slave3",
+        1: "oneasia-c1-cpu-node10",
+        2: "beegfs-slave1",
+        3: "beegfs-slave2",
+        4: "beegfs-slave3",
     }
     # beegfs-df: "1011      normal    7152.0GiB ..." and "1      normal     879.1GiB ..."
     assert storage[1011].capacity_gb == pytest.approx(7152.0 * GIB / 1e9, abs=0.01)
@@ -122,8 +136,7 @@ def test_v7_listings_build_nodes_roles_targets_and_buddy_groups(lab, alice):
     assert not StoragePool.objects.filter(testbed=lab).exists()
 
     # listmirrorgroups-nodetype-storage: "101  1011  1021", "102  1012  1031", "103  1022  1032"
-    assert groups_of(lab, "storage") == {101: (1011, 1021), 102: (1012, 1031),
-                                         103: (1022, 1032)}
+    assert groups_of(lab, "storage") == {101: (1011, 1021), 102: (1012, 1031), 103: (1022, 1032)}
     # listmirrorgroups-nodetype-meta (node IDs): "1  2  3", "2  1  4"
     assert groups_of(lab, "metadata") == {1: (2, 3), 2: (1, 4)}
 
@@ -138,25 +151,43 @@ def test_v7_listings_build_nodes_roles_targets_and_buddy_groups(lab, alice):
 @needs_samples
 def test_second_import_changes_nothing(lab, alice):
     import_texts(lab, alice, v7_texts())
-    before = (Node.objects.count(), Target.objects.count(), MirrorGroup.objects.count(),
-              TestbedNode.objects.count(), HardwareProfile.objects.count())
+    before = (
+        Node.objects.count(),
+        Target.objects.count(),
+        MirrorGroup.objects.count(),
+        TestbedNode.objects.count(),
+        HardwareProfile.objects.count(),
+    )
     again = import_texts(lab, alice, v7_texts())
     assert (again.created, again.updated) == (0, 0)
     assert again.unchanged == len(again.changes) > 0
-    assert before == (Node.objects.count(), Target.objects.count(),
-                      MirrorGroup.objects.count(), TestbedNode.objects.count(),
-                      HardwareProfile.objects.count())
+    assert before == (
+        Node.objects.count(),
+        Target.objects.count(),
+        MirrorGroup.objects.count(),
+        TestbedNode.objects.count(),
+        HardwareProfile.objects.count(),
+    )
 
 
 @needs_samples
 def test_update_keeps_what_the_user_entered_and_never_clears_roles(lab, alice, profile):
     # Parts of the testbed typed in by hand before the import.
-    slave1 = Node.objects.create(owner=alice, hostname="beegfs-slave1", profile=profile,
-                                 address="10.0.0.1")
+    slave1 = Node.objects.create(
+        owner=alice, hostname="beegfs-slave1", profile=profile, address="10.0.0.1"
+    )
     TestbedNode.objects.create(testbed=lab, node=slave1, client=True, monitoring=True)
-    Target.objects.create(testbed=lab, kind="storage", target_id=1011, raid_level="6",
-                          disks=10, filesystem="xfs", name="md0", path="/data/md0",
-                          capacity_gb=1.0)
+    Target.objects.create(
+        testbed=lab,
+        kind="storage",
+        target_id=1011,
+        raid_level="6",
+        disks=10,
+        filesystem="xfs",
+        name="md0",
+        path="/data/md0",
+        capacity_gb=1.0,
+    )
 
     summary = import_texts(lab, alice, v7_texts())
 
@@ -165,7 +196,12 @@ def test_update_keeps_what_the_user_entered_and_never_clears_roles(lab, alice, p
     assert roles_of(lab)["beegfs-slave1"] == {"client", "monitoring", "metadata", "storage"}
     t = lab.targets.get(kind="storage", target_id=1011)
     assert (t.raid_level, t.disks, t.filesystem, t.name, t.path) == (
-        "6", 10, "xfs", "md0", "/data/md0")
+        "6",
+        10,
+        "xfs",
+        "md0",
+        "/data/md0",
+    )
     assert t.node == slave1  # BeeGFS says where it lives, and how big it is
     assert t.capacity_gb == pytest.approx(7152.0 * GIB / 1e9, abs=0.01)
     changed = {c.label: c for c in summary.changes if c.action == "updated"}
@@ -173,7 +209,8 @@ def test_update_keeps_what_the_user_entered_and_never_clears_roles(lab, alice, p
     assert lab.targets.filter(kind="storage", target_id=1011).count() == 1
     # The other nodes are new and get the catch-all profile.
     assert Node.objects.get(owner=alice, hostname="beegfs-slave2").profile.name == (
-        IMPORTED_PROFILE_NAME)
+        IMPORTED_PROFILE_NAME
+    )
 
 
 @needs_samples
@@ -210,9 +247,11 @@ def test_nodes_match_by_hostname_ignoring_case_and_domain(testbed, alice, node):
     # The testbed fixture: node "stor1" (storage, metadata, management) and one hand-entered
     # target row without a BeeGFS target ID.
     nodes = "STOR1.lab.example [ID: 7]\n"
-    targets = ("TargetID     Reachability  Consistency   NodeID\n"
-               "========     ============  ===========   ======\n"
-               "     701           Online         Good        7\n")
+    targets = (
+        "TargetID     Reachability  Consistency   NodeID\n"
+        "========     ============  ===========   ======\n"
+        "     701           Online         Good        7\n"
+    )
     summary = import_texts(testbed, alice, [(nodes, "storage"), (targets, "storage")])
     assert list(Node.objects.values_list("hostname", flat=True)) == ["stor1"]
     assert testbed.targets.get(target_id=701).node == node
@@ -233,11 +272,15 @@ def test_listnodes_needs_a_node_type(lab):
 
 @needs_samples
 def test_v8_node_target_and_pool_lists(lab, alice):
-    summary = import_texts(lab, alice, [
-        (beegfs("beegfs8-node-list-client-meta-storage-mgmt.txt"), None),
-        (beegfs("beegfs8-target-list-aliases-2storage-1meta.txt"), None),
-        (beegfs("beegfs8-pool-list-default-and-archive.txt"), None),
-    ])
+    summary = import_texts(
+        lab,
+        alice,
+        [
+            (beegfs("beegfs8-node-list-client-meta-storage-mgmt.txt"), None),
+            (beegfs("beegfs8-target-list-aliases-2storage-1meta.txt"), None),
+            (beegfs("beegfs8-pool-list-default-and-archive.txt"), None),
+        ],
+    )
     # "c:9  client  c2EA3-68271449-luminen": a client's ID ends in its hostname.
     assert roles_of(lab) == {
         "luminen": {"client"},
@@ -247,12 +290,13 @@ def test_v8_node_target_and_pool_lists(lab, alice):
         "management": {"management"},
     }
     # "s:1  storage_pool_default  s:101", "s:2  archive  s:102"
-    assert {p.pool_id: p.name for p in lab.pools.all()} == {1: "storage_pool_default",
-                                                            2: "archive"}
+    assert {p.pool_id: p.name for p in lab.pools.all()} == {1: "storage_pool_default", 2: "archive"}
     storage = targets_of(lab, "storage")
     # "s:101  storage  s101_default_0  s:1  s:1", "s:102  storage  s102_archive_0  s:1  s:2"
     assert {tid: (t.name, t.pool.pool_id) for tid, t in storage.items()} == {
-        101: ("s101_default_0", 1), 102: ("s102_archive_0", 2)}
+        101: ("s101_default_0", 1),
+        102: ("s102_archive_0", 2),
+    }
     meta = targets_of(lab, "metadata")
     # "m:1  meta  target_meta_1  m:1": meta node 1 is not in the node list; m:2 is.
     assert meta[1].name == "target_meta_1" and meta[1].node is None
@@ -264,10 +308,14 @@ def test_v8_node_target_and_pool_lists(lab, alice):
 
 @needs_samples
 def test_v8_health_df_places_targets_with_capacity(lab, alice):
-    import_texts(lab, alice, [
-        (beegfs("beegfs8-node-list-client-meta-storage-mgmt.txt"), None),
-        (beegfs("beegfs8-health-df-1meta-2storage-cap-pools.txt"), None),
-    ])
+    import_texts(
+        lab,
+        alice,
+        [
+            (beegfs("beegfs8-node-list-client-meta-storage-mgmt.txt"), None),
+            (beegfs("beegfs8-health-df-1meta-2storage-cap-pools.txt"), None),
+        ],
+    )
     storage = targets_of(lab, "storage")
     # "s:301  storage  target_0-682AD65E-2  s:2  s:1  Low  99.9GiB ..."
     # "s:302  storage  target_0-682AD7A2-3  s:3  s:1  Normal  893.8GiB ..."
@@ -289,9 +337,12 @@ def test_v8_health_df_places_targets_with_capacity(lab, alice):
 @needs_samples
 def test_preview_saves_nothing_then_save_imports(alice_client, lab, alice):
     form = {
-        "text_1": beegfs("listnodes-nodetype-storage.txt"), "node_type_1": "storage",
-        "text_2": beegfs("listtargets-state-nodetype-storage.txt"), "node_type_2": "storage",
-        "text_3": beegfs("listmirrorgroups-nodetype-storage.txt"), "node_type_3": "",
+        "text_1": beegfs("listnodes-nodetype-storage.txt"),
+        "node_type_1": "storage",
+        "text_2": beegfs("listtargets-state-nodetype-storage.txt"),
+        "node_type_2": "storage",
+        "text_3": beegfs("listmirrorgroups-nodetype-storage.txt"),
+        "node_type_3": "",
         "action": "preview",
     }
     response = alice_client.post(url(lab), form)
@@ -304,7 +355,8 @@ def test_preview_saves_nothing_then_save_imports(alice_client, lab, alice):
     assert not HardwareProfile.objects.exists()  # the dry run rolled the profile back too
 
     save = {
-        "action": "save", "profile": "",
+        "action": "save",
+        "profile": "",
         "item_label": ["Output 1", "Output 2", "Output 3"],
         "item_text": [form["text_1"], form["text_2"], form["text_3"]],
         "item_node_type": ["storage", "storage", ""],
@@ -312,8 +364,7 @@ def test_preview_saves_nothing_then_save_imports(alice_client, lab, alice):
     response = alice_client.post(url(lab), save)
     assert response.status_code == 302 and response.url == lab.get_absolute_url()
     assert set(roles_of(lab)) == {"beegfs-slave1", "beegfs-slave2", "beegfs-slave3"}
-    assert groups_of(lab, "storage") == {101: (1011, 1021), 102: (1012, 1031),
-                                         103: (1022, 1032)}
+    assert groups_of(lab, "storage") == {101: (1011, 1021), 102: (1012, 1031), 103: (1022, 1032)}
     page = alice_client.get(lab.get_absolute_url()).content.decode()
     assert 'id="mirror-groups"' in page and "1031 on beegfs-slave3" in page
     assert "Imported the BeeGFS topology: " in page
@@ -328,24 +379,42 @@ def test_preview_saves_nothing_then_save_imports(alice_client, lab, alice):
 
 @needs_samples
 def test_upload_with_a_profile(alice_client, lab, profile):
-    upload = SimpleUploadedFile("listnodes-meta.txt",
-                                beegfs("listnodes-nodetype-meta.txt").encode())
-    response = alice_client.post(url(lab), {"files": upload, "files_node_type": "meta",
-                                            "profile": str(profile.uuid), "action": "preview"})
+    upload = SimpleUploadedFile(
+        "listnodes-meta.txt", beegfs("listnodes-nodetype-meta.txt").encode()
+    )
+    response = alice_client.post(
+        url(lab),
+        {
+            "files": upload,
+            "files_node_type": "meta",
+            "profile": str(profile.uuid),
+            "action": "preview",
+        },
+    )
     assert response.status_code == 200
     items = response.context["items"]
     assert [i["label"] for i in items] == ["listnodes-meta.txt"]
-    save = {"action": "save", "profile": str(profile.uuid), "item_label": items[0]["label"],
-            "item_text": items[0]["text"], "item_node_type": "meta"}
+    save = {
+        "action": "save",
+        "profile": str(profile.uuid),
+        "item_label": items[0]["label"],
+        "item_text": items[0]["text"],
+        "item_node_type": "meta",
+    }
     assert alice_client.post(url(lab), save).status_code == 302
     assert {n.profile for n in Node.objects.all()} == {profile}
     assert roles_of(lab)["oneasia-c1-cpu-node10"] == {"metadata"}
 
 
 def test_garbage_is_refused_with_its_line_number(alice_client, lab):
-    response = alice_client.post(url(lab), {
-        "text_1": "hello world\nthis is not BeeGFS output\n", "node_type_1": "",
-        "action": "preview"})
+    response = alice_client.post(
+        url(lab),
+        {
+            "text_1": "hello world\nthis is not BeeGFS output\n",
+            "node_type_1": "",
+            "action": "preview",
+        },
+    )
     html = response.content.decode()
     assert response.status_code == 200
     assert "Output 1: line 1: no BeeGFS listing recognised" in html
@@ -354,12 +423,14 @@ def test_garbage_is_refused_with_its_line_number(alice_client, lab):
 
 
 def test_errors_count_lines_from_the_start_of_the_paste(lab):
-    session = ("$ beegfs-ctl --listnodes --nodetype=meta\n"  # line 1
-               "meta01 [ID: 1]\n"
-               "$ beegfs-ctl --listtargets --nodetype=meta\n"
-               "TargetID   NodeID\n"  # line 4: the table's header
-               "========   ======\n"
-               "       1   meta01-not-a-number\n")
+    session = (
+        "$ beegfs-ctl --listnodes --nodetype=meta\n"  # line 1
+        "meta01 [ID: 1]\n"
+        "$ beegfs-ctl --listtargets --nodetype=meta\n"
+        "TargetID   NodeID\n"  # line 4: the table's header
+        "========   ======\n"
+        "       1   meta01-not-a-number\n"
+    )
     plan = plan_topology(lab, [(session, None)])
     [error] = plan.errors
     assert error.label == "Output 1 (beegfs-ctl --listtargets --nodetype=meta)"
@@ -368,10 +439,16 @@ def test_errors_count_lines_from_the_start_of_the_paste(lab):
 
 
 def test_untyped_listnodes_and_entry_info_are_refused(alice_client, lab):
-    response = alice_client.post(url(lab), {
-        "text_1": "node01 [ID: 1]\nnode02 [ID: 2]\n", "node_type_1": "",
-        "text_2": "EntryID: root\nMetadata node: meta01 [ID: 1]\n", "node_type_2": "",
-        "action": "preview"})
+    response = alice_client.post(
+        url(lab),
+        {
+            "text_1": "node01 [ID: 1]\nnode02 [ID: 2]\n",
+            "node_type_1": "",
+            "text_2": "EntryID: root\nMetadata node: meta01 [ID: 1]\n",
+            "node_type_2": "",
+            "action": "preview",
+        },
+    )
     html = response.content.decode()
     assert response.status_code == 200
     assert "does not print node types" in html
@@ -386,8 +463,10 @@ def test_an_empty_form_asks_for_output(alice_client, lab):
 
 
 def test_a_tampered_save_changes_nothing(alice_client, lab):
-    response = alice_client.post(url(lab), {"action": "save", "item_label": "x",
-                                            "item_text": "garbage", "item_node_type": ""})
+    response = alice_client.post(
+        url(lab),
+        {"action": "save", "item_label": "x", "item_text": "garbage", "item_node_type": ""},
+    )
     assert response.status_code == 302 and response.url == url(lab)
     assert not Node.objects.exists()
 
@@ -395,9 +474,15 @@ def test_a_tampered_save_changes_nothing(alice_client, lab):
 def test_only_owner_and_staff_import(alice_client, bob_client, lab, django_user_model):
     assert alice_client.get(url(lab)).status_code == 200
     assert bob_client.get(url(lab)).status_code == 403
-    response = bob_client.post(url(lab), {"action": "save", "item_label": "x",
-                                          "item_text": "node1 [ID: 1]",
-                                          "item_node_type": "meta"})
+    response = bob_client.post(
+        url(lab),
+        {
+            "action": "save",
+            "item_label": "x",
+            "item_text": "node1 [ID: 1]",
+            "item_node_type": "meta",
+        },
+    )
     assert response.status_code == 403
     assert not Node.objects.exists()
     response = Client().get(url(lab))  # anonymous (the client fixture is alice's)
@@ -411,8 +496,15 @@ def test_only_owner_and_staff_import(alice_client, bob_client, lab, django_user_
     staff = django_user_model.objects.create_user("carol", password="pw", is_staff=True)
     carol = Client()
     carol.force_login(staff)
-    response = carol.post(url(lab), {"action": "save", "item_label": "x",
-                                     "item_text": "node1 [ID: 1]\n", "item_node_type": "meta"})
+    response = carol.post(
+        url(lab),
+        {
+            "action": "save",
+            "item_label": "x",
+            "item_text": "node1 [ID: 1]\n",
+            "item_node_type": "meta",
+        },
+    )
     assert response.status_code == 302
     assert Node.objects.get().owner == lab.owner
 
@@ -420,6 +512,7 @@ def test_only_owner_and_staff_import(alice_client, bob_client, lab, django_user_
 def test_published_testbeds_are_read_only(alice_client, alice):
     published = Testbed.objects.create(owner=alice, name="study", published=True)
     assert alice_client.get(url(published)).status_code == 403
-    response = alice_client.post(url(published), {"text_1": "node1 [ID: 1]", "node_type_1":
-                                                  "meta", "action": "preview"})
+    response = alice_client.post(
+        url(published), {"text_1": "node1 [ID: 1]", "node_type_1": "meta", "action": "preview"}
+    )
     assert response.status_code == 403

@@ -23,12 +23,15 @@ def test_read_reports_kernel_sysctls_and_the_mount(tmp_path):
 
 
 def test_unlisted_keys_and_unsafe_values_are_never_applied(tmp_path):
-    actions = nodeconfig.apply_tuning({
-        "storage.tuneNumWorkers": "48",
-        "os.kernel.core_pattern": "|/bin/sh",
-        "os.vm.dirty_ratio": "10; reboot",
-        "striping.chunksize": "512k",
-    }, tmp_path)
+    actions = nodeconfig.apply_tuning(
+        {
+            "storage.tuneNumWorkers": "48",
+            "os.kernel.core_pattern": "|/bin/sh",
+            "os.vm.dirty_ratio": "10; reboot",
+            "striping.chunksize": "512k",
+        },
+        tmp_path,
+    )
     results = {a["key"]: a["result"] for a in actions}
     assert results["storage.tuneNumWorkers"].startswith("skipped: not in the allowlist")
     assert results["os.kernel.core_pattern"].startswith("skipped")
@@ -42,8 +45,9 @@ def test_allowlisted_sysctl_is_applied(tmp_path):
     wanted = "7" if before != "7" else "8"
     try:
         actions = nodeconfig.apply_tuning({"os.vm.dirty_background_ratio": wanted}, tmp_path)
-        assert actions == [{"key": "os.vm.dirty_background_ratio", "value": wanted,
-                            "result": "applied"}]
+        assert actions == [
+            {"key": "os.vm.dirty_background_ratio", "value": wanted, "result": "applied"}
+        ]
         assert DIRTY.read_text().strip() == wanted
     finally:
         DIRTY.write_text(before + "\n")

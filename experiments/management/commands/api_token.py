@@ -12,8 +12,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("username")
-        parser.add_argument("--rotate", action="store_true",
-                            help="Delete the current token and create a new one.")
+        parser.add_argument(
+            "--rotate", action="store_true", help="Delete the current token and create a new one."
+        )
 
     def handle(self, username, rotate=False, **options):
         user = get_user_model().objects.filter(username=username).first()

@@ -22,16 +22,22 @@ class Command(BaseCommand):
             user.is_staff = user.is_superuser = True
             user.set_password(password)
             user.save()
-            self.stdout.write(f"Admin user {username!r} {'created' if created else 'updated'} "
-                              "from BEEWEB_ADMIN_USER / BEEWEB_ADMIN_PASSWORD.")
+            self.stdout.write(
+                f"Admin user {username!r} {'created' if created else 'updated'} "
+                "from BEEWEB_ADMIN_USER / BEEWEB_ADMIN_PASSWORD."
+            )
             return
         if User.objects.filter(is_superuser=True).exists():
-            self.stdout.write("An admin user exists already; credentials are not shown again "
-                              "(reset with: python manage.py changepassword admin).")
+            self.stdout.write(
+                "An admin user exists already; credentials are not shown again "
+                "(reset with: python manage.py changepassword admin)."
+            )
             return
         password = secrets.token_urlsafe(12)
         User.objects.create_superuser(username=username, email="", password=password)
-        self.stdout.write(self.style.SUCCESS(
-            "\n  beeweb admin created (shown once):\n"
-            f"    user:     {username}\n    password: {password}\n"
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                "\n  beeweb admin created (shown once):\n"
+                f"    user:     {username}\n    password: {password}\n"
+            )
+        )

@@ -12,15 +12,15 @@ from experiments.utils import is_uuid
 
 
 def find(model, value: str, what: str):
-    matches = model.objects.filter(uuid=value) if is_uuid(value) else model.objects.filter(
-        name=value)
+    matches = (
+        model.objects.filter(uuid=value) if is_uuid(value) else model.objects.filter(name=value)
+    )
     found = list(matches[:2])
     if not found:
         raise CommandError(f"no {what} named {value!r}")
     if len(found) > 1:
         raise CommandError(f"several {what}s are named {value!r}: give its UUID")
     return found[0]
-
 
 
 class Command(BaseCommand):
@@ -49,14 +49,23 @@ class Command(BaseCommand):
                 self.stderr.write(f"{name}: larger than {MAX_IMPORT_BYTES // 2**20} MiB, skipped")
                 failed += 1
                 continue
-            run = import_output(data.decode("utf-8", errors="replace"), testbed=testbed_obj,
-                                tuning_set=tuning_obj, tool=tool, op=op, label=path.name)
+            run = import_output(
+                data.decode("utf-8", errors="replace"),
+                testbed=testbed_obj,
+                tuning_set=tuning_obj,
+                tool=tool,
+                op=op,
+                label=path.name,
+            )
             if run.parse_error:
                 failed += 1
-                self.stderr.write(f"{name}: stored as run {run.uuid} but not parsed: "
-                                  f"{run.parse_error}")
+                self.stderr.write(
+                    f"{name}: stored as run {run.uuid} but not parsed: {run.parse_error}"
+                )
             else:
-                self.stdout.write(f"{name}: run {run.uuid} ({run.tool} {run.tool_version}, "
-                                  f"{run.metrics.count()} metrics)")
+                self.stdout.write(
+                    f"{name}: run {run.uuid} ({run.tool} {run.tool_version}, "
+                    f"{run.metrics.count()} metrics)"
+                )
         if failed:
             raise CommandError(f"{failed} of {len(files)} files were not fully imported")

@@ -23,14 +23,23 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("file", help="Matrix definition (YAML); '-' reads stdin.")
-        parser.add_argument("--wait", action="store_true",
-                            help="Wait for every run to end, printing progress.")
-        parser.add_argument("--timeout", type=float, default=0,
-                            help="With --wait: give up after this many seconds (0: never).")
-        parser.add_argument("--owner", help="User who owns the matrix (default: the first "
-                                            "superuser).")
-        parser.add_argument("--dry-run", action="store_true",
-                            help="Print the preview (runs, commands) and create nothing.")
+        parser.add_argument(
+            "--wait", action="store_true", help="Wait for every run to end, printing progress."
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=0,
+            help="With --wait: give up after this many seconds (0: never).",
+        )
+        parser.add_argument(
+            "--owner", help="User who owns the matrix (default: the first superuser)."
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Print the preview (runs, commands) and create nothing.",
+        )
 
     def handle(self, *args, file, wait, timeout, owner, dry_run, **options):
         user = self._owner(owner)
@@ -47,8 +56,10 @@ class Command(BaseCommand):
             if plan.errors:
                 first = plan.errors[0]
                 raise matrices.MatrixError("params", f"{first.cell.label}: {first.error}")
-            self.stdout.write(f"matrix {matrix.name} ({matrix.uuid}): {plan.runs} runs, "
-                              f"{plan.excluded} cells skipped by rules")
+            self.stdout.write(
+                f"matrix {matrix.name} ({matrix.uuid}): {plan.runs} runs, "
+                f"{plan.excluded} cells skipped by rules"
+            )
             if dry_run:
                 for cell in plan.active:
                     self.stdout.write("  " + " ".join(cell.argv))
@@ -86,8 +97,10 @@ class Command(BaseCommand):
     def _localhost(self, data: dict, user) -> None:
         """A file naming the "localhost" testbed works on a fresh installation."""
         names = data.get("testbeds") or []
-        if "localhost" in ([names] if isinstance(names, str) else names) and \
-                not Testbed.objects.filter(name="localhost").exists():
+        if (
+            "localhost" in ([names] if isinstance(names, str) else names)
+            and not Testbed.objects.filter(name="localhost").exists()
+        ):
             from experiments.localhost import ensure_localhost_testbed
 
             ensure_localhost_testbed(user)
@@ -97,8 +110,9 @@ class Command(BaseCommand):
         last = None
         while True:
             progress = matrices.progress(matrix)
-            line = (f"{progress['finished']}/{progress['total']} finished "
-                    + " ".join(f"{k}={v}" for k, v in sorted(progress["counts"].items())))
+            line = f"{progress['finished']}/{progress['total']} finished " + " ".join(
+                f"{k}={v}" for k, v in sorted(progress["counts"].items())
+            )
             if line != last:
                 self.stdout.write(line)
                 last = line

@@ -77,8 +77,9 @@ def tool(name: str) -> str:
 def run(argv: list[str]) -> str:
     """Run a tool (argv list, no shell); its stdout, or a CommandError carrying its stderr."""
     try:
-        proc = subprocess.run([tool(argv[0]), *argv[1:]], check=True, capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            [tool(argv[0]), *argv[1:]], check=True, capture_output=True, text=True
+        )
     except subprocess.CalledProcessError as exc:
         detail = (exc.stderr or exc.stdout or "").strip()
         raise CommandError(f"{' '.join(argv)} failed: {detail}") from None
@@ -88,8 +89,10 @@ def run(argv: list[str]) -> str:
 def check_requirements() -> None:
     """Root, the tools and kernel btrfs; CommandError saying what is missing."""
     if os.geteuid() != 0:
-        raise CommandError("local_raid needs root: it attaches loop devices and mounts file "
-                           "systems (run it with sudo)")
+        raise CommandError(
+            "local_raid needs root: it attaches loop devices and mounts file "
+            "systems (run it with sudo)"
+        )
     for name in TOOLS:
         tool(name)
     if not btrfs_in_kernel():
@@ -97,14 +100,19 @@ def check_requirements() -> None:
         if modprobe:
             subprocess.run([modprobe, "btrfs"], capture_output=True, check=False)
         if not btrfs_in_kernel():
-            raise CommandError("this kernel has no btrfs support (not in /proc/filesystems and "
-                               "modprobe btrfs failed)")
+            raise CommandError(
+                "this kernel has no btrfs support (not in /proc/filesystems and "
+                "modprobe btrfs failed)"
+            )
 
 
 def btrfs_in_kernel() -> bool:
     try:
-        return any(line.split()[-1] == "btrfs"
-                   for line in Path("/proc/filesystems").read_text().splitlines() if line.strip())
+        return any(
+            line.split()[-1] == "btrfs"
+            for line in Path("/proc/filesystems").read_text().splitlines()
+            if line.strip()
+        )
     except OSError:
         return False
 
@@ -177,8 +185,11 @@ def attach_loop(path: Path) -> str:
             return node
         except CommandError as exc:
             errors.append(str(exc))
-    hint = "" if Path("/dev/loop-control").exists() else (
-        " (no /dev/loop-control: in a container, run privileged or pass the loop devices in)")
+    hint = (
+        ""
+        if Path("/dev/loop-control").exists()
+        else (" (no /dev/loop-control: in a container, run privileged or pass the loop devices in)")
+    )
     raise CommandError(f"cannot attach {path} to a loop device{hint}: {'; '.join(errors)}")
 
 
@@ -230,8 +241,10 @@ class Array:
         return self.disk_dir / f"raid{self.level}-{i}.img"
 
     def existing_disks(self) -> list[Path]:
-        return sorted(self.disk_dir.glob(f"raid{self.level}-*.img"),
-                      key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+        return sorted(
+            self.disk_dir.glob(f"raid{self.level}-*.img"),
+            key=lambda p: int(p.stem.rsplit("-", 1)[1]),
+        )
 
     def mount(self) -> Mount | None:
         return mounts().get(str(self.mountpoint))
@@ -243,28 +256,43 @@ class Array:
     def valid_fs(self, disks: list[Path]) -> bool:
         """The image files already hold this array's complete file system."""
         supers = [btrfs_super(disk) for disk in disks]
-        return (all(s and s["label"] == self.label and s["num_devices"] == len(disks)
-                    for s in supers)
-                and len({s["fsid"] for s in supers}) == 1)
+        return (
+            all(s and s["label"] == self.label and s["num_devices"] == len(disks) for s in supers)
+            and len({s["fsid"] for s in supers}) == 1
+        )
 
 
 class Command(BaseCommand):
-    help = ("Build btrfs RAID0 and RAID10 arrays over loop files, mount them and register them "
-            "as storage targets of the localhost testbed (root only).")
+    help = (
+        "Build btrfs RAID0 and RAID10 arrays over loop files, mount them and register them "
+        "as storage targets of the localhost testbed (root only)."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--dir", help="Where disk files and mount points go "
-                            "(default: $BEEWEB_DATA_DIR/raid).")
-        parser.add_argument("--disks", type=int, default=4,
-                            help="Disks per array, even and at least 4 (default 4).")
-        parser.add_argument("--disk-size", default="2G",
-                            help="Size of each sparse disk file, e.g. 2G or 300M (default 2G).")
-        parser.add_argument("--testbed", default="localhost",
-                            help='Testbed to register the targets in (default "localhost").')
-        parser.add_argument("--owner", help="Username owning the testbed (default: the first "
-                            "superuser).")
-        parser.add_argument("--teardown", action="store_true",
-                            help="Unmount, detach and delete the arrays and their two targets.")
+        parser.add_argument(
+            "--dir", help="Where disk files and mount points go (default: $BEEWEB_DATA_DIR/raid)."
+        )
+        parser.add_argument(
+            "--disks", type=int, default=4, help="Disks per array, even and at least 4 (default 4)."
+        )
+        parser.add_argument(
+            "--disk-size",
+            default="2G",
+            help="Size of each sparse disk file, e.g. 2G or 300M (default 2G).",
+        )
+        parser.add_argument(
+            "--testbed",
+            default="localhost",
+            help='Testbed to register the targets in (default "localhost").',
+        )
+        parser.add_argument(
+            "--owner", help="Username owning the testbed (default: the first superuser)."
+        )
+        parser.add_argument(
+            "--teardown",
+            action="store_true",
+            help="Unmount, detach and delete the arrays and their two targets.",
+        )
 
     def handle(self, *args, **options):
         # Resolved, because /proc/self/mounts lists mount points without symlinks.
@@ -277,11 +305,14 @@ class Command(BaseCommand):
             return
         disks, size = options["disks"], parse_size(options["disk_size"])
         if disks < 4 or disks % 2:
-            raise CommandError("--disks must be even and at least 4: RAID10 stripes over "
-                               "mirrored pairs")
+            raise CommandError(
+                "--disks must be even and at least 4: RAID10 stripes over mirrored pairs"
+            )
         if size < BTRFS_MIN_DEVICE_BYTES:
-            raise CommandError(f"--disk-size must be at least {BTRFS_MIN_DEVICE_BYTES // 2**20}M"
-                               ": btrfs refuses smaller devices")
+            raise CommandError(
+                f"--disk-size must be at least {BTRFS_MIN_DEVICE_BYTES // 2**20}M"
+                ": btrfs refuses smaller devices"
+            )
         check_requirements()
         owner = self.owner(options["owner"])
         for array in arrays:
@@ -294,17 +325,23 @@ class Command(BaseCommand):
         current = array.mount()
         if current is not None:
             if current.fstype != "btrfs":
-                raise CommandError(f"{array.mountpoint} is already mounted ({current.fstype} "
-                                   f"from {current.source}); pick another --dir")
+                raise CommandError(
+                    f"{array.mountpoint} is already mounted ({current.fstype} "
+                    f"from {current.source}); pick another --dir"
+                )
             array.bench.mkdir(exist_ok=True)
-            self.stdout.write(f"raid{array.level}: already mounted at {array.mountpoint} "
-                              f"({array.capacity_gb():g} GB); nothing to build")
+            self.stdout.write(
+                f"raid{array.level}: already mounted at {array.mountpoint} "
+                f"({array.capacity_gb():g} GB); nothing to build"
+            )
             return
         existing = array.existing_disks()
         if existing and len(existing) != disks:
-            raise CommandError(f"{array.disk_dir} holds {len(existing)} disk files for "
-                               f"raid{array.level}, not {disks}: run with --teardown first "
-                               f"or pass --disks {len(existing)}")
+            raise CommandError(
+                f"{array.disk_dir} holds {len(existing)} disk files for "
+                f"raid{array.level}, not {disks}: run with --teardown first "
+                f"or pass --disks {len(existing)}"
+            )
         self.warn_space(array.root, 2 * disks * size if not existing else 0)
         created: list[Path] = []
         attached: list[str] = []
@@ -328,32 +365,38 @@ class Command(BaseCommand):
                 action = f"reused the btrfs on {len(files)} existing disk files"
             else:
                 profile = f"raid{array.level}"
-                run(["mkfs.btrfs", "-f", "-L", array.label, "-d", profile, "-m", profile,
-                     *devices])
-                action = (f"created {len(files)} × {human(os.path.getsize(files[0]))} disk "
-                          f"files, mkfs.btrfs -d {profile} -m {profile}")
+                run(["mkfs.btrfs", "-f", "-L", array.label, "-d", profile, "-m", profile, *devices])
+                action = (
+                    f"created {len(files)} × {human(os.path.getsize(files[0]))} disk "
+                    f"files, mkfs.btrfs -d {profile} -m {profile}"
+                )
             array.mountpoint.mkdir(parents=True, exist_ok=True)
             # Naming every device lets the kernel assemble the array without udev's scan.
             device_options = ",".join(f"device={device}" for device in devices)
-            run(["mount", "-t", "btrfs", "-o", device_options, devices[0],
-                 str(array.mountpoint)])
+            run(["mount", "-t", "btrfs", "-o", device_options, devices[0], str(array.mountpoint)])
         except BaseException:
             self.rollback(array, attached, created)
             raise
         array.bench.mkdir(exist_ok=True)
         # Sticky and world-writable like /tmp: workers may run as an unprivileged user.
         array.bench.chmod(0o1777)
-        self.stdout.write(f"raid{array.level}: {action}; {', '.join(devices)} mounted at "
-                          f"{array.mountpoint} ({array.capacity_gb():g} GB)")
+        self.stdout.write(
+            f"raid{array.level}: {action}; {', '.join(devices)} mounted at "
+            f"{array.mountpoint} ({array.capacity_gb():g} GB)"
+        )
 
     def rollback(self, array: Array, attached: list[str], created: list[Path]) -> None:
         """Undo a half-built array: only what this run attached or created."""
         if array.mount() is not None and attached:
-            subprocess.run([tool("umount"), str(array.mountpoint)], capture_output=True,
-                           check=False)
+            subprocess.run(
+                [tool("umount"), str(array.mountpoint)], capture_output=True, check=False
+            )
         for device in attached:
-            subprocess.run([tool("btrfs"), "device", "scan", "--forget", device],
-                           capture_output=True, check=False)
+            subprocess.run(
+                [tool("btrfs"), "device", "scan", "--forget", device],
+                capture_output=True,
+                check=False,
+            )
             subprocess.run([tool("losetup"), "-d", device], capture_output=True, check=False)
         for path in created:
             path.unlink(missing_ok=True)
@@ -364,9 +407,13 @@ class Command(BaseCommand):
             probe = probe.parent
         free = shutil.disk_usage(probe).free
         if needed > free:
-            self.stderr.write(self.style.WARNING(
-                f"{probe} has {human(free)} free but the disk files may grow to {human(needed)}; "
-                "writes beyond the free space will fail"))
+            self.stderr.write(
+                self.style.WARNING(
+                    f"{probe} has {human(free)} free but the disk files may grow to "
+                    f"{human(needed)}; "
+                    "writes beyond the free space will fail"
+                )
+            )
 
     # --- inventory --------------------------------------------------------------------------
 
@@ -379,8 +426,9 @@ class Command(BaseCommand):
                 raise CommandError(f"no user {username!r}") from None
         user = User.objects.filter(is_superuser=True).order_by("pk").first()
         if user is None:
-            raise CommandError("no owner: pass --owner USERNAME (or create an admin with "
-                               "manage.py ensure_admin)")
+            raise CommandError(
+                "no owner: pass --owner USERNAME (or create an admin with manage.py ensure_admin)"
+            )
         return user
 
     @transaction.atomic
@@ -410,9 +458,11 @@ class Command(BaseCommand):
                 if changed:
                     target.save(update_fields=changed)
                 verb = "updated" if changed else "unchanged"
-            self.stdout.write(f"target {array.name} (RAID{array.level}, {disks} disks, "
-                              f"{fields['capacity_gb']:g} GB) in testbed {testbed.name!r} "
-                              f"of {owner}: {verb}")
+            self.stdout.write(
+                f"target {array.name} (RAID{array.level}, {disks} disks, "
+                f"{fields['capacity_gb']:g} GB) in testbed {testbed.name!r} "
+                f"of {owner}: {verb}"
+            )
 
     def unregister(self, arrays: list[Array], username: str | None, testbed_name: str) -> None:
         try:
@@ -422,14 +472,18 @@ class Command(BaseCommand):
             return
         testbeds = Testbed.objects.filter(owner=owner, name=testbed_name, published=False)
         targets = Target.objects.filter(
-            testbed__in=testbeds, node=localhost_node(owner), filesystem="btrfs",
+            testbed__in=testbeds,
+            node=localhost_node(owner),
+            filesystem="btrfs",
             name__in=[array.name for array in arrays],
         )
         # Deleting a target would cut its runs loose (SET_NULL): the RAID0 vs RAID10 results
         # would no longer say which array they measured. Those targets stay.
         for target in targets.filter(runs__isnull=False).distinct():
-            self.stdout.write(f"kept target {target.name}: {target.runs.count()} run(s) refer "
-                              "to it; a rebuild reuses it")
+            self.stdout.write(
+                f"kept target {target.name}: {target.runs.count()} run(s) refer "
+                "to it; a rebuild reuses it"
+            )
         deleted, _ = targets.filter(runs__isnull=True).delete()
         self.stdout.write(f"removed {deleted} target(s) from testbed {testbed_name!r} of {owner}")
 
@@ -442,16 +496,20 @@ class Command(BaseCommand):
                 try:
                     run(["umount", str(array.mountpoint)])
                 except CommandError as exc:
-                    raise CommandError(f"{exc} (still in use? see: fuser -vm "
-                                       f"{array.mountpoint})") from None
+                    raise CommandError(
+                        f"{exc} (still in use? see: fuser -vm {array.mountpoint})"
+                    ) from None
                 done.append(f"unmounted {array.mountpoint}")
             disks = array.existing_disks()
             devices = [device for path in disks for device in loops_of(path)]
             for device in devices:
                 # Drop the kernel's memory of the device, or a later array on the same loop
                 # number could be assembled with stale members.
-                subprocess.run([tool("btrfs"), "device", "scan", "--forget", device],
-                               capture_output=True, check=False)
+                subprocess.run(
+                    [tool("btrfs"), "device", "scan", "--forget", device],
+                    capture_output=True,
+                    check=False,
+                )
                 run(["losetup", "-d", device])
             for path in disks:
                 path.unlink()

@@ -22,8 +22,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("path")
         parser.add_argument("--tool", help="Tool name; detected from the content when omitted.")
-        parser.add_argument("--op", choices=["read", "write"],
-                            help="Direction for outputs that do not say (dd).")
+        parser.add_argument(
+            "--op", choices=["read", "write"], help="Direction for outputs that do not say (dd)."
+        )
 
     def handle(self, *args, path: str, tool: str | None, op: str | None, **options):
         try:
