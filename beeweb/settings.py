@@ -292,6 +292,11 @@ RUN_STALE_SECONDS = envint("BEEWEB_RUN_STALE_SECONDS", "60")
 RUN_MAX_ATTEMPTS = envint("BEEWEB_RUN_MAX_ATTEMPTS", "2")
 # Seconds between a running run's output/heartbeat writes to the database.
 RUN_PROGRESS_SECONDS = float(envstr("BEEWEB_RUN_PROGRESS_SECONDS", "2"))
+# What this node lets a worker do, whatever the server asks (runners/nodepolicy.py parses and
+# checks them): colon-separated directories runs may work in (empty: DATA_DIR only), and
+# false / true / a comma-separated list of the tuning keys a run may apply (default: none).
+NODE_DIRS = envstr("BEEWEB_NODE_DIRS", "")
+NODE_TUNING = envstr("BEEWEB_NODE_TUNING", "false")
 # Upper bound on the runs one matrix may expand into.
 MATRIX_MAX_RUNS = envint("BEEWEB_MATRIX_MAX_RUNS", "20000")
 
