@@ -2,7 +2,9 @@
 
 Reading never fails a run: what cannot be read is recorded as such. Writing goes only to the
 allowlisted sysctl, block-device and transparent-huge-page files and to BeeGFS's own striping
-command, each value checked against a strict pattern first; commands are argv lists.
+command, only for the keys the node's BEEWEB_NODE_TUNING allows (``runners.nodepolicy``), each
+value checked against a strict pattern first; commands are argv lists. Every value written is
+put back after the run (``restore_tuning``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -179,9 +182,13 @@ def drop_caches() -> str:
     return "dropped"
 
 
-def apply_tuning(values: dict[str, str], workdir: Path | str) -> list[dict[str, str]]:
-    """Apply a tuning set's OS and striping settings (keys ``scope.key``) through the
-    allowlist; one record per key: applied, skipped (and why) or failed."""
+def apply_tuning(
+    values: dict[str, str], workdir: Path | str, allowed: Collection[str] = ()
+) -> list[dict[str, str]]:
+    """Apply a tuning set's OS and striping settings (keys ``scope.key``) that the node allows
+    (``allowed``, from BEEWEB_NODE_TUNING) and the allowlist knows; one record per key with
+    the value before, the value asked for and the result (applied, refused, skipped or
+    failed). ``restore_tuning`` puts back what was applied."""
     actions: list[dict[str, str]] = []
     striping: dict[str, str] = {}
     mount = mount_of(workdir)
@@ -191,31 +198,69 @@ def apply_tuning(values: dict[str, str], workdir: Path | str) -> list[dict[str, 
         value = str(raw).strip()
         record = {"key": full_key, "value": value}
         actions.append(record)
+        if full_key not in allowed:
+            record["result"] = "refused: this node's BEEWEB_NODE_TUNING does not allow it"
+            continue
         if not _SAFE_VALUE.match(value):
             record["result"] = "skipped: value has characters outside [A-Za-z0-9+_- ]"
             continue
+        path = None
         if scope == "striping" and key in STRIPING_FLAGS:
             striping[key] = value
             record["result"] = "pending"
         elif scope == "os" and key in SYSCTLS:
-            record["result"] = _write(_PROC_SYS / key.replace(".", "/"), value)
+            path = _PROC_SYS / key.replace(".", "/")
         elif scope == "os" and key in QUEUE_KEYS:
             if device is None:
                 record["result"] = "skipped: the benchmark directory is not on a block device"
             else:
-                record["result"] = _write(_SYS_BLOCK / device / "queue" / key, value)
+                path = _SYS_BLOCK / device / "queue" / key
         elif scope == "os" and key in THP:
-            record["result"] = _write(Path(THP[key]), value)
+            path = Path(THP[key])
         else:
             record["result"] = (
                 "skipped: not in the allowlist (needs a service restart or is not a node setting)"
             )
+        if path is not None:
+            before = _current(path)
+            if before is None:
+                record["result"] = "failed: the current value cannot be read to restore it"
+                continue
+            record["before"] = before
+            record["path"] = str(path)
+            record["result"] = _write(path, value)
     if striping:
         result = _set_pattern(striping, workdir)
         for record in actions:
             if record.get("result") == "pending":
+                # The pattern is set on the run's own directory, which goes with the run.
                 record["result"] = result
     return actions
+
+
+def restore_tuning(actions: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Write back the value each applied setting had before the run; records ``restored``
+    (``restored``, or ``failed: ...``) on each record that was applied and returns them."""
+    for record in reversed(actions):
+        if record.get("result") != "applied":
+            continue
+        if "path" not in record:
+            record["restored"] = "not needed: striping was set on the run's own directory"
+            continue
+        result = _write(Path(record["path"]), record["before"])
+        record["restored"] = "restored" if result == "applied" else result
+    return actions
+
+
+def _current(path: Path) -> str | None:
+    """A setting's current value as it can be written back: the bracketed choice of a
+    selector file ("always [madvise] never" -> "madvise"), else the whitespace-normalised
+    text ("4096\t131072\t6291456" -> "4096 131072 6291456")."""
+    text = _read_text(path)
+    if text is None:
+        return None
+    chosen = re.search(r"\[([^\]]+)\]", text)
+    return chosen.group(1) if chosen else " ".join(text.split())
 
 
 def _write(path: Path, value: str) -> str:

@@ -13,7 +13,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -328,7 +328,7 @@ class Host:
 class LaunchContext:
     """Where and how a command runs; built by the executor, not by users."""
 
-    workdir: Path  # benchmark directory on the node; every path parameter resolves inside it
+    workdir: Path  # the run's own fresh directory; every path parameter resolves inside it
     scratch: Path  # per-run private dir (hostfiles, job files, result files), made by the executor
     mode: str = "single"  # "single" | "mpi" | "multihost"
     hosts: tuple[Host, ...] = ()  # client nodes for mpi / multihost
@@ -349,16 +349,25 @@ class LaunchContext:
 
 @dataclass
 class Command:
-    """Everything the executor needs to launch one run and read its result."""
+    """Everything the executor needs to launch one run and read its result.
+
+    The executor runs each command in a fresh directory of its own (``LaunchContext.workdir``)
+    and removes that directory afterwards, so a command names no files to clean up and no
+    data outlives its run: a run that reads data writes it first (``prepare``).
+    """
 
     argv: list[str]
-    files: dict[str, str]  # absolute path -> content, written before launch
+    files: dict[str, str]  # absolute path (in scratch) -> content, written before launch
     env: dict[str, str]  # variables added to the executor's environment
     cwd: Path
     parse_options: dict[str, Any]  # runners.parsers.parse(text, tool=..., **parse_options)
     data_bytes: int | None  # bytes the run writes (data-set size), None when unknown
-    cleanup: list[Path]  # files/dirs the benchmark creates; the executor removes them after
     output_file: Path | None = None  # parseable result written to a file instead of stdout
+    # Directories inside the workdir the tool expects to exist; the executor creates them.
+    dirs: list[Path] = field(default_factory=list)
+    # argv lists run before ``argv`` in the same directory (their output is recorded with the
+    # run, not parsed), e.g. writing the file a read benchmark then reads.
+    prepare: list[list[str]] = field(default_factory=list)
 
 
 def check_context(ctx: Any, modes: tuple[str, ...], tool: str) -> LaunchContext:
@@ -418,6 +427,14 @@ def format_size(nbytes: int, upper: bool = False) -> str:
 
 # --- adapters ------------------------------------------------------------------------------
 
+# Why ``keep`` is gone: leaving data for a later run meant a run started in, and a later run
+# removed, files it had not created; on a shared node that is how a run overwrote or deleted
+# files that were not beeweb's.
+KEEP_RETIRED = (
+    "each run works in a fresh directory that is removed after it, so nothing outlives a run "
+    "(a read benchmark writes its own data first)"
+)
+
 
 class Adapter:
     """One benchmark tool: its parameters and how they become a Command.
@@ -430,6 +447,8 @@ class Adapter:
     binary: str = ""
     modes: tuple[str, ...] = ("single",)
     params: dict[str, Param] = {}
+    # Parameters an adapter no longer takes -> why (shown instead of "unknown parameter").
+    retired: dict[str, str] = {}
 
     def validate(self, params: Mapping[str, Any] | None, ctx: LaunchContext | None = None) -> dict:
         """Checked parameters with defaults filled in; ParamError naming the parameter."""
@@ -440,6 +459,8 @@ class Adapter:
         if ctx is not None:
             check_context(ctx, self.modes, self.tool)
         for name in params:
+            if name in self.retired:
+                raise ParamError(str(name), f"is no longer supported: {self.retired[name]}")
             if name not in self.params:
                 known = ", ".join(self.params)
                 raise ParamError(str(name), f"unknown parameter for {self.tool} (known: {known})")
@@ -488,13 +509,6 @@ class Adapter:
 def params_dict(*params: Param) -> dict[str, Param]:
     """Declaration-ordered name -> Param mapping."""
     return {p.name: p for p in params}
-
-
-def no_default_path(p: dict[str, Any], name: str) -> None:
-    """ParamError when a directory parameter points at the benchmark directory itself
-    (the executor removes it afterwards)."""
-    if p.get(name) == ".":
-        raise ParamError(name, "must be a subdirectory of the benchmark directory, not itself")
 
 
 __all__ = [

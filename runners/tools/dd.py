@@ -1,10 +1,12 @@
-"""dd adapter: a sequential write from /dev/zero or read to /dev/null of one file."""
+"""dd adapter: a sequential write from /dev/zero, or a read to /dev/null of a file it writes
+first."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from runners.tools.base import (
+    KEEP_RETIRED,
     Adapter,
     Command,
     LaunchContext,
@@ -17,18 +19,23 @@ from runners.tools.base import (
 
 class DdAdapter(Adapter):
     """GNU dd. It prints its transfer summary on **stderr**: the executor must capture stderr
-    (or merge it into stdout) for runners.parsers.dd. A read run expects the file a write run
-    left behind with ``keep``.
+    (or merge it into stdout) for runners.parsers.dd.
+
+    A read run is self-contained: its ``prepare`` step writes the file first (``conv=excl``,
+    so it never overwrites anything, and ``conv=fsync``, so it is on disk), the executor drops
+    the caches when the matrix asks for it, then the measured dd reads the file. There is no
+    ``keep``: the file lives in the run's own directory, which the executor removes.
     """
 
     tool = "dd"
     binary = "dd"
     modes = ("single",)
+    retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param(
             "direction",
             "choice",
-            "write: /dev/zero -> file; read: file -> /dev/null",
+            "write: /dev/zero -> file; read: writes the file, then file -> /dev/null",
             default="write",
             choices=("write", "read"),
         ),
@@ -42,7 +49,6 @@ class DdAdapter(Adapter):
             "conv=fdatasync: include the final flush (write only)",
             default=False,
         ),
-        Param("keep", "bool", "leave the data file for a later read run", default=False),
     )
 
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
@@ -53,11 +59,13 @@ class DdAdapter(Adapter):
 
     def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
         path = self.abspath(p["file"], ctx)
+        blocks = [f"bs={format_size(p['bs'], upper=True)}", f"count={p['count']}"]
+        prepare: list[list[str]] = []
         if p["direction"] == "write":
-            argv = [self.binary, "if=/dev/zero", f"of={path}"]
+            argv = [self.binary, "if=/dev/zero", f"of={path}", *blocks]
         else:
-            argv = [self.binary, f"if={path}", "of=/dev/null"]
-        argv += [f"bs={format_size(p['bs'], upper=True)}", f"count={p['count']}"]
+            prepare.append([self.binary, "if=/dev/zero", f"of={path}", *blocks, "conv=excl,fsync"])
+            argv = [self.binary, f"if={path}", "of=/dev/null", *blocks]
         if p["direct"]:
             argv.append("oflag=direct" if p["direction"] == "write" else "iflag=direct")
         if p["fdatasync"]:
@@ -69,7 +77,8 @@ class DdAdapter(Adapter):
             cwd=ctx.workdir,
             parse_options={"op": p["direction"]},
             data_bytes=p["bs"] * p["count"],
-            cleanup=[] if p["keep"] else [path],
+            dirs=[path.parent],
+            prepare=prepare,
         )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.tools.base import (
+    KEEP_RETIRED,
     Adapter,
     Command,
     LaunchContext,
@@ -37,7 +38,8 @@ def _is_ipv6(address: str) -> bool:
 
 class ElbenchoAdapter(Adapter):
     """elbencho 2.x/3.x in directory mode: each thread works in ``<path>/r<rank>/d<n>/``
-    (``<path>/r<rank>-f<n>`` with dirs=0). The paths must exist; the default is the workdir.
+    (``<path>/r<rank>-f<n>`` with dirs=0). The executor creates the paths; the default is the
+    workdir.
 
     Results go to ``--resfile`` in scratch (``Command.output_file``), which runners.parsers
     .elbencho reads. Multihost mode coordinates ``elbencho --service`` instances already
@@ -47,6 +49,7 @@ class ElbenchoAdapter(Adapter):
     tool = "elbencho"
     binary = "elbencho"
     modes = ("single", "multihost")
+    retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param("mkdirs", "bool", "create the directories first (-d)", default=True),
         Param("write", "bool", "write phase (-w)", default=True),
@@ -82,7 +85,6 @@ class ElbenchoAdapter(Adapter):
             default=(".",),
             item="path",
         ),
-        Param("keep", "bool", "leave the files for a later run", default=False),
     )
 
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
@@ -105,12 +107,13 @@ class ElbenchoAdapter(Adapter):
             if _is_ipv6(host.address):
                 raise ParamError("hosts", f"elbencho --hosts cannot take IPv6 {host.address}")
 
-    def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
-        resfile = ctx.scratch / "elbencho-results.txt"
+    def _argv(
+        self, p: dict[str, Any], ctx: LaunchContext, phases: list[str], resfile: Path | None
+    ) -> list[str]:
         argv = [self.binary]
         if ctx.mode == "multihost":
             argv.append("--hosts=" + ",".join(h.address for h in ctx.hosts))
-        argv += [flag for name, flag in PHASES if p[name]]
+        argv += [flag for name, flag in PHASES if name in phases]
         argv += [
             f"--threads={p['threads']}",
             f"--dirs={p['dirs']}",
@@ -122,18 +125,21 @@ class ElbenchoAdapter(Adapter):
             argv.append(f"--iodepth={p['iodepth']}")
         if p["direct"]:
             argv.append("--direct")
-        argv += ["--nolive", f"--resfile={resfile}"]
-        paths = [self.abspath(path, ctx) for path in p["paths"]]
-        argv += [str(path) for path in paths]
+        argv += ["--nolive"] + ([f"--resfile={resfile}"] if resfile else [])
+        return argv + [str(self.abspath(path, ctx)) for path in p["paths"]]
 
+    def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
+        resfile = ctx.scratch / "elbencho-results.txt"
+        argv = self._argv(p, ctx, [name for name, _ in PHASES if p[name]], resfile)
+        # A run that reads, stats or deletes without writing starts in an empty directory of
+        # its own: it writes the files first (not into the result file, which is parsed).
+        phases = []
+        if not p["write"] and (p["read"] or p["stat"] or p["delfiles"]):
+            phases = ["mkdirs", "write"] if p["dirs"] else ["write"]
+        elif p["deldirs"] and not p["mkdirs"]:
+            phases = ["mkdirs"]
+        prepare = [self._argv(p, ctx, phases, None)] if phases else []
         ranks = p["threads"] * ctx.nodes
-        cleanup: list[Path] = []
-        for path in paths:
-            for rank in range(ranks):
-                if p["dirs"]:
-                    cleanup.append(path / f"r{rank}")
-                else:
-                    cleanup += [path / f"r{rank}-f{n}" for n in range(p["files"])]
         data = p["size"] * p["files"] * max(p["dirs"], 1) * ranks
         return Command(
             argv=argv,
@@ -142,8 +148,9 @@ class ElbenchoAdapter(Adapter):
             cwd=ctx.workdir,
             parse_options={},
             data_bytes=data,
-            cleanup=[] if p["keep"] else cleanup,
+            dirs=[self.abspath(path, ctx) for path in p["paths"]],
             output_file=resfile,
+            prepare=prepare,
         )
 
 

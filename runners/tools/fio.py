@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from runners.tools.base import (
+    KEEP_RETIRED,
     Adapter,
     Command,
     LaunchContext,
@@ -32,6 +32,7 @@ class FioAdapter(Adapter):
     tool = "fio"
     binary = "fio"
     modes = ("single", "multihost")
+    retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param(
             "rw",
@@ -70,7 +71,6 @@ class FioAdapter(Adapter):
             "each job its own files (N-N); false: jobs share (N-1)",
             default=True,
         ),
-        Param("keep", "bool", "leave the data files for a later run", default=False),
     )
 
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
@@ -129,32 +129,18 @@ class FioAdapter(Adapter):
             opts.append(f"rwmixread={p['rwmixread']}")
         return opts
 
-    def _files(self, p: dict[str, Any], ctx: LaunchContext, host: str | None) -> list[Path]:
-        """The data files fio creates, as filename_format expands."""
-        jobs = range(p["numjobs"]) if p["file_per_job"] else [0]
-        names = []
-        for job in jobs:
-            for num in range(p["nrfiles"]):
-                name = self._filename_format(p, host)
-                name = name.replace("$jobnum", str(job)).replace("$filenum", str(num))
-                names.append(self.abspath(name, ctx))
-        return names
-
     def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
         argv = [self.binary, "--output-format=json"]
         files: dict[str, str] = {}
-        cleanup: list[Path] = []
         if ctx.mode == "multihost":
             for index, host in enumerate(ctx.hosts):
                 jobfile = ctx.scratch / f"fio-{index}.job"
                 body = "".join(f"{o}\n" for o in self._options(p, ctx, host.name))
                 files[str(jobfile)] = f"[{JOB_NAME}]\n{body}"
                 argv += [f"--client={host.address}", str(jobfile)]
-                cleanup += self._files(p, ctx, host.name)
         else:
             argv.append(f"--name={JOB_NAME}")
             argv += [f"--{o}" for o in self._options(p, ctx, None)]
-            cleanup = self._files(p, ctx, None)
         return Command(
             argv=argv,
             files=files,
@@ -162,7 +148,6 @@ class FioAdapter(Adapter):
             cwd=ctx.workdir,
             parse_options={},
             data_bytes=p["size"] * p["numjobs"] * ctx.nodes,
-            cleanup=[] if p["keep"] else cleanup,
         )
 
 

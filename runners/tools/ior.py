@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.tools.base import (
+    KEEP_RETIRED,
     Adapter,
     Command,
     LaunchContext,
@@ -21,12 +22,13 @@ class IorAdapter(Adapter):
     """IOR 3.3/4.x, text output (runners.parsers.ior reads it, including -vv).
 
     ``-a``, ``-s`` and ``-i`` are left out at IOR's own defaults (POSIX, 1, 1) so the argv reads
-    like the command lines in the studies. The test file's parent directory must exist.
+    like the command lines in the studies. The executor creates the test file's parent directory.
     """
 
     tool = "ior"
     binary = "ior"
     modes = ("single", "mpi")
+    retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param(
             "api",
@@ -50,7 +52,6 @@ class IorAdapter(Adapter):
         Param("use_existing", "bool", "reuse an existing test file (-E)", default=False),
         Param("direct", "bool", "O_DIRECT, POSIX only (--posix.odirect)", default=False),
         Param("test_file", "path", "test file, relative to the workdir (-o)", default="ior_file"),
-        Param("keep", "bool", "keep the test file(s) (-k)", default=False),
     )
 
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
@@ -63,17 +64,17 @@ class IorAdapter(Adapter):
         if p["test_file"] == ".":
             raise ParamError("test_file", "must name a file inside the workdir, not the workdir")
 
-    def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
-        test_file = self.abspath(p["test_file"], ctx)
+    def _argv(self, p: dict[str, Any], test_file: Path, prepare: bool = False) -> list[str]:
+        """The measured command, or (``prepare``) one write pass that keeps its file."""
         argv = [self.binary]
         if p["api"] != "POSIX":
             argv += ["-a", p["api"]]
-        argv += ["-w"] if p["write"] else []
-        argv += ["-r"] if p["read"] else []
+        argv += ["-w"] if p["write"] or prepare else []
+        argv += ["-r"] if p["read"] and not prepare else []
         argv += ["-t", format_size(p["transfer_size"]), "-b", format_size(p["block_size"])]
         if p["segments"] != 1:
             argv += ["-s", str(p["segments"])]
-        if p["iterations"] != 1:
+        if p["iterations"] != 1 and not prepare:
             argv += ["-i", str(p["iterations"])]
         flags = (
             ("file_per_proc", "-F"),
@@ -83,21 +84,24 @@ class IorAdapter(Adapter):
             ("barriers", "-g"),
             ("use_existing", "-E"),
             ("direct", "--posix.odirect"),
-            ("keep", "-k"),
         )
         argv += [flag for name, flag in flags if p[name]]
+        if prepare:
+            argv.append("-k")  # keep the file for the measured read
         if p["delay"] is not None:
             argv += ["-d", str(p["delay"])]
-        argv += ["-o", str(test_file)]
+        return argv + ["-o", str(test_file)]
 
+    def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
+        test_file = self.abspath(p["test_file"], ctx)
+        argv = self._argv(p, test_file)
+        # A read-only run starts in an empty directory of its own: it writes its file first.
+        prepare = [] if p["write"] else [self._argv(p, test_file, prepare=True)]
         files: dict[str, str] = {}
         if ctx.mode == "mpi":
             argv, files = mpi_launch(argv, ctx)
+            prepare = [mpi_launch(step, ctx)[0] for step in prepare]
         tasks = ctx.tasks
-        if p["file_per_proc"]:
-            cleanup = [Path(f"{test_file}.{rank:08d}") for rank in range(tasks)]
-        else:
-            cleanup = [test_file]
         return Command(
             argv=argv,
             files=files,
@@ -105,7 +109,8 @@ class IorAdapter(Adapter):
             cwd=ctx.workdir,
             parse_options={},
             data_bytes=p["block_size"] * p["segments"] * tasks,
-            cleanup=[] if p["keep"] else cleanup,
+            dirs=[test_file.parent],
+            prepare=prepare,
         )
 
 

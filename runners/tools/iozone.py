@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.tools.base import (
+    KEEP_RETIRED,
     KIB,
     Adapter,
     Command,
@@ -43,6 +44,7 @@ class IozoneAdapter(Adapter):
     tool = "iozone"
     binary = "iozone"
     modes = ("single", "multihost")
+    retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param(
             "tests",
@@ -73,7 +75,6 @@ class IozoneAdapter(Adapter):
         Param("ops", "bool", "results in operations/s (-O)", default=False),
         Param("no_retests", "bool", "skip rewrite/reread (-+n)", default=False),
         Param("directory", "path", "directory for the files, relative to the workdir", default="."),
-        Param("keep", "bool", "do not delete the files (-w)", default=False),
     )
 
     def version_argv(self) -> list[str]:
@@ -103,7 +104,6 @@ class IozoneAdapter(Adapter):
             ("include_close", "-c"),
             ("ops", "-O"),
             ("no_retests", "-+n"),
-            ("keep", "-w"),
         )
         argv_flags = [flag for name, flag in flags if p[name]]
         directory = self.abspath(p["directory"], ctx)
@@ -133,7 +133,7 @@ class IozoneAdapter(Adapter):
             cwd=ctx.workdir,
             parse_options={},
             data_bytes=p["file_size"] * len(data_files),
-            cleanup=[] if p["keep"] else data_files,
+            dirs=[directory],
         )
 
 

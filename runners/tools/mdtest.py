@@ -19,8 +19,9 @@ PHASES = {"create": "-C", "stat": "-T", "read": "-E", "remove": "-r"}
 
 
 class MdtestAdapter(Adapter):
-    """mdtest 1.9/3.x/4.x. mdtest creates ``directory`` itself; it is removed afterwards, so it
-    may not be the workdir itself. Its version shows in its own output banner."""
+    """mdtest 1.9/3.x/4.x. mdtest creates ``directory`` itself (the executor creates its
+    parents) inside the run's own directory, which the executor removes afterwards. Its version
+    shows in its own output banner."""
 
     tool = "mdtest"
     binary = "mdtest"
@@ -56,7 +57,7 @@ class MdtestAdapter(Adapter):
         Param(
             "directory",
             "path",
-            "test directory (-d), relative to the workdir; removed afterwards",
+            "test directory (-d), relative to the workdir",
             default="mdtest",
         ),
     )
@@ -74,8 +75,6 @@ class MdtestAdapter(Adapter):
             raise ParamError("dirs_only", "files_only and dirs_only exclude each other")
         if p["read_bytes"] and (p["write_bytes"] or 0) < p["read_bytes"]:
             raise ParamError("read_bytes", "cannot be larger than write_bytes")
-        if p["directory"] == ".":
-            raise ParamError("directory", "must be a subdirectory of the workdir, not itself")
 
     def _items_per_task(self, p: dict[str, Any]) -> int:
         if p["items"] is not None:
@@ -122,7 +121,7 @@ class MdtestAdapter(Adapter):
             cwd=ctx.workdir,
             parse_options={},
             data_bytes=data,
-            cleanup=[directory],
+            dirs=[directory.parent] if directory != ctx.workdir else [],
         )
 
 

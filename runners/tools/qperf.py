@@ -73,7 +73,6 @@ class QperfAdapter(Adapter):
             cwd=ctx.workdir,
             parse_options={},
             data_bytes=None,
-            cleanup=[],
         )
 
 

@@ -102,7 +102,6 @@ class StoragebenchAdapter(Adapter):
             cwd=ctx.scratch,
             parse_options={},
             data_bytes=data,
-            cleanup=[],
         )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import nodeconfig
+from runners import nodeconfig, nodepolicy
 
 DIRTY = Path("/proc/sys/vm/dirty_background_ratio")
 
@@ -23,15 +23,14 @@ def test_read_reports_kernel_sysctls_and_the_mount(tmp_path):
 
 
 def test_unlisted_keys_and_unsafe_values_are_never_applied(tmp_path):
-    actions = nodeconfig.apply_tuning(
-        {
-            "storage.tuneNumWorkers": "48",
-            "os.kernel.core_pattern": "|/bin/sh",
-            "os.vm.dirty_ratio": "10; reboot",
-            "striping.chunksize": "512k",
-        },
-        tmp_path,
-    )
+    values = {
+        "storage.tuneNumWorkers": "48",
+        "os.kernel.core_pattern": "|/bin/sh",
+        "os.vm.dirty_ratio": "10; reboot",
+        "striping.chunksize": "512k",
+    }
+    everything = {*values, *nodepolicy.tuning_keys()}
+    actions = nodeconfig.apply_tuning(values, tmp_path, allowed=everything)
     results = {a["key"]: a["result"] for a in actions}
     assert results["storage.tuneNumWorkers"].startswith("skipped: not in the allowlist")
     assert results["os.kernel.core_pattern"].startswith("skipped")
@@ -39,18 +38,51 @@ def test_unlisted_keys_and_unsafe_values_are_never_applied(tmp_path):
     assert results["striping.chunksize"] == "skipped: no BeeGFS command-line tool on this node"
 
 
+def test_keys_the_node_does_not_allow_are_refused(tmp_path):
+    before = DIRTY.read_text()
+    actions = nodeconfig.apply_tuning({"os.vm.dirty_background_ratio": "7"}, tmp_path)
+    assert actions == [
+        {
+            "key": "os.vm.dirty_background_ratio",
+            "value": "7",
+            "result": "refused: this node's BEEWEB_NODE_TUNING does not allow it",
+        }
+    ]
+    assert nodeconfig.restore_tuning(actions) == actions  # nothing to put back
+    assert DIRTY.read_text() == before
+
+
 @pytest.mark.skipif(not os.access(DIRTY, os.W_OK), reason="/proc/sys is read-only here")
-def test_allowlisted_sysctl_is_applied(tmp_path):
+def test_allowlisted_sysctl_is_applied_then_restored(tmp_path):
     before = DIRTY.read_text().strip()
     wanted = "7" if before != "7" else "8"
     try:
-        actions = nodeconfig.apply_tuning({"os.vm.dirty_background_ratio": wanted}, tmp_path)
+        actions = nodeconfig.apply_tuning(
+            {"os.vm.dirty_background_ratio": wanted}, tmp_path, {"os.vm.dirty_background_ratio"}
+        )
         assert actions == [
-            {"key": "os.vm.dirty_background_ratio", "value": wanted, "result": "applied"}
+            {
+                "key": "os.vm.dirty_background_ratio",
+                "value": wanted,
+                "before": before,
+                "path": str(DIRTY),
+                "result": "applied",
+            }
         ]
         assert DIRTY.read_text().strip() == wanted
+        nodeconfig.restore_tuning(actions)
+        assert actions[0]["restored"] == "restored"
+        assert DIRTY.read_text().strip() == before
     finally:
         DIRTY.write_text(before + "\n")
+
+
+def test_current_value_of_a_selector_file_is_its_bracketed_choice(tmp_path):
+    selector = tmp_path / "enabled"
+    selector.write_text("always [madvise] never\n")
+    assert nodeconfig._current(selector) == "madvise"
+    (tmp_path / "rmem").write_text("4096\t131072\t6291456\n")
+    assert nodeconfig._current(tmp_path / "rmem") == "4096 131072 6291456"
 
 
 def test_drop_caches_reports_what_happened():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from runners.parsers import parse
@@ -20,17 +22,27 @@ def test_write_argv(ctx):
                         "conv=fdatasync"]  # fmt: skip
     assert cmd.parse_options == {"op": "write"}
     assert cmd.data_bytes == 1000 * MIB
-    assert cmd.cleanup == [path]
+    assert cmd.prepare == []
+    assert cmd.dirs == [ctx.workdir]
 
 
-def test_read_argv_direct(ctx):
+def test_read_writes_its_own_file_first(ctx):
     cmd = build_command(
-        "dd", {"direction": "read", "bs": "4m", "count": 256, "direct": True, "keep": True}, ctx
+        "dd", {"direction": "read", "bs": "4m", "count": 256, "direct": True, "file": "d/f"}, ctx
     )
-    assert cmd.argv == ["dd", f"if={ctx.workdir / 'dd.tmp'}", "of=/dev/null", "bs=4M",
-                        "count=256", "iflag=direct"]  # fmt: skip
+    path = ctx.workdir / "d/f"
+    assert cmd.argv == ["dd", f"if={path}", "of=/dev/null", "bs=4M", "count=256",
+                        "iflag=direct"]  # fmt: skip
+    # Never overwriting (excl), on disk before the caches are dropped (fsync).
+    assert cmd.prepare == [["dd", "if=/dev/zero", f"of={path}", "bs=4M", "count=256",
+                            "conv=excl,fsync"]]  # fmt: skip
+    assert cmd.dirs == [ctx.workdir / "d"]
     assert cmd.parse_options == {"op": "read"}
-    assert cmd.cleanup == []
+
+
+def test_keep_is_gone_and_says_why(ctx):
+    with pytest.raises(ParamError, match="^keep: is no longer supported: each run works in a"):
+        build_command("dd", {"keep": True}, ctx)
 
 
 def test_write_direct_and_odd_block_size(ctx):
@@ -57,7 +69,7 @@ def test_rejected(params, param, ctx):
 
 def test_real_write_then_read(ctx):
     need("dd")
-    write = build_command("dd", {"bs": "1m", "count": 4, "fdatasync": True, "keep": True}, ctx)
+    write = build_command("dd", {"bs": "1m", "count": 4, "fdatasync": True}, ctx)
     done = run(write)
     assert done.returncode == 0, done.stderr
     assert (ctx.workdir / "dd.tmp").stat().st_size == 4 * MIB
@@ -65,7 +77,11 @@ def test_real_write_then_read(ctx):
     assert parse(done.stderr, tool="dd", **write.parse_options).get("write_bw") > 0
 
     read = build_command("dd", {"direction": "read", "bs": "1m", "count": 4}, ctx)
+    (prepare,) = read.prepare
+    refused = subprocess.run(prepare, capture_output=True, text=True, check=False)
+    assert refused.returncode == 1 and "File exists" in refused.stderr  # conv=excl
+    (ctx.workdir / "dd.tmp").unlink()  # as in the run's own fresh directory
+    assert subprocess.run(prepare, capture_output=True, check=False).returncode == 0
     done = run(read)
     assert done.returncode == 0, done.stderr
     assert parse(done.stderr, tool="dd", **read.parse_options).get("read_bw") > 0
-    assert read.cleanup == [ctx.workdir / "dd.tmp"]

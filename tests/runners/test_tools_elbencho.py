@@ -1,4 +1,4 @@
-"""elbencho adapter (not installable here): argv, --hosts, result file, cleanup, validation."""
+"""elbencho adapter (not installable here): argv, --hosts, result file, preparation, validation."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def test_single_host_write_read(ctx):
     ]  # fmt: skip
     assert cmd.output_file == resfile
     assert cmd.data_bytes == 4 * 2 * 8 * 16 * MIB
-    assert cmd.cleanup == [ctx.workdir / p / f"r{r}" for p in ("a", "b") for r in range(4)]
+    assert cmd.dirs == [ctx.workdir / "a", ctx.workdir / "b"]  # the executor makes them
+    assert cmd.prepare == []  # it writes its own files
 
 
 def test_shared_dir_files_and_delete_phases(ctx):
@@ -36,15 +37,25 @@ def test_shared_dir_files_and_delete_phases(ctx):
     )  # fmt: skip
     assert cmd.argv[1:4] == ["--stat", "--delfiles", "--threads=2"]
     assert cmd.argv[-1] == str(ctx.workdir)
-    assert cmd.cleanup == [ctx.workdir / f"r{r}-f{n}" for r in range(2) for n in range(3)]
-    assert build_command("elbencho", {"keep": True}, ctx).cleanup == []
+    # Nothing outlives a run, so a run without a write phase writes its files first.
+    assert cmd.prepare == [["elbencho", "--write", *cmd.argv[3:-2], str(ctx.workdir)]]
+    assert "--resfile" not in " ".join(cmd.prepare[0])
+    with pytest.raises(ParamError, match="^keep: is no longer supported: each run works"):
+        build_command("elbencho", {"keep": True}, ctx)
+
+
+def test_read_only_run_makes_its_directories_and_files_first(ctx):
+    cmd = build_command("elbencho", {"write": False, "read": True, "dirs": 2}, ctx)
+    assert cmd.argv[1:3] == ["--mkdirs", "--read"]
+    assert cmd.prepare[0][1:3] == ["--mkdirs", "--write"]
+    deldirs = build_command("elbencho", {"write": False, "mkdirs": False, "deldirs": True}, ctx)
+    assert deldirs.prepare[0][1:3] == ["--mkdirs", "--threads=1"]
 
 
 def test_multihost_uses_elbencho_services(multihost_ctx):
     cmd = build_command("elbencho", {"threads": 8, "size": "1g"}, multihost_ctx)
     assert cmd.argv[:3] == ["elbencho", "--hosts=10.0.0.1,c2.ib.example", "--mkdirs"]
     assert cmd.data_bytes == 2 * 8 * GIB  # threads are per host
-    assert len(cmd.cleanup) == 16
     assert cmd.output_file == multihost_ctx.scratch / "elbencho-results.txt"
 
 

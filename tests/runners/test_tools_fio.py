@@ -44,11 +44,11 @@ def test_typical_argv(ctx):
     assert cmd.cwd == ctx.workdir
     assert cmd.parse_options == {}
     assert cmd.data_bytes == 16 * 10 * 1024**3
-    assert cmd.cleanup == [ctx.workdir / f"beeweb.{j}.0" for j in range(16)]
+    assert cmd.dirs == [] and cmd.prepare == []  # fio makes its directory and lays out files
     assert cmd.output_file is None
 
 
-def test_mixed_subdirectory_shared_files_and_keep(ctx):
+def test_mixed_subdirectory_shared_files(ctx):
     cmd = build_command(
         "fio",
         {"rw": "randrw", "rwmixread": 70, "numjobs": 2, "nrfiles": 2, "directory": "fio/run1",
@@ -58,8 +58,8 @@ def test_mixed_subdirectory_shared_files_and_keep(ctx):
     assert "--rwmixread=70" in cmd.argv
     assert "--fsync_on_close=1" in cmd.argv
     assert "--filename_format=fio/run1/beeweb.$filenum" in cmd.argv
-    assert cmd.cleanup == [ctx.workdir / "fio/run1/beeweb.0", ctx.workdir / "fio/run1/beeweb.1"]
-    assert build_command("fio", {"keep": True}, ctx).cleanup == []
+    with pytest.raises(ParamError, match="^keep: is no longer supported"):
+        build_command("fio", {"keep": True}, ctx)
 
 
 def test_multihost_writes_one_job_file_per_client(multihost_ctx):
@@ -89,7 +89,6 @@ def test_multihost_writes_one_job_file_per_client(multihost_ctx):
     ]
     assert "filename_format=beeweb.c2.$jobnum.$filenum" in cmd.files[str(scratch / "fio-1.job")]
     assert cmd.data_bytes == 2 * 4 * 1024**3
-    assert len(cmd.cleanup) == 8
 
 
 @pytest.mark.parametrize(
@@ -114,27 +113,29 @@ def test_rejected(params, param, ctx):
     assert str(exc.value).startswith(f"{param}: ")
 
 
-def test_real_write_then_read(ctx):
+def test_real_write_then_read(ctx, tmp_path):
     need("fio")
     params = {"numjobs": 2, "size": "8m", "bs": "1m", "direct": False, "runtime": 10}
-    write = build_command("fio", {**params, "rw": "write", "keep": True}, ctx)
+    write = build_command("fio", {**params, "rw": "write"}, ctx)
     done = run(write)
     assert done.returncode == 0, done.stderr
     result = parse(done.stdout, tool="fio", **write.parse_options)
     assert result.get("write_bw") > 0
-    assert write.cleanup == []  # keep: the read run uses the files
     files = sorted(ctx.workdir.iterdir())
     assert [p.name for p in files] == ["beeweb.0.0", "beeweb.1.0"]
     assert all(p.stat().st_size == 8 * MIB for p in files)
 
-    read = build_command("fio", {**params, "rw": "read"}, ctx)
+    # A read run starts in an empty directory of its own: fio lays its files out first.
+    (tmp_path / "read").mkdir()
+    read_ctx = type(ctx)(workdir=tmp_path / "read", scratch=ctx.scratch)
+    read = build_command("fio", {**params, "rw": "read"}, read_ctx)
+    assert read.prepare == []
     done = run(read)
     assert done.returncode == 0, done.stderr
     result = parse(done.stdout, tool="fio", **read.parse_options)
     assert result.get("read_bw") > 0
     assert read.data_bytes == 16 * MIB
-    assert all(path.exists() for path in read.cleanup)
-    assert len(read.cleanup) == 2
+    assert len(list(read_ctx.workdir.iterdir())) == 2
 
 
 def test_multihost_jobs_come_from_numjobs(multihost_ctx):

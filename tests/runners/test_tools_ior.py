@@ -1,4 +1,4 @@
-"""IOR adapter (not installable here): argv alone and under mpirun, cleanup, validation."""
+"""IOR adapter (not installable here): argv alone and under mpirun, preparation, validation."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_typical_study_command(ctx):
                         "-o", f"{ctx.workdir}/ior_file"]  # fmt: skip
     assert cmd.files == {}
     assert cmd.data_bytes == 4 * GIB
-    assert cmd.cleanup == [ctx.workdir / "ior_file.00000000"]
+    assert cmd.dirs == [ctx.workdir] and cmd.prepare == []
 
 
 def test_n1_odirect_command_from_seed_001(ctx):
@@ -38,20 +38,32 @@ def test_n1_odirect_command_from_seed_001(ctx):
     assert cmd.argv == ["ior", "-w", "-r", "-t", "8m", "-b", "16g", "-i", "3", "-e", "-g",
                         "-E", "--posix.odirect", "-d", "3",
                         "-o", f"{ctx.workdir}/n1/outfile"]  # fmt: skip
-    assert cmd.cleanup == [ctx.workdir / "n1/outfile"]
+    assert cmd.dirs == [ctx.workdir / "n1"]  # the executor makes the parent directory
 
 
-def test_other_api_segments_write_only_keep(ctx):
+def test_other_api_segments_write_only(ctx):
     cmd = build_command(
         "ior",
-        {"api": "mpiio", "read": False, "segments": 4, "random": True, "keep": True,
+        {"api": "mpiio", "read": False, "segments": 4, "random": True,
          "block_size": "64m", "transfer_size": "64k"},
         ctx,
     )  # fmt: skip
     assert cmd.argv == ["ior", "-a", "MPIIO", "-w", "-t", "64k", "-b", "64m", "-s", "4",
-                        "-z", "-k", "-o", f"{ctx.workdir}/ior_file"]  # fmt: skip
+                        "-z", "-o", f"{ctx.workdir}/ior_file"]  # fmt: skip
     assert cmd.data_bytes == 4 * 64 * 1024**2
-    assert cmd.cleanup == []
+    assert cmd.prepare == []
+    with pytest.raises(ParamError, match="^keep: is no longer supported"):
+        build_command("ior", {"keep": True}, ctx)
+
+
+def test_read_only_run_writes_its_file_first(ctx, mpi_ctx):
+    cmd = build_command("ior", {"write": False, "iterations": 3, "block_size": "4m"}, ctx)
+    assert cmd.argv == ["ior", "-r", "-t", "1m", "-b", "4m", "-i", "3",
+                        "-o", f"{ctx.workdir}/ior_file"]  # fmt: skip
+    assert cmd.prepare == [["ior", "-w", "-t", "1m", "-b", "4m", "-k",
+                            "-o", f"{ctx.workdir}/ior_file"]]  # fmt: skip
+    mpi = build_command("ior", {"write": False}, mpi_ctx)
+    assert mpi.prepare[0][:7] == mpi.argv[:7] and mpi.prepare[0][7:9] == ["ior", "-w"]
 
 
 def test_under_mpirun(mpi_ctx):
@@ -65,9 +77,7 @@ def test_under_mpirun(mpi_ctx):
     ]  # fmt: skip
     assert cmd.files == {str(hostfile): "10.0.0.1 slots=4\nc2.ib.example slots=4\n"}
     assert cmd.data_bytes == 8 * 4 * GIB
-    assert cmd.cleanup == [Path(f"/mnt/beegfs/bench/ior_file.{r:08d}") for r in range(8)]
-    shared = build_command("ior", {"block_size": "4g"}, mpi_ctx)
-    assert shared.cleanup == [Path("/mnt/beegfs/bench/ior_file")]
+    assert cmd.dirs == [Path("/mnt/beegfs/bench")]
 
 
 def test_multihost_is_not_an_ior_mode(multihost_ctx):

@@ -23,16 +23,16 @@ def test_study_command_single_node(ctx):
     """iozone -i 0 -i 1 -c -e -w -r 1m -I -s $Size -t $Thread -+n, files inside the workdir."""
     cmd = build_command(
         "iozone",
-        {"tests": [0, 1], "include_close": True, "include_flush": True, "keep": True,
+        {"tests": [0, 1], "include_close": True, "include_flush": True,
          "record_size": "1m", "direct": True, "file_size": "10g", "threads": 4,
          "no_retests": True, "directory": "iozone"},
         ctx,
     )  # fmt: skip
     files = [str(ctx.workdir / f"iozone/iozone.{n}.tmp") for n in range(4)]
     assert cmd.argv == ["iozone", "-i", "0", "-i", "1", "-r", "1m", "-s", "10g", "-t", "4",
-                        "-I", "-e", "-c", "-+n", "-w", "-F", *files]  # fmt: skip
+                        "-I", "-e", "-c", "-+n", "-F", *files]  # fmt: skip
     assert cmd.data_bytes == 40 * GIB
-    assert cmd.cleanup == []
+    assert cmd.dirs == [ctx.workdir / "iozone"]
     assert cmd.env == {}
 
 
@@ -41,7 +41,7 @@ def test_random_ops(ctx):
         "iozone", {"tests": "2", "record_size": "4K", "file_size": "1g", "ops": True}, ctx
     )
     assert cmd.argv[:11] == ["iozone", "-i", "2", "-r", "4k", "-s", "1g", "-t", "1", "-O", "-F"]
-    assert cmd.cleanup == [ctx.workdir / "iozone.0.tmp"]
+    assert cmd.argv[11] == str(ctx.workdir / "iozone.0.tmp")
 
 
 def test_multihost_client_file(multihost_ctx):
@@ -62,7 +62,6 @@ def test_multihost_client_file(multihost_ctx):
         "/mnt/beegfs/bench/iozone.c2.1.tmp",
     ]
     assert cmd.data_bytes == 4 * GIB
-    assert len(cmd.cleanup) == 4
 
 
 @pytest.mark.parametrize(
@@ -103,4 +102,4 @@ def test_real_run(ctx):
     assert result.get("write_bw") > 0
     assert result.get("read_bw") > 0
     assert result.params["threads"] == 2
-    assert not any(path.exists() for path in cmd.cleanup)  # iozone removes them without -w
+    assert list(ctx.workdir.iterdir()) == []  # iozone removes its files itself (no -w)

@@ -14,7 +14,7 @@ def test_typical_command(ctx):
     assert cmd.argv == ["mdtest", "-n", "1000", "-i", "3", "-u", "-F",
                         "-d", str(ctx.workdir / "mdtest")]  # fmt: skip
     assert cmd.data_bytes == 0
-    assert cmd.cleanup == [ctx.workdir / "mdtest"]
+    assert cmd.dirs == [ctx.workdir]  # mdtest makes -d itself; the executor its parents
     assert cmd.parse_options == {}
 
 
@@ -33,6 +33,13 @@ def test_tree_items_per_dir_phases_and_bytes(ctx):
     assert cmd.data_bytes == 40 * 1024 * 3901  # 40 leaves x 1024 files x 3901 bytes, 1 task
 
 
+def test_the_runs_own_directory_may_be_the_test_directory(ctx):
+    # The workdir is the run's own fresh directory, so mdtest may work in it directly.
+    cmd = build_command("mdtest", {"directory": "."}, ctx)
+    assert cmd.argv[-2:] == ["-d", str(ctx.workdir)]
+    assert cmd.dirs == []
+
+
 def test_under_mpirun(mpi_ctx):
     cmd = build_command("mdtest", {"items": 10, "write_bytes": "4k"}, mpi_ctx)
     assert cmd.argv[:8] == ["mpirun", "--hostfile", str(mpi_ctx.scratch / "hostfile"), "-np",
@@ -49,7 +56,6 @@ def test_under_mpirun(mpi_ctx):
         ({"items": 10, "items_per_dir": 10}, "items_per_dir"),
         ({"files_only": True, "dirs_only": True}, "dirs_only"),
         ({"read_bytes": "8k", "write_bytes": "4k"}, "read_bytes"),
-        ({"directory": "."}, "directory"),
         ({"phases": ["create", "rename"]}, "phases"),
         ({"items": 0}, "items"),
         ({"depth": 100}, "depth"),

@@ -23,7 +23,7 @@ def test_argv(ctx):
     assert cmd.argv == ["qperf", "stor1.ib", "-t", "30", "-m", "65536", "--listen_port",
                         "19766", "tcp_bw", "tcp_lat", "rc_rdma_write_bw"]  # fmt: skip
     assert cmd.data_bytes is None
-    assert cmd.cleanup == []
+    assert cmd.dirs == [] and cmd.prepare == []
     assert build_command("qperf", {"server": "10.0.0.9"}, ctx).argv == [
         "qperf", "10.0.0.9", "-t", "10", "tcp_bw", "tcp_lat",
     ]  # fmt: skip

@@ -150,8 +150,13 @@ def test_argv_holds_strings_without_shell_or_control_characters(tool, ctx):
     assert all(isinstance(arg, str) and arg for arg in cmd.argv)
     for arg in cmd.argv[1:]:
         assert not any(ch in arg for ch in ";|&`<>\n\x00 \t'\""), arg
-    for path in cmd.cleanup:
+    for step in cmd.prepare:
+        assert all(isinstance(arg, str) and arg for arg in step)
+        assert not any(ch in arg for arg in step[1:] for ch in ";|&`<>\n\x00 \t'\""), step
+    for path in cmd.dirs:
         resolved = os.path.realpath(path)
-        assert resolved.startswith(os.path.realpath(ctx.workdir) + os.sep), path
+        assert resolved == os.path.realpath(ctx.workdir) or resolved.startswith(
+            os.path.realpath(ctx.workdir) + os.sep
+        ), path
     for path in cmd.files:
         assert Path(path).parent == ctx.scratch

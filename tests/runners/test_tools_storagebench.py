@@ -93,7 +93,7 @@ def test_argv(ctx):
     assert cmd.env == {"PYTHONPATH": str(PROJECT_ROOT)}
     assert cmd.cwd == ctx.scratch
     assert cmd.data_bytes == 2 * 16 * 20 * 1024**3
-    assert cmd.cleanup == []
+    assert cmd.dirs == [] and cmd.prepare == []
 
 
 def test_argv_all_targets_read_keep(ctx):
