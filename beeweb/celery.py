@@ -56,4 +56,16 @@ class Heartbeat(bootsteps.StartStopStep):
             self.timer.cancel()
 
 
+class NodePolicy(bootsteps.Step):
+    """Check this node's BEEWEB_NODE_DIRS / BEEWEB_NODE_TUNING as the worker starts: a
+    malformed value stops it with ImproperlyConfigured instead of failing every run."""
+
+    def __init__(self, worker, **kwargs):
+        from runners import nodepolicy
+
+        nodepolicy.check()
+        super().__init__(worker, **kwargs)
+
+
+app.steps["worker"].add(NodePolicy)
 app.steps["worker"].add(Heartbeat)

@@ -10,10 +10,16 @@ Invariants:
   leaves no orphan writing to the disks.
 - Raw output reaches the database every ``RUN_PROGRESS_SECONDS`` while the tool runs and in
   full when it ends, whatever the exit status.
+- Confinement comes from the node, not the server (``runners.nodepolicy``): a run whose
+  benchmark directory resolves outside the worker's BEEWEB_NODE_DIRS fails before anything is
+  created or started; otherwise it works in a fresh directory of its own, and the executor
+  removes that directory and its scratch directory, never a path a parameter names. OS
+  settings are applied only when BEEWEB_NODE_TUNING allows them and are restored afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -22,10 +28,12 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
@@ -33,7 +41,7 @@ from experiments.importing import MAX_IMPORT_BYTES
 from experiments.ingest import replace_metrics
 from experiments.matrices import context_from_launch
 from experiments.models import Run, Worker
-from runners import nodeconfig
+from runners import nodeconfig, nodepolicy
 from runners.parsers import ParseError, parse
 from runners.tools import get_adapter
 from runners.tools.base import Command, ParamError
@@ -151,59 +159,145 @@ def _kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def _prepare(command: Command, scratch: Path) -> None:
-    scratch.mkdir(parents=True, exist_ok=True)
+class Refused(Exception):
+    """This node does not let the run work where it asks to; nothing was created or started."""
+
+
+def _run_dir(run: Run, worker: str) -> Path:
+    """Create the fresh directory this attempt of the run works in, inside its benchmark
+    directory, once both are checked against this node's BEEWEB_NODE_DIRS (symlinks resolved).
+    Refused when the node does not allow it or the directory cannot be made fresh."""
+    try:
+        policy = nodepolicy.current()
+    except ImproperlyConfigured as exc:
+        raise Refused(f"refused: this worker's configuration is invalid: {exc}") from None
+    workdir = str(run.launch.get("workdir") or "")
+    real = os.path.realpath(workdir) if os.path.isabs(workdir) else ""
+    if not real or not policy.allows_dir(real):
+        shown = workdir if real in ("", workdir) else f"{workdir} (resolves to {real})"
+        raise Refused(
+            f"refused: the benchmark directory {shown or '(none)'} is outside this node's "
+            f"{nodepolicy.DIRS_VAR} ({policy.describe_dirs()}); nothing was started"
+        )
+    if not os.path.isdir(real):
+        raise Refused(f"benchmark directory {workdir} does not exist on {worker}")
+    path = os.path.join(real, nodepolicy.run_dir_name(run.uuid, run.attempts))
+    try:
+        # mkdir, not makedirs: it fails when the name exists, so the run never starts in (and
+        # never removes) a directory it did not create.
+        os.mkdir(path, 0o755)
+    except OSError as exc:
+        raise Refused(
+            f"refused: could not create the run's own directory {path}: {exc.strerror or exc}"
+        ) from None
+    # A directory swapped for a symlink between the check and mkdir shows here.
+    resolved = os.path.realpath(path)
+    if not policy.allows_dir(resolved) or os.path.dirname(resolved) != real:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)  # the empty directory just made; rmdir removes nothing else
+        raise Refused(
+            f"refused: the run's own directory {path} resolves to {resolved}, outside this "
+            f"node's {nodepolicy.DIRS_VAR} ({policy.describe_dirs()}); nothing was started"
+        )
+    return Path(resolved)
+
+
+def _remove(path: Path) -> None:
+    """Remove a directory the executor created. rmtree does not follow symlinks inside it
+    (and refuses one in its place), so only what is inside is removed."""
+    try:
+        if path.is_symlink():
+            log.warning("%s was replaced by a symlink; not removed", path)
+        elif path.is_dir():
+            shutil.rmtree(path)
+    except OSError as exc:
+        log.warning("could not remove %s: %s", path, exc)
+
+
+def _check_paths(command: Command, ctx: Any) -> None:
+    """ParamError unless the command writes its files in scratch and wants directories made
+    in the run's own directory only (the adapters promise it; this keeps them to it)."""
+    for name, paths, root in (
+        ("files", [Path(p) for p in command.files], ctx.scratch),
+        ("dirs", command.dirs, ctx.workdir),
+    ):
+        for path in paths:
+            full = os.path.normpath(path)
+            if os.path.commonpath([full, str(root)]) != str(root):
+                raise ParamError(name, f"{path} is outside {root}")
+
+
+def _lay_out(command: Command, ctx: Any) -> None:
+    """Write the command's files (scratch) and make its directories (run directory)."""
     for path, content in command.files.items():
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
-
-
-def _cleanup(command: Command, scratch: Path) -> None:
-    for path in command.cleanup:
-        path = Path(path)
-        try:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
-        except OSError as exc:
-            log.warning("could not remove %s: %s", path, exc)
+    for directory in command.dirs:
+        if Path(os.path.normpath(directory)) != ctx.workdir:
+            os.makedirs(directory, exist_ok=True)
 
 
 def execute(run_id: int, token: str, worker: str) -> str:
     """Run one benchmark run to its end; returns the final status (or "stale").
-    (Celery's Django fix-up closes stale database connections around each task.)"""
+    (Celery's Django fix-up closes stale database connections around each task.)
+
+    The run works in a fresh directory of its own inside its benchmark directory (refused,
+    before anything is created or started, when this node's BEEWEB_NODE_DIRS does not
+    contain it) and a scratch directory under RUN_DIR; both are removed afterwards, and
+    nothing else is."""
     run = claim(run_id, token, worker)
     if run is None:
         return "stale"
-    scratch = Path(settings.RUN_DIR) / str(run.uuid)
+    try:
+        workdir = _run_dir(run, worker)
+    except Refused as exc:
+        _finish(run, Run.Status.FAILED, "", None, str(exc))
+        return run.status
+    created = [workdir]
+    try:
+        scratch = Path(settings.RUN_DIR) / workdir.name
+        scratch.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            scratch.mkdir()
+        except OSError as exc:
+            outcome = (Run.Status.FAILED, "", None, f"could not create {scratch}: {exc}")
+        else:
+            created.append(scratch)
+            outcome = _run_in(run, workdir, scratch)
+    finally:
+        for path in created:
+            _remove(path)
+    _finish(run, *outcome)
+    return run.status
+
+
+def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | None, str]:
+    """Build the command for the run's directory, apply the tuning the node allows, run the
+    preparation steps and the tool; (status, output, exit code, error). Every OS setting
+    applied is restored before this returns, whatever happened."""
     launch = run.launch
     try:
         adapter = get_adapter(run.tool)
-        ctx = context_from_launch(launch, scratch, run_as_root=os.geteuid() == 0)
+        ctx = context_from_launch(
+            {**launch, "workdir": str(workdir)}, scratch, run_as_root=os.geteuid() == 0
+        )
         tool_params = {
             k: v for k, v in run.params.items() if not k.startswith("tuning:") and k != "target"
         }
         command = adapter.build(tool_params, ctx)
+        _check_paths(command, ctx)
     except ParamError as exc:
-        _finish(run, Run.Status.FAILED, "", None, f"invalid parameters: {exc}")
-        return Run.Status.FAILED
-    if not Path(ctx.workdir).is_dir():
-        _finish(
-            run,
-            Run.Status.FAILED,
-            "",
-            None,
-            f"benchmark directory {ctx.workdir} does not exist on {worker}",
-        )
-        return Run.Status.FAILED
+        return Run.Status.FAILED, "", None, f"invalid parameters: {exc}"
 
     config = nodeconfig.read(ctx.workdir, adapter.version_argv())
+    config["run_dir"] = str(ctx.workdir)
+    applied: list[dict[str, str]] = []
     if launch.get("apply_tuning"):
-        config["applied"] = nodeconfig.apply_tuning(_tuning_for(run), ctx.workdir)
-    if launch.get("drop_caches"):
-        config["drop_caches"] = nodeconfig.drop_caches()
+        allowed = nodepolicy.current().tuning
+        applied = config["applied"] = nodeconfig.apply_tuning(
+            _tuning_for(run), ctx.workdir, allowed
+        )
     launch = {**launch, "parse_options": command.parse_options}
     _update(
         run,
@@ -213,19 +307,41 @@ def execute(run_id: int, token: str, worker: str) -> str:
         tool_version=(config.get("tool_version") or "")[:60],
         launch=launch,
     )
-    _prepare(command, scratch)
     try:
-        status, output, exit_code, error = _supervise(
-            run, command, scratch, int(launch.get("timeout_s") or 3600)
-        )
-        if command.output_file and Path(command.output_file).exists():
-            # The tool's result file is what parses; the console output stays in history.
-            result_text = Path(command.output_file).read_text(errors="replace")
-            output = result_text if result_text.strip() else output
-        _finish(run, status, output, exit_code, error)
+        return _run_steps(run, command, ctx, config)
     finally:
-        _cleanup(command, scratch)
-    return run.status
+        if applied:
+            nodeconfig.restore_tuning(applied)
+            _update(run, effective_config=config)
+
+
+def _run_steps(
+    run: Run, command: Command, ctx: Any, config: dict[str, Any]
+) -> tuple[str, str, int | None, str]:
+    """Preparation steps, cache drop, then the measured command, under one timeout."""
+    timeout_s = int(run.launch.get("timeout_s") or 3600)
+    deadline = time.monotonic() + timeout_s
+    _lay_out(command, ctx)
+    for index, argv in enumerate(command.prepare):
+        step = replace(command, argv=argv, prepare=[])
+        status, output, exit_code, error = _supervise(
+            run, step, ctx.scratch, timeout_s, deadline, f"prepare-{index}.log", stream=False
+        )
+        config.setdefault("prepare", []).append(
+            {"argv": argv, "exit_code": exit_code, "output": output[-HISTORY_BYTES:]}
+        )
+        _update(run, effective_config=config)
+        if status != Run.Status.SUCCEEDED:
+            return status, "", exit_code, f"preparation step {' '.join(argv)}: {error}"
+    if run.launch.get("drop_caches"):
+        config["drop_caches"] = nodeconfig.drop_caches()
+        _update(run, effective_config=config)
+    status, output, exit_code, error = _supervise(run, command, ctx.scratch, timeout_s, deadline)
+    if command.output_file and Path(command.output_file).exists():
+        # The tool's result file is what parses; the console output stays in history.
+        result_text = Path(command.output_file).read_text(errors="replace")
+        output = result_text if result_text.strip() else output
+    return status, output, exit_code, error
 
 
 def _tuning_for(run: Run) -> dict[str, str]:
@@ -235,10 +351,18 @@ def _tuning_for(run: Run) -> dict[str, str]:
 
 
 def _supervise(
-    run: Run, command: Command, scratch: Path, timeout_s: int
+    run: Run,
+    command: Command,
+    scratch: Path,
+    timeout_s: int,
+    deadline: float,
+    log_name: str = "output.log",
+    stream: bool = True,
 ) -> tuple[str, str, int | None, str]:
-    """Start the tool and watch it; (status, output, exit code, error)."""
-    log_path = scratch / "output.log"
+    """Start the tool and watch it until it ends, ``deadline`` (monotonic) passes or the run
+    is cancelled; (status, output, exit code, error). ``stream`` stores the output on the run
+    as it grows (not for preparation steps, whose output is not the run's)."""
+    log_path = scratch / log_name
     env = {**os.environ, **command.env}
     with open(log_path, "wb") as log_file:
         try:
@@ -257,7 +381,6 @@ def _supervise(
         except OSError as exc:
             return Run.Status.FAILED, "", None, f"could not start {command.argv[0]}: {exc}"
     _update(run, pid=proc.pid)
-    started = time.monotonic()
     last_write = 0.0
     last_size = -1
     reason = ""
@@ -266,17 +389,18 @@ def _supervise(
         if exited(0.5):
             break
         now = time.monotonic()
-        if now - started > timeout_s:
+        if now > deadline:
             reason = f"timed out after {timeout_s} s; the process group was killed"
             _kill_group(proc)
             break
         if now - last_write >= settings.RUN_PROGRESS_SECONDS:
             last_write = now
-            size = log_path.stat().st_size
             fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
-            if size != last_size:
-                last_size = size
-                fields["raw_output"] = _read(log_path)
+            if stream:
+                size = log_path.stat().st_size
+                if size != last_size:
+                    last_size = size
+                    fields["raw_output"] = _read(log_path)
             _update(run, **fields)
             # A solo-pool worker's own heartbeat timer waits while the task runs.
             Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])

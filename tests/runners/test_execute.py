@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not 
 def bench(testbed, node, tmp_path, settings):
     settings.RUN_DIR = tmp_path / "runs"
     settings.RUN_PROGRESS_SECONDS = 0.5
+    settings.NODE_DIRS = str(tmp_path)  # the node lets runs work under tmp_path only
     workdir = tmp_path / "bench"
     workdir.mkdir()
     testbed.benchmark_dir = str(workdir)
@@ -78,8 +79,10 @@ def test_fio_runs_and_parses(alice, bench):
         "not permitted"
     )
     assert config["mount"]["mount_point"]
+    assert config["run_dir"] == f"{bench.benchmark_dir}/beeweb-run-{run.uuid}-1"
     leftovers = [p.name for p in Path(bench.benchmark_dir).iterdir()]
-    assert leftovers == [], "fio's data files are cleaned up"
+    assert leftovers == [], "the run's own directory is removed with fio's data files"
+    assert list(Path(execute.settings.RUN_DIR).iterdir()) == [], "and its scratch directory"
 
 
 @pytest.mark.django_db
@@ -96,19 +99,57 @@ def test_stale_and_duplicate_deliveries_do_nothing(alice, bench):
 
 
 @pytest.mark.django_db
-def test_failing_tool_keeps_its_output(alice, bench):
-    matrix = make_matrix(
-        alice,
-        bench,
-        tool="dd",
-        params={"direction": "read", "file": "missing.bin", "bs": "1m", "count": 1},
-    )
+def test_failing_tool_keeps_its_output(alice, bench, tmp_path, monkeypatch):
+    # mdtest is not installable here: a stand-in that fails as mdtest does on a bad -d.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "mdtest").write_text('#!/bin/sh\necho "mdtest: cannot create $4" >&2\nexit 1\n')
+    (fake / "mdtest").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    matrix = make_matrix(alice, bench, tool="mdtest", params={"items": 10})
     run = matrix.runs.get()
     assert execute.execute(run.pk, queue(run), "w@test") == "failed"
     run.refresh_from_db()
     assert run.exit_code == 1
-    assert "missing.bin" in run.raw_output and "No such file" in run.raw_output
-    assert run.error == "dd exited with 1"
+    assert "mdtest: cannot create" in run.raw_output
+    assert run.error == "mdtest exited with 1"
+
+
+@pytest.mark.django_db
+def test_dd_read_writes_its_file_first_and_removes_everything(alice, bench):
+    matrix = make_matrix(
+        alice,
+        bench,
+        tool="dd",
+        params={"direction": "read", "file": "sub/in.bin", "bs": "64k", "count": 16},
+        drop_caches=True,
+    )
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == "succeeded"
+    run.refresh_from_db()
+    (step,) = run.effective_config["prepare"]
+    assert step["argv"][-1] == "conv=excl,fsync" and step["exit_code"] == 0
+    assert "16+0 records out" in step["output"]  # recorded, not parsed
+    assert run.argv[1] == f"if={run.effective_config['run_dir']}/sub/in.bin"
+    assert run.metrics.get(name="read_bw", primary=True).value > 0
+    assert "drop_caches" in run.effective_config
+    assert list(Path(bench.benchmark_dir).iterdir()) == []
+
+
+@pytest.mark.django_db
+def test_a_run_outside_the_nodes_directories_is_refused(alice, bench, settings, tmp_path):
+    settings.NODE_DIRS = str(tmp_path / "elsewhere")
+    matrix = make_matrix(alice, bench, tool="dd", params={"count": 1})
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == "failed"
+    run.refresh_from_db()
+    assert run.error == (
+        f"refused: the benchmark directory {bench.benchmark_dir} is outside this node's "
+        f"BEEWEB_NODE_DIRS ({tmp_path / 'elsewhere'}); nothing was started"
+    )
+    assert run.raw_output == "" and run.effective_config == {} and run.exit_code is None
+    assert list(Path(bench.benchmark_dir).iterdir()) == []
+    assert not Path(settings.RUN_DIR).exists()
 
 
 @pytest.mark.django_db
