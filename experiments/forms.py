@@ -16,6 +16,7 @@ from experiments.models import (
     TuningSet,
 )
 from experiments.tuning_keys import SCOPES, TuningValueError, format_conf, normalise, parse_conf
+from experiments.validators import work_path_problem
 
 
 def visible(model, user):
@@ -91,7 +92,7 @@ class NicForm(forms.ModelForm):
 class NodeForm(forms.ModelForm):
     class Meta:
         model = Node
-        fields = ["hostname", "profile", "address", "os", "kernel", "notes"]
+        fields = ["hostname", "profile", "address", "os", "kernel", "notes", "shared"]
         widgets = {"notes": forms.Textarea(attrs={"rows": 3})}
 
     def __init__(self, *args, user=None, **kwargs):
@@ -129,9 +130,55 @@ class TestbedForm(forms.ModelForm):
 
     def clean_benchmark_dir(self):
         path = self.cleaned_data["benchmark_dir"].strip()
-        if path and (not path.startswith("/") or "/../" in f"{path}/"):
-            raise forms.ValidationError("Use an absolute path without '..'.")
+        problem = work_path_problem(path) if path else None
+        if problem:
+            raise forms.ValidationError(problem)
         return path
+
+
+class OperatorForm(forms.Form):
+    """Grant or revoke a testbed's operator rights for a user (by username) or a group (by
+    name)."""
+
+    kind = forms.ChoiceField(choices=[("user", "user"), ("group", "group")])
+    action = forms.ChoiceField(choices=[("add", "add"), ("remove", "remove")])
+    name = forms.CharField(max_length=150, label="username or group name")
+
+    def __init__(self, *args, testbed: Testbed, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.testbed = testbed
+
+    def clean(self):
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.models import Group
+
+        data = super().clean()
+        kind, name = data.get("kind"), (data.get("name") or "").strip()
+        if not kind or not name:
+            return data
+        if kind == "user":
+            found = get_user_model().objects.filter(username=name).first()
+            if found is None:
+                raise forms.ValidationError(f"There is no user {name!r}.")
+            if data.get("action") == "add" and found.pk == self.testbed.owner_id:
+                raise forms.ValidationError(f"{name} owns the testbed and operates it already.")
+        else:
+            found = Group.objects.filter(name=name).first()
+            if found is None:
+                raise forms.ValidationError(f"There is no group {name!r}.")
+        data["found"] = found
+        return data
+
+    def apply(self) -> str:
+        data = self.cleaned_data
+        related = self.testbed.operators if data["kind"] == "user" else self.testbed.operator_groups
+        found = data["found"]
+        what = f"{data['kind']} {found}"
+        if data["action"] == "add":
+            related.add(found)
+            return f"The {what} now operates {self.testbed}."
+        related.remove(found)
+        return f"The {what} no longer operates {self.testbed}."
 
 
 class TestbedNodeForm(forms.ModelForm):
@@ -150,7 +197,17 @@ class TestbedNodeForm(forms.ModelForm):
     def __init__(self, *args, parent: Testbed | None = None, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.parent = parent
-        self.fields["node"].queryset = visible(Node, user).select_related("profile")
+        self.user = user
+        self.fields["node"].queryset = visible(Node, user).select_related("profile", "owner")
+        self.fields["node"].help_text = "Your own nodes, or a node its owner shares."
+
+    def clean_node(self):
+        node = self.cleaned_data["node"]
+        if self.parent is not None and node.pk != self.instance.node_id:
+            problem = self.parent.node_refused(node, self.user)
+            if problem:
+                raise forms.ValidationError(f"{problem}.")
+        return node
 
     def clean(self):
         data = super().clean()
@@ -188,6 +245,8 @@ class TargetForm(forms.ModelForm):
 
     def __init__(self, *args, parent: Testbed | None = None, user=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.parent = parent
+        self.user = user
         if parent is not None:
             member_nodes = Node.objects.filter(memberships__testbed=parent)
             self.fields["node"].queryset = member_nodes
@@ -195,6 +254,14 @@ class TargetForm(forms.ModelForm):
                 profile__nodes__in=member_nodes
             ).distinct()
             self.fields["pool"].queryset = parent.pools.all()
+
+    def clean_node(self):
+        node = self.cleaned_data.get("node")
+        if node is not None and self.parent is not None and node.pk != self.instance.node_id:
+            problem = self.parent.node_refused(node, self.user)
+            if problem:
+                raise forms.ValidationError(f"{problem}.")
+        return node
 
     def clean(self):
         data = super().clean()
@@ -379,14 +446,30 @@ class ImportForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 8, "class": "conf"}),
     )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user=None, **kwargs):
         from runners.parsers import PARSER_MODULES
 
         super().__init__(*args, **kwargs)
+        self.user = user
         self.fields["tool"].choices += [(name, name) for name in PARSER_MODULES if name != "beegfs"]
+        if user is not None:
+            # Offered: the testbeds the user operates. Accepted: any, so that another one gets
+            # a message saying why (clean_testbed) instead of "not a valid choice".
+            offered = Testbed.objects.operable_by(user).order_by("name", "pk")
+            self.fields["testbed"].choices = [("", "---------")] + [
+                (t.uuid, str(t)) for t in offered
+            ]
+            self.fields["testbed"].help_text = "Testbeds you operate (published ones take no runs)."
+
+    def clean_testbed(self):
+        testbed = self.cleaned_data["testbed"]
+        problem = testbed.runs_refused(self.user) if self.user is not None else None
+        if problem:
+            raise forms.ValidationError(problem[0].upper() + problem[1:] + ".")
+        return testbed
 
     def clean(self):
-        from experiments.importing import MAX_IMPORT_BYTES
+        from experiments.importing import MAX_IMPORT_BYTES, item_problem
 
         data = super().clean()
         items: list[tuple[str, str]] = []
@@ -398,6 +481,9 @@ class ImportForm(forms.Form):
             items.append((data.get("label") or "pasted output", data["text"]))
         if not items:
             raise forms.ValidationError("Choose output files or paste output.")
+        problems = [f"{name}: {p}" for name, text in items if (p := item_problem(name, text))]
+        if problems:
+            raise forms.ValidationError(problems)
         data["items"] = items
         return data
 

@@ -5,11 +5,30 @@ from __future__ import annotations
 from django.db import transaction
 
 from experiments.ingest import replace_metrics
+from experiments.input_checks import json_problem, text_problem
 from experiments.models import Run
 from experiments.models.runs import Tool
 from runners.parsers import ParseError, ParseResult, parse
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
+
+
+def item_problem(name: str, text: str) -> str | None:
+    """Why one item of an import cannot be stored (too large, a NUL character or a lone
+    surrogate in its name or text), or None. Every item of an import is checked."""
+    chars = len(text)
+    size = chars if chars > MAX_IMPORT_BYTES else len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_IMPORT_BYTES:
+        return f"larger than {MAX_IMPORT_BYTES // 2**20} MiB"
+    problem = text_problem(name)
+    if problem:
+        return f"the name {problem}"
+    problem = text_problem(text)
+    return f"the output {problem}" if problem else None
+
+
+class ImportRefused(ValueError):
+    """The testbed takes no runs (published study data)."""
 
 
 def preview(text: str, tool: str | None = None, op: str | None = None) -> ParseResult:
@@ -23,6 +42,16 @@ def preview(text: str, tool: str | None = None, op: str | None = None) -> ParseR
         )
     if result.tool not in Tool.values:
         raise ParseError(f"results of {result.tool} cannot be stored as runs")
+    problem = json_problem(result.params, max_depth=20, where="params") or next(
+        (
+            p
+            for m in result.metrics
+            if (p := json_problem(m.extra or {}, max_depth=20, where=f"{m.name}.extra"))
+        ),
+        None,
+    )
+    if problem:
+        raise ParseError(f"the output holds values that cannot be stored: {problem}")
     return result
 
 
@@ -51,7 +80,12 @@ def import_output(
     label: str = "",
 ) -> Run:
     """Store ``text`` as an imported run, then parse it. A parse failure keeps the run (and its
-    raw text) with the error recorded, so nothing is lost and ``reparse`` can retry."""
+    raw text) with the error recorded, so nothing is lost and ``reparse`` can retry.
+    ImportRefused for a published testbed: published study data accepts no runs."""
+    if testbed.published:
+        raise ImportRefused(
+            f"testbed {testbed.name!r} is published study data (read-only): it accepts no runs"
+        )
     run = Run.objects.create(
         testbed=testbed,
         tuning_set=tuning_set,

@@ -12,6 +12,7 @@ import ast
 import hashlib
 import itertools
 import json
+import math
 import operator
 import uuid
 from dataclasses import dataclass, field
@@ -20,10 +21,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg, DurationField, ExpressionWrapper, F, Prefetch
+from django.db.models import Avg, DurationField, ExpressionWrapper, F, Prefetch, Q
 from django.utils import timezone
 
 from experiments.models import Matrix, Node, Run, Target, Testbed, TestbedNode, TuningSet
+from experiments.validators import work_path_problem
 from runners.tools import get_adapter
 from runners.tools.base import Host, LaunchContext, ParamError
 
@@ -31,6 +33,9 @@ TUNING_PREFIX = "tuning:"
 TARGET_AXIS = "target"
 RANGE_SCALES = ("pow2", "linear")
 MAX_AXIS_VALUES = 1000
+MAX_AXES = 16
+MAX_VALUE_LENGTH = 4096  # a text value of a parameter or an axis (the adapters' MAX_TEXT)
+MAX_NAME_LENGTH = 128  # a parameter or axis name
 
 
 class MatrixError(ValueError):
@@ -54,9 +59,10 @@ def axis_values(axis: dict[str, Any]) -> list[Any]:
         values = axis["values"]
         if not isinstance(values, list) or not values:
             raise MatrixError(label, "values must be a non-empty list")
+        if len(values) > MAX_AXIS_VALUES:
+            raise MatrixError(label, f"more than {MAX_AXIS_VALUES} values")
         for value in values:
-            if not isinstance(value, str | int | float | bool):
-                raise MatrixError(label, f"value {value!r} is not a number or a word")
+            check_scalar(value, label)
         if len(values) != len({json.dumps(v) for v in values}):
             raise MatrixError(label, "values repeat")
         return list(values)
@@ -64,10 +70,11 @@ def axis_values(axis: dict[str, Any]) -> list[Any]:
     if not isinstance(spec, dict):
         raise MatrixError(label, "give either values: [...] or range: {start, stop, scale}")
     try:
-        start, stop = int(spec["start"]), int(spec["stop"])
-        step = int(spec.get("step", 1))
-    except (KeyError, TypeError, ValueError):
+        start, stop, step = spec["start"], spec["stop"], spec.get("step", 1)
+    except KeyError:
         raise MatrixError(label, "range needs integer start and stop") from None
+    if not all(type(n) is int and abs(n) <= 2**63 for n in (start, stop, step)):
+        raise MatrixError(label, "range needs integer start and stop (and step) below 2**63")
     scale = spec.get("scale", "pow2")
     if scale not in RANGE_SCALES:
         raise MatrixError(label, f"scale must be one of {', '.join(RANGE_SCALES)}")
@@ -83,15 +90,48 @@ def axis_values(axis: dict[str, Any]) -> list[Any]:
     return values
 
 
+def check_scalar(value: Any, label: str) -> None:
+    """A parameter or axis value: text (bounded, no control characters), a finite number or
+    a boolean."""
+    if isinstance(value, str):
+        if len(value) > MAX_VALUE_LENGTH:
+            raise MatrixError(label, f"a value is longer than {MAX_VALUE_LENGTH} characters")
+        if any(ord(ch) < 32 or ord(ch) == 127 or 0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+            raise MatrixError(label, "control characters (newline, NUL, ...) are not allowed")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise MatrixError(label, f"value {value!r} is not a finite number")
+    elif isinstance(value, int):
+        if abs(value) > 2**63:
+            raise MatrixError(label, "a number is beyond ±2**63")
+    elif not isinstance(value, bool):
+        raise MatrixError(label, f"value {value!r} is not a number or a word")
+
+
+def check_cell_count(count: int) -> None:
+    """A matrix has at most BEEWEB_MATRIX_MAX_RUNS cells (before exclusion rules), so its
+    preview stays quick."""
+    if count > settings.MATRIX_MAX_RUNS:
+        raise MatrixError(
+            "axes",
+            f"{count} cells (axis values × testbeds × tuning sets) exceed the limit of "
+            f"{settings.MATRIX_MAX_RUNS} (BEEWEB_MATRIX_MAX_RUNS)",
+        )
+
+
 def normalise_axes(axes: Any) -> list[dict[str, Any]]:
     """Check the axes' shape and names; the same list with each axis's name validated."""
     if not isinstance(axes, list):
         raise MatrixError("axes", "must be a list of {param, values|range}")
+    if len(axes) > MAX_AXES:
+        raise MatrixError("axes", f"more than {MAX_AXES} axes")
     seen: set[str] = set()
     for axis in axes:
         if not isinstance(axis, dict) or not isinstance(axis.get("param"), str):
             raise MatrixError("axes", "each axis needs a param name")
         name = axis["param"].strip()
+        if len(name) > MAX_NAME_LENGTH:
+            raise MatrixError("axes", f"an axis name is longer than {MAX_NAME_LENGTH} characters")
         if not name or name in seen:
             raise MatrixError("axes", f"axis {name!r} is empty or repeated")
         seen.add(name)
@@ -101,14 +141,25 @@ def normalise_axes(axes: Any) -> list[dict[str, Any]]:
 
 # --- Exclusion rules ----------------------------------------------------------------------
 
-_BINARY = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
+# Bounds that keep a rule cheap: it is parsed once, and evaluated once per cell on every
+# preview. Numbers stay within ±2**64 (exponents within ±64), so no operation costs more
+# than a few machine words, and `9 ** 9 ** 9` is an error instead of minutes of CPU.
+MAX_RULES = 20
+MAX_RULE_LENGTH = 500
+MAX_RULE_NODES = 64
+MAX_RULE_NODES_TOTAL = 256
+MAX_RULE_MAGNITUDE = 2**64
+MAX_RULE_EXPONENT = 64
+MAX_RULE_STRING = 200
+
+_BINARY_SYMBOLS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
 }
 _COMPARE = {
     ast.Lt: operator.lt,
@@ -117,7 +168,27 @@ _COMPARE = {
     ast.GtE: operator.ge,
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
+    ast.In: lambda a, b: operator.contains(b, a),
+    ast.NotIn: lambda a, b: not operator.contains(b, a),
 }
+_ALLOWED_NODES = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.USub,
+    ast.BinOp,
+    ast.Compare,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+    ast.Tuple,
+    ast.List,
+    *_BINARY_SYMBOLS,
+    *_COMPARE,
+)
 # Facts of the testbed an exclusion rule may use besides the cell's parameters.
 FACT_NAMES = {
     "clients": "client nodes of the testbed",
@@ -127,6 +198,14 @@ FACT_NAMES = {
     "cores": "physical cores per client node",
     "client_memory_gib": "memory per client node (GiB)",
 }
+
+
+class _Unknown(Exception):
+    """A name without a value (an unknown fact): the rule does not hold."""
+
+
+class RuleTooLarge(ArithmeticError):
+    """A number in a rule leaves ±2**64 (or an exponent ±64)."""
 
 
 def _identifier(name: str) -> str:
@@ -139,97 +218,240 @@ def rule_names(params, axes) -> set[str]:
     ``tuning_os_vm_dirty_ratio``)."""
     return (
         set(FACT_NAMES)
-        | {_identifier(k) for k in params}
-        | {_identifier(a["param"]) for a in axes if isinstance(a, dict) and "param" in a}
+        | {_identifier(k) for k in params if isinstance(k, str)}
+        | {
+            _identifier(a["param"])
+            for a in axes
+            if isinstance(a, dict) and isinstance(a.get("param"), str)
+        }
     )
 
 
-def compile_rule(rule: str, names: set[str]) -> ast.Expression:
-    """Parse an exclusion rule; only arithmetic, comparisons, and/or/not, numbers, strings
-    and the given names. Never evaluated by Python's ``eval``."""
-    try:
-        tree = ast.parse(rule, mode="eval")
-    except SyntaxError as exc:
-        raise MatrixError("exclusions", f"{rule!r} is not an expression ({exc.msg})") from None
-    allowed = (
-        ast.Expression,
-        ast.BoolOp,
-        ast.And,
-        ast.Or,
-        ast.UnaryOp,
-        ast.Not,
-        ast.USub,
-        ast.BinOp,
-        ast.Compare,
-        ast.Name,
-        ast.Load,
-        ast.Constant,
-        ast.In,
-        ast.NotIn,
-        ast.Tuple,
-        ast.List,
-        *_BINARY,
-        *_COMPARE,
-    )
-    for node in ast.walk(tree):
-        if not isinstance(node, allowed):
-            raise MatrixError("exclusions", f"{rule!r}: {type(node).__name__} is not allowed")
-        if isinstance(node, ast.Name) and node.id not in names:
-            known = ", ".join(sorted(names))
-            raise MatrixError("exclusions", f"{rule!r}: unknown name {node.id!r} (known: {known})")
-        if isinstance(node, ast.Constant) and not isinstance(node.value, int | float | str):
-            raise MatrixError("exclusions", f"{rule!r}: constant {node.value!r}")
-    return tree
+def _number(value: Any) -> int | float:
+    """An operand of arithmetic: a number within the bounds (booleans count as 0 and 1)."""
+    if not isinstance(value, int | float):
+        raise TypeError("arithmetic needs numbers")
+    if not -MAX_RULE_MAGNITUDE <= value <= MAX_RULE_MAGNITUDE:  # NaN fails both, as wanted
+        raise RuleTooLarge(f"{_show_number(value)} is beyond ±2**64")
+    return value
 
 
-def evaluate_rule(tree: ast.Expression, values: dict[str, Any]) -> bool:
-    """True when the rule holds for these values; a rule over an unknown fact (None) or
-    mismatched types is false, so it never hides a cell by accident."""
+def _show_number(value: Any) -> str:
+    if isinstance(value, int) and abs(value) >= 10**20:
+        return f"a number of {value.bit_length()} bits"
+    return repr(value)
 
-    def ev(node: ast.AST) -> Any:
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name):
-            value = values.get(node.id)
+
+def _power(base: Any, exponent: Any) -> int | float:
+    base, exponent = _number(base), _number(exponent)
+    if abs(exponent) > MAX_RULE_EXPONENT:
+        raise RuleTooLarge(f"exponent {exponent!r} is beyond ±{MAX_RULE_EXPONENT}")
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1:
+        # |base| ** exponent >= 2 ** ((bits - 1) * exponent): refuse before computing it.
+        if (abs(base).bit_length() - 1) * exponent > 64:
+            raise RuleTooLarge(f"{base} ** {exponent} is beyond ±2**64")
+    result = base**exponent
+    if isinstance(result, complex):
+        raise TypeError("a negative number to a fractional power")
+    return _number(result)
+
+
+_ARITHMETIC = {
+    ast.Add: lambda a, b: _number(_number(a) + _number(b)),
+    ast.Sub: lambda a, b: _number(_number(a) - _number(b)),
+    ast.Mult: lambda a, b: _number(_number(a) * _number(b)),
+    ast.Div: lambda a, b: _number(_number(a) / _number(b)),
+    ast.FloorDiv: lambda a, b: _number(_number(a) // _number(b)),
+    ast.Mod: lambda a, b: _number(_number(a) % _number(b)),
+    ast.Pow: _power,
+}
+
+
+def _compile_node(node: ast.AST):
+    """A closure computing ``node`` from the cell's values (checked by compile_rule)."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return lambda values: value
+    if isinstance(node, ast.Name):
+        name = node.id
+
+        def lookup(values):
+            value = values.get(name)
             if value is None:
                 raise _Unknown
             return value
-        if isinstance(node, ast.Tuple | ast.List):
-            return [ev(item) for item in node.elts]
-        if isinstance(node, ast.BoolOp):
-            results = (ev(v) for v in node.values)
-            return all(results) if isinstance(node.op, ast.And) else any(results)
-        if isinstance(node, ast.UnaryOp):
-            operand = ev(node.operand)
-            return (not operand) if isinstance(node.op, ast.Not) else -operand
-        if isinstance(node, ast.BinOp):
-            return _BINARY[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.Compare):
-            left = ev(node.left)
-            for op, comparator in zip(node.ops, node.comparators, strict=True):
-                right = ev(comparator)
-                if isinstance(op, ast.In):
-                    ok = left in right
-                elif isinstance(op, ast.NotIn):
-                    ok = left not in right
-                else:
-                    ok = _COMPARE[type(op)](left, right)
-                if not ok:
+
+        return lookup
+    if isinstance(node, ast.Tuple | ast.List):
+        items = [_compile_node(item) for item in node.elts]
+        return lambda values: [item(values) for item in items]
+    if isinstance(node, ast.BoolOp):
+        parts = [_compile_node(v) for v in node.values]
+        if isinstance(node.op, ast.And):
+            return lambda values: all(part(values) for part in parts)
+        return lambda values: any(part(values) for part in parts)
+    if isinstance(node, ast.UnaryOp):
+        operand = _compile_node(node.operand)
+        if isinstance(node.op, ast.Not):
+            return lambda values: not operand(values)
+        return lambda values: _number(-_number(operand(values)))
+    if isinstance(node, ast.BinOp):
+        op = _ARITHMETIC[type(node.op)]
+        left, right = _compile_node(node.left), _compile_node(node.right)
+        return lambda values: op(left(values), right(values))
+    if isinstance(node, ast.Compare):
+        first = _compile_node(node.left)
+        steps = [
+            (_COMPARE[type(op)], _compile_node(c))
+            for op, c in zip(node.ops, node.comparators, strict=True)
+        ]
+
+        def compare(values):
+            left = first(values)
+            for op, comparator in steps:
+                right = comparator(values)
+                if not op(left, right):
                     return False
                 left = right
             return True
-        raise _Unknown
 
+        return compare
+    raise _Unknown  # pragma: no cover - compile_rule allows nothing else
+
+
+@dataclass
+class Rule:
+    """A compiled exclusion rule. Calling it on a cell's values tells whether the rule holds;
+    results are remembered per combination of the names it uses, so a 20,000-cell preview
+    evaluates each distinct combination once."""
+
+    text: str
+    tree: ast.Expression
+    names: tuple[str, ...]
+    nodes: int
+    _fn: Any = field(repr=False, default=None)
+    _memo: dict = field(repr=False, default_factory=dict)
+
+    def __call__(self, values: dict[str, Any]) -> bool:
+        key = tuple(values.get(name) for name in self.names)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable value (a list parameter): no memo
+            return self._evaluate(values)
+        result = self._memo[key] = self._evaluate(values)
+        return result
+
+    def _evaluate(self, values: dict[str, Any]) -> bool:
+        try:
+            return bool(self._fn(values))
+        except (_Unknown, TypeError, ValueError, ArithmeticError, RecursionError):
+            return False
+
+
+def _rule_error(rule: str, message: str) -> MatrixError:
+    shown = rule if len(rule) <= 80 else rule[:77] + "..."
+    return MatrixError("exclusions", f"{shown!r}: {message}")
+
+
+def compile_rule(rule: str, names: set[str]) -> Rule:
+    """Parse an exclusion rule; only arithmetic, comparisons, and/or/not, numbers, strings
+    and the given names, within the bounds above. Never evaluated by Python's ``eval``;
+    parts without names are computed here, so ``9 ** 9 ** 9 > 1`` is refused at once."""
+    if not isinstance(rule, str):
+        raise MatrixError("exclusions", "each rule must be text")
+    text = rule.strip()
+    if len(text) > MAX_RULE_LENGTH:
+        raise _rule_error(text, f"longer than {MAX_RULE_LENGTH} characters")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise _rule_error(text, "control characters are not allowed")
     try:
-        return bool(ev(tree))
-    except (_Unknown, TypeError, ValueError, ZeroDivisionError, OverflowError):
-        return False
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise _rule_error(text, f"not an expression ({exc.msg})") from None
+    except (ValueError, RecursionError, MemoryError):
+        raise _rule_error(text, "not an expression") from None
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_RULE_NODES:
+        raise _rule_error(text, f"more than {MAX_RULE_NODES} parts; split it into several rules")
+    used: list[str] = []
+    for node in nodes:
+        if not isinstance(node, _ALLOWED_NODES):
+            raise _rule_error(text, f"{type(node).__name__} is not allowed")
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                known = ", ".join(sorted(names))
+                raise _rule_error(text, f"unknown name {node.id!r} (known: {known})")
+            if node.id not in used:
+                used.append(node.id)
+        if isinstance(node, ast.Constant):
+            value = node.value
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise _rule_error(text, f"constant {value!r}")
+            if isinstance(value, str) and len(value) > MAX_RULE_STRING:
+                raise _rule_error(text, f"a text longer than {MAX_RULE_STRING} characters")
+            if not isinstance(value, str):
+                try:
+                    _number(value)
+                except RuleTooLarge as exc:
+                    raise _rule_error(text, str(exc)) from None
+    # Parts without names are the same for every cell: compute them now, so a rule that
+    # can only fail (too large, 1 / 0, text times a number) is refused with its reason.
+    for node in nodes:
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Pow)
+            and isinstance(node.right, ast.Constant)
+            and isinstance(node.right.value, int | float)
+            and abs(node.right.value) > MAX_RULE_EXPONENT
+        ):
+            part = ast.get_source_segment(text, node) or "a power"
+            raise _rule_error(
+                text, f"{part}: exponent {node.right.value!r} is beyond ±{MAX_RULE_EXPONENT}"
+            )
+        if isinstance(node, ast.BinOp | ast.UnaryOp) and not any(
+            isinstance(n, ast.Name) for n in ast.walk(node)
+        ):
+            part = ast.get_source_segment(text, node) or "a part"
+            try:
+                _compile_node(node)({})
+            except RuleTooLarge as exc:
+                raise _rule_error(text, f"{part}: {exc}") from None
+            except ZeroDivisionError:
+                raise _rule_error(text, f"{part}: division by zero") from None
+            except (TypeError, ValueError, ArithmeticError) as exc:
+                raise _rule_error(text, f"{part}: {exc}") from None
+    return Rule(text, tree, tuple(used), len(nodes), _compile_node(tree.body))
 
 
-class _Unknown(Exception):
-    pass
+def compile_rules(rules: Any, names: set[str]) -> list[Rule]:
+    """Every rule compiled (empty ones dropped), within the count and total size bounds."""
+    if not isinstance(rules, list):
+        raise MatrixError("exclusions", "must be a list of rules")
+    if len(rules) > MAX_RULES:
+        raise MatrixError("exclusions", f"more than {MAX_RULES} rules")
+    compiled = [
+        compile_rule(rule, names) for rule in rules if not isinstance(rule, str) or rule.strip()
+    ]
+    check_rule_budget(compiled)
+    return compiled
+
+
+def check_rule_budget(rules: list[Rule]) -> None:
+    total = sum(rule.nodes for rule in rules)
+    if total > MAX_RULE_NODES_TOTAL:
+        raise MatrixError(
+            "exclusions",
+            f"the rules have {total} parts together, more than {MAX_RULE_NODES_TOTAL}",
+        )
+
+
+def evaluate_rule(rule: Rule, values: dict[str, Any]) -> bool:
+    """True when the rule holds for these values; a rule over an unknown fact (None),
+    mismatched types or a number beyond the bounds is false, so it never hides a cell by
+    accident."""
+    return rule(values)
 
 
 def testbed_facts(testbed: Testbed) -> dict[str, Any]:
@@ -314,8 +536,8 @@ def cells(matrix: Matrix) -> list[Cell]:
     tunings: list[TuningSet | None] = list(matrix.tuning_sets.order_by("name", "id")) or [None]
     names = [axis["param"] for axis in axes]
     value_lists = [axis_values(axis) for axis in axes]
-    allowed = rule_names(matrix.fixed_params, axes)
-    rules = [(rule, compile_rule(rule, allowed)) for rule in matrix.exclusions or []]
+    check_cell_count(len(testbeds) * len(tunings) * math.prod(map(len, value_lists)))
+    rules = compile_rules(matrix.exclusions or [], rule_names(matrix.fixed_params, axes))
     result: list[Cell] = []
     for testbed in testbeds:
         facts = testbed_facts(testbed)
@@ -343,9 +565,9 @@ def cells(matrix: Matrix) -> list[Cell]:
                     axis_names=tuple(names),
                 )
                 values = {**facts, **{_identifier(k): v for k, v in params.items()}}
-                for rule, tree in rules:
-                    if evaluate_rule(tree, values):
-                        cell.excluded_by = rule
+                for rule in rules:
+                    if rule(values):
+                        cell.excluded_by = rule.text
                         break
                 result.append(cell)
     total = sum(1 for c in result if not c.excluded_by) * matrix.repetitions
@@ -376,9 +598,19 @@ def launcher_and_hosts(testbed: Testbed, target: Target | None) -> tuple[Node | 
 
 
 def workdir_for(testbed: Testbed, target: Target | None) -> str:
+    """The directory the run works in: the target's mount point, else the testbed's benchmark
+    directory. Checked again here: rows stored before the check existed may hold any path."""
     if target is not None and target.path:
+        problem = work_path_problem(target.path)
+        if problem:
+            raise MatrixError("testbeds", f"target {target} of {testbed.name!r}: {problem}")
         return target.path
     if testbed.benchmark_dir:
+        problem = work_path_problem(testbed.benchmark_dir)
+        if problem:
+            raise MatrixError(
+                "testbeds", f"benchmark directory of testbed {testbed.name!r}: {problem}"
+            )
         return testbed.benchmark_dir
     raise MatrixError(
         "testbeds",
@@ -386,6 +618,82 @@ def workdir_for(testbed: Testbed, target: Target | None) -> str:
         "(set it on the testbed, or sweep over targets with a "
         "mount point)",
     )
+
+
+def node_problem(testbed: Testbed, node: Node) -> str | None:
+    """Why a run of ``testbed`` may not use ``node`` (as launcher, client or target node), or
+    None. The node must be the testbed owner's or shared by its owner. Workers listen on
+    ``node.<hostname>``, so a node of the same hostname or address that another user
+    registered earlier and does not share decides too (no aliasing a colleague's machine)."""
+    if node.owner_id is None or node.published:
+        return f"node {node.hostname} is published study data: no worker runs there"
+    if node.owner_id != testbed.owner_id and not node.shared:
+        return (
+            f"node {node.hostname} belongs to {node.owner.username} and is not shared "
+            f"with the owner of testbed {testbed.name!r}"
+        )
+    names = {node.hostname.lower()} | ({node.address.lower()} if node.address else set())
+    same = Q()
+    for name in names:
+        same |= Q(hostname__iexact=name) | Q(address__iexact=name)
+    earlier = (
+        Node.objects.filter(same, pk__lt=node.pk, published=False, shared=False)
+        .exclude(owner__isnull=True)
+        .exclude(owner_id=testbed.owner_id)
+        .select_related("owner")
+        .order_by("pk")
+        .first()
+    )
+    if earlier is not None:
+        return (
+            f"node {node.hostname} is the machine {earlier.owner.username} registered first "
+            f"(as {earlier.hostname}) and does not share"
+        )
+    return None
+
+
+def check_nodes(matrix: Matrix, runs=None) -> None:
+    """MatrixError naming the first node a run of ``matrix`` would use but may not: the
+    launcher, the clients and the targets' nodes of each testbed, and the launcher nodes
+    stored on ``runs`` (those about to be sent again)."""
+    pairs: dict[tuple[int, int], tuple[Testbed, Node]] = {}
+    testbeds = matrix.testbeds.select_related("owner").prefetch_related(
+        Prefetch(
+            "members",
+            queryset=TestbedNode.objects.select_related("node__owner").order_by(
+                "node__hostname", "pk"
+            ),
+        ),
+        Prefetch("targets", queryset=Target.objects.select_related("node__owner")),
+    )
+    for testbed in testbeds:
+        for target in [None, *testbed.targets.all()]:
+            launcher, clients = launcher_and_hosts(testbed, target)
+            for node in [launcher, *clients]:
+                if node is not None:
+                    pairs.setdefault((testbed.pk, node.pk), (testbed, node))
+    if runs is not None:
+        used = set(runs.filter(node__isnull=False).values_list("testbed_id", "node_id").distinct())
+        missing = used - set(pairs)
+        if missing:
+            testbed_by_pk = Testbed.objects.select_related("owner").in_bulk({t for t, _ in missing})
+            node_by_pk = Node.objects.select_related("owner").in_bulk({n for _, n in missing})
+            for t, n in sorted(missing):
+                pairs[(t, n)] = (testbed_by_pk[t], node_by_pk[n])
+    for testbed, node in pairs.values():
+        problem = node_problem(testbed, node)
+        if problem:
+            raise MatrixError("testbeds", f"nothing was sent: {problem}")
+
+
+def launch_refused(matrix: Matrix, user) -> str | None:
+    """Why ``user`` may not launch (or re-run, or resume) ``matrix``, or None: they must
+    operate every testbed it names (published testbeds take no runs)."""
+    for testbed in matrix.testbeds.select_related("owner").order_by("name", "pk"):
+        problem = testbed.runs_refused(user)
+        if problem:
+            return problem
+    return None
 
 
 def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
@@ -596,15 +904,43 @@ def expand(matrix: Matrix) -> dict[str, int]:
     }
 
 
-def dispatch(run_ids: list[int]) -> int:
+class BrokerUnavailable(RuntimeError):
+    """The broker refused or lost the connection while runs were being sent; the runs that
+    were not sent are back in their earlier state (a launch leaves them planned)."""
+
+    def __init__(self, unsent: int, total: int, cause: Exception):
+        self.unsent = unsent
+        self.total = total
+        self.cause = cause
+        super().__init__(
+            f"The message broker is unreachable ({cause}); {unsent} of {total} runs were not "
+            "queued and are as they were. Try again once the broker is back."
+        )
+
+
+# What a failed send raises: kombu's OperationalError for a refused or lost connection (it is
+# a KombuError), and plain socket errors from transports that do not wrap them.
+def _send_errors() -> tuple[type[BaseException], ...]:
+    from kombu.exceptions import KombuError
+
+    return (KombuError, OSError)
+
+
+def dispatch(run_ids: list[int], revert: bool = True) -> int:
     """Queue runs: each gets a fresh dispatch token and is sent to its launcher node's queue
-    once the transaction commits (so the worker always finds the row)."""
+    once the transaction commits (so the worker always finds the row).
+
+    When the broker cannot be reached, the runs not sent yet go back to the status, token
+    and queue time they had (``revert``) and BrokerUnavailable is raised; without
+    ``revert`` (the janitor) they stay queued with a token no message carries, and the
+    janitor sends them again later (see ``runners.execute.janitor``)."""
     from runners.tasks import execute_run
 
     if not run_ids:
         return 0
     now = timezone.now()
     sends: list[tuple[int, str, str]] = []
+    before: dict[int, tuple[str, Any, Any]] = {}
     with transaction.atomic():
         runs = list(
             Run.objects.select_for_update()
@@ -617,9 +953,10 @@ def dispatch(run_ids: list[int]) -> int:
                     Run.Status.CANCELLED,
                 ],
             )
-            .only("pk", "queue")
+            .only("pk", "queue", "status", "dispatch_token", "queued_at")
         )
         for run in runs:
+            before[run.pk] = (run.status, run.dispatch_token, run.queued_at)
             run.status = Run.Status.QUEUED
             run.dispatch_token = uuid.uuid4()
             run.queued_at = run.updated = now
@@ -633,15 +970,44 @@ def dispatch(run_ids: list[int]) -> int:
         )
 
         def send() -> None:
-            for pk, token, queue in sends:
-                execute_run.apply_async(args=[pk, token], queue=queue)
+            for index, (pk, token, queue) in enumerate(sends):
+                try:
+                    execute_run.apply_async(args=[pk, token], queue=queue)
+                except _send_errors() as exc:
+                    unsent = sends[index:]
+                    if revert:
+                        _unqueue(unsent, before)
+                    raise BrokerUnavailable(len(unsent), len(sends), exc) from exc
 
         transaction.on_commit(send)
     return len(sends)
 
 
+def _unqueue(unsent: list[tuple[int, str, str]], before: dict[int, tuple[str, Any, Any]]) -> None:
+    """Put runs whose message was never sent back as they were before dispatch(), unless a
+    later dispatch gave them another token meanwhile."""
+    now = timezone.now()
+    with transaction.atomic():
+        runs = list(
+            Run.objects.select_for_update()
+            .filter(
+                pk__in=[pk for pk, _, _ in unsent],
+                status=Run.Status.QUEUED,
+                dispatch_token__in=[token for _, token, _ in unsent],
+            )
+            .only("pk")
+        )
+        for run in runs:
+            run.status, run.dispatch_token, run.queued_at = before[run.pk]
+            run.updated = now
+        Run.objects.bulk_update(
+            runs, ["status", "dispatch_token", "queued_at", "updated"], batch_size=500
+        )
+
+
 def launch(matrix: Matrix) -> dict[str, int]:
     """Expand, then queue every planned run."""
+    check_nodes(matrix)
     counts = expand(matrix)
     planned = list(matrix.runs.filter(status=Run.Status.PLANNED).values_list("pk", flat=True))
     counts["queued"] = dispatch(planned)
@@ -657,6 +1023,7 @@ def rerun_failed(matrix: Matrix) -> int:
             "pk", flat=True
         )
     )
+    check_nodes(matrix, matrix.runs.filter(status__in=[Run.Status.FAILED, Run.Status.CANCELLED]))
     return dispatch(ids)
 
 
@@ -668,13 +1035,17 @@ def resume(matrix: Matrix) -> int:
             "pk", flat=True
         )
     )
+    check_nodes(matrix, matrix.runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]))
     return dispatch(ids)
 
 
 def cancel_runs(runs) -> dict[str, int]:
     """Cancel queued runs at once; ask running ones to stop (their worker kills the process
-    group within a second or two)."""
+    group within a second or two). A running run whose worker stopped sending heartbeats
+    (killed, or its node down) is cancelled at once too: no worker is left to do it, and
+    the janitor never sends a run with a cancel request again."""
     now = timezone.now()
+    stale = now - timezone.timedelta(seconds=settings.RUN_STALE_SECONDS)
     with transaction.atomic():
         queued = runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).update(
             status=Run.Status.CANCELLED,
@@ -683,8 +1054,48 @@ def cancel_runs(runs) -> dict[str, int]:
             dispatch_token=None,
             updated=now,
         )
+        orphaned = (
+            runs.filter(status=Run.Status.RUNNING)
+            .filter(Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
+            .update(
+                status=Run.Status.CANCELLED,
+                cancel_requested=True,
+                finished_at=now,
+                error=(
+                    "cancelled while its worker was gone (no heartbeat for more than "
+                    f"{settings.RUN_STALE_SECONDS} s); it is not run again"
+                ),
+                dispatch_token=None,
+                updated=now,
+            )
+        )
         running = runs.filter(status=Run.Status.RUNNING).update(cancel_requested=True, updated=now)
-    return {"cancelled": queued, "stopping": running}
+    return {"cancelled": queued + orphaned, "stopping": running}
+
+
+class MatrixBusy(RuntimeError):
+    """A matrix with queued or running runs cannot be deleted: cancel them first."""
+
+    def __init__(self, active: int):
+        self.active = active
+        super().__init__(
+            f"{active} runs of this matrix are queued or running: cancel them first, then "
+            "delete the matrix once they have stopped."
+        )
+
+
+def delete_matrix(matrix: Matrix) -> None:
+    """Delete a matrix and its runs, or raise MatrixBusy while any run is queued or running
+    (its worker would go on writing to the disks and then to rows that no longer exist).
+    The runs are locked while checking, so no dispatch or claim slips in between."""
+    with transaction.atomic():
+        statuses = list(
+            Run.objects.select_for_update().filter(matrix=matrix).values_list("status", flat=True)
+        )
+        active = sum(1 for s in statuses if s in (Run.Status.QUEUED, Run.Status.RUNNING))
+        if active:
+            raise MatrixBusy(active)
+        matrix.delete()
 
 
 def progress(matrix: Matrix) -> dict[str, Any]:

@@ -17,15 +17,17 @@ Testbeds and tuning sets are named (or given by UUID); the rest mirrors the matr
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import yaml
 from django.db import transaction
 from django.db.models import Q
 
-from experiments.matrices import MatrixError, normalise_axes
-from experiments.models import LaunchMode, Matrix, Testbed, TuningSet
-from experiments.models.runs import Tool
+from experiments.matrices import MatrixError
+from experiments.matrix_validation import MatrixInvalid, validate_matrix
+from experiments.models import Matrix, Testbed, TuningSet
 from experiments.utils import is_uuid
 
 KEYS = {
@@ -44,7 +46,6 @@ KEYS = {
     "axes",
     "exclude",
 }
-MAX_YAML_BYTES = 1024 * 1024
 
 
 def to_data(matrix: Matrix) -> dict[str, Any]:
@@ -80,8 +81,12 @@ def _resolve(model, names: Any, user, field_name: str) -> list:
         names = [names]
     if not isinstance(names, list):
         raise MatrixError(field_name, "must be a list of names")
+    if len(names) > MAX_NAMED:
+        raise MatrixError(field_name, f"more than {MAX_NAMED} names")
     found = []
     for name in names:
+        if isinstance(name, bool) or not isinstance(name, str | int):
+            raise MatrixError(field_name, f"{name!r} is not a name")
         name = str(name)
         qs = model.objects.filter(uuid=name) if is_uuid(name) else model.objects.filter(name=name)
         # The user's own objects first, then published ones, then colleagues'.
@@ -97,95 +102,243 @@ def _resolve(model, names: Any, user, field_name: str) -> list:
     return found
 
 
-def parse_yaml(text: str) -> dict[str, Any]:
-    if len(text.encode()) > MAX_YAML_BYTES:
-        raise MatrixError("file", "larger than 1 MiB")
+# --- Reading YAML within bounds -----------------------------------------------------------
+# A matrix file is small and plain. Anything else is refused before it costs memory, CPU or
+# database space: aliases beyond a few ("billion laughs": a 1 KB file expanding into
+# gigabytes), oversized files, scalars, collections and nesting, control characters (a NUL
+# cannot be stored by PostgreSQL), keys that are not text, values JSON cannot hold.
+MAX_YAML_BYTES = 256 * 1024
+MAX_YAML_ALIASES = 50
+MAX_YAML_NODES = 50_000  # after expanding aliases
+MAX_YAML_CHARS = 1024 * 1024  # characters of all scalars, after expanding aliases
+MAX_YAML_DEPTH = 12
+MAX_YAML_SCALAR = 10_000  # characters (a description)
+MAX_YAML_ITEMS = 1000  # entries of one list or mapping
+MAX_NAMED = 100  # testbeds or tuning sets one file names
+
+_YAML_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def too_large(size: int) -> str | None:
+    """Why a YAML file of ``size`` bytes is refused, or None."""
+    if size > MAX_YAML_BYTES:
+        return f"larger than {MAX_YAML_BYTES // 1024} KiB"
+    return None
+
+
+class YamlLimit(yaml.YAMLError):
+    """A bound of the matrix YAML reader was exceeded; the message says which."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader that counts while composing, before anything is constructed:
+    alias uses, nodes and scalar characters with aliases expanded, nesting depth, and the
+    size of each scalar and collection. Timestamps stay text (JSON has no dates)."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._aliases = 0
+        self._depth = 0
+        self._expanded: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, characters)
+
+    def _size(self, node: yaml.Node) -> tuple[int, int]:
+        return self._expanded.get(id(node), (1, 0))
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_YAML_ALIASES:
+                mark = self.peek_event().start_mark
+                raise YamlLimit(
+                    f"more than {MAX_YAML_ALIASES} aliases (*name) at line {mark.line + 1}"
+                )
+            return super().compose_node(parent, index)
+        self._depth += 1
+        if self._depth > MAX_YAML_DEPTH:
+            mark = self.peek_event().start_mark
+            raise YamlLimit(f"nested deeper than {MAX_YAML_DEPTH} levels at line {mark.line + 1}")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.ScalarNode):
+            if len(node.value) > MAX_YAML_SCALAR:
+                raise YamlLimit(f"a value longer than {MAX_YAML_SCALAR} characters at line {line}")
+            size = (1, len(node.value))
+        else:
+            if len(node.value) > MAX_YAML_ITEMS:
+                raise YamlLimit(
+                    f"more than {MAX_YAML_ITEMS} entries in one list or mapping at line {line}"
+                )
+            children = (
+                [child for pair in node.value for child in pair]
+                if isinstance(node, yaml.MappingNode)
+                else node.value
+            )
+            nodes, chars = 1, 0
+            for child in children:
+                child_nodes, child_chars = self._size(child)
+                nodes, chars = nodes + child_nodes, chars + child_chars
+            size = (nodes, chars)
+        if size[0] > MAX_YAML_NODES:
+            raise YamlLimit(f"expands to more than {MAX_YAML_NODES} values (line {line})")
+        if size[1] > MAX_YAML_CHARS:
+            raise YamlLimit(
+                f"expands to more than {MAX_YAML_CHARS // 1024} KiB of text (line {line})"
+            )
+        self._expanded[id(node)] = size
+        return node
+
+
+def _check_data(value: Any, where: str = "") -> None:
+    """Only what JSON and the database hold: text without control characters, finite
+    numbers within 64 bits, booleans, null, lists, and mappings with text keys."""
+    at = f" in {where}" if where else ""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise MatrixError("file", f"key {key!r}{at} is not text (quote it)")
+            _check_data(key, where)
+            _check_data(item, f"{where}.{key}" if where else key)
+    elif isinstance(value, list):
+        for item in value:
+            _check_data(item, where)
+    elif isinstance(value, str):
+        bad = _YAML_CONTROL.search(value)
+        if bad:
+            what = "a NUL character" if bad.group() == "\x00" else "a control character"
+            raise MatrixError("file", f"{what}{at} (U+{ord(bad.group()):04X}) is not allowed")
+    elif isinstance(value, bool) or value is None:
+        pass
+    elif isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise MatrixError("file", f"a number{at} does not fit in 64 bits")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise MatrixError("file", f"{value!r}{at} is not a finite number")
+    else:
+        raise MatrixError("file", f"a value{at} of type {type(value).__name__} is not allowed")
+
+
+def parse_yaml(text: str | bytes) -> dict[str, Any]:
+    """A matrix file's mapping, read within the bounds above; MatrixError("file", ...)."""
+    if isinstance(text, bytes):
+        problem = too_large(len(text))
+        if problem:
+            raise MatrixError("file", problem)
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MatrixError("file", "not UTF-8 text") from None
+    problem = too_large(len(text.encode("utf-8", "surrogatepass")))
+    if problem:
+        raise MatrixError("file", problem)
+    bad = _YAML_CONTROL.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        what = "a NUL byte" if bad.group() == "\x00" else "a control character"
+        raise MatrixError("file", f"{what} (U+{ord(bad.group()):04X}) at line {line}")
+    loader = _BoundedLoader(text)
     try:
-        data = yaml.safe_load(text)
+        data = loader.get_single_data()
+    except YamlLimit as exc:
+        raise MatrixError("file", str(exc)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise MatrixError("file", f"not valid YAML{where}") from None
+    except (ValueError, RecursionError, MemoryError):
+        raise MatrixError("file", "not valid YAML (a value out of range)") from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise MatrixError("file", "must be a YAML mapping (name:, tool:, axes: …)")
+    _check_data(data)
     unknown = set(data) - KEYS
     if unknown:
         raise MatrixError("file", f"unknown keys: {', '.join(sorted(map(str, unknown)))}")
     return data
 
 
-def _int(data: dict, key: str, default: int, low: int, high: int) -> int:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise MatrixError(key, f"must be a whole number from {low} to {high}")
-    return value
+# YAML keys of the fields whose names differ from the model's.
+YAML_FIELDS = {"fixed_params": "params", "exclusions": "exclude"}
 
 
-def _bool(data: dict, key: str, default: bool) -> bool:
-    value = data.get(key, default)
-    if not isinstance(value, bool):
-        raise MatrixError(key, "must be true or false")
-    return value
+def _axes(raw: Any) -> Any:
+    """``{param: [values] | {range: {...}} | value}`` as the model's list of axes (a list
+    is taken as it is)."""
+    if not isinstance(raw, dict):
+        return raw
+    axes = []
+    for param, spec in raw.items():
+        if isinstance(spec, dict) and "range" in spec:
+            axes.append({"param": param, "range": spec["range"]})
+        elif isinstance(spec, list):
+            axes.append({"param": param, "values": spec})
+        else:
+            axes.append({"param": param, "values": [spec]})
+    return axes
 
 
 def from_data(data: dict[str, Any], user) -> Matrix:
-    """Create a matrix (not yet expanded) from parsed YAML; MatrixError names the field."""
-    name = str(data.get("name") or "").strip()
-    if not name:
-        raise MatrixError("name", "is required")
-    tool = data.get("tool")
-    if tool not in Tool.values or tool in (Tool.OTHER, Tool.IO500, Tool.PERFTEST):
-        from runners.tools import ADAPTERS
-
-        raise MatrixError("tool", f"must be one of {', '.join(sorted(ADAPTERS))}")
-    mode = data.get("launch_mode", LaunchMode.SINGLE)
-    if mode not in LaunchMode.values:
-        raise MatrixError("launch_mode", f"must be one of {', '.join(LaunchMode.values)}")
-    params = data.get("params") or {}
-    if not isinstance(params, dict):
-        raise MatrixError("params", "must be a mapping of parameter to value")
-    raw_axes = data.get("axes") or {}
-    if isinstance(raw_axes, dict):
-        axes = []
-        for param, spec in raw_axes.items():
-            if isinstance(spec, dict) and "range" in spec:
-                axes.append({"param": str(param), "range": spec["range"]})
-            elif isinstance(spec, list):
-                axes.append({"param": str(param), "values": spec})
-            else:
-                axes.append({"param": str(param), "values": [spec]})
-    elif isinstance(raw_axes, list):
-        axes = raw_axes
-    else:
-        raise MatrixError("axes", "must map parameter names to value lists")
-    normalise_axes(axes)
-    exclusions = data.get("exclude") or []
-    if isinstance(exclusions, str):
-        exclusions = [exclusions]
-    if not isinstance(exclusions, list) or not all(isinstance(e, str) for e in exclusions):
-        raise MatrixError("exclude", "must be a list of rules")
-    testbeds = _resolve(Testbed, data.get("testbeds"), user, "testbeds")
-    if not testbeds:
-        raise MatrixError("testbeds", "name at least one testbed")
-    tunings = _resolve(TuningSet, data.get("tuning_sets"), user, "tuning_sets")
+    """Create a matrix (not yet expanded) from parsed YAML. The definition goes through
+    matrix_validation.validate_matrix, as the page's and the API's do; MatrixInvalid names
+    every field (by its YAML key) with its problems."""
+    definition = {
+        key: data[key] for key in data if key in KEYS and key not in ("params", "exclude")
+    }
+    for key in ("name", "description"):
+        if isinstance(definition.get(key), int | float) and not isinstance(definition[key], bool):
+            definition[key] = str(definition[key])  # "name: 2024" is text
+    if "description" in definition and definition["description"] is None:
+        definition["description"] = ""
+    definition["fixed_params"] = data.get("params") or {}
+    definition["axes"] = _axes(data.get("axes") or [])
+    definition["exclusions"] = data.get("exclude") or []
+    errors: dict[str, list[str]] = {}
+    for model, key in ((Testbed, "testbeds"), (TuningSet, "tuning_sets")):
+        try:
+            definition[key] = _resolve(model, data.get(key), user, key)
+        except MatrixError as exc:
+            errors[key] = [exc.message]
+            definition[key] = []
+    if "testbeds" not in errors:
+        for testbed in definition["testbeds"]:
+            problem = testbed.runs_refused(user)
+            if problem:
+                errors.setdefault("testbeds", []).append(problem)
+    try:
+        clean = validate_matrix(definition)
+    except MatrixInvalid as exc:
+        for key, messages in exc.errors.items():
+            if key not in errors:  # "choose at least one testbed" after a resolve error
+                errors[key] = messages
+    if errors:
+        raise MatrixInvalid(MatrixInvalid(errors).renamed(YAML_FIELDS))
     with transaction.atomic():
         matrix = Matrix.objects.create(
             owner=user,
-            name=name[:160],
-            description=str(data.get("description") or ""),
-            tool=tool,
-            launch_mode=mode,
-            tasks_per_node=_int(data, "tasks_per_node", 1, 1, 1024),
-            fixed_params=params,
-            axes=axes,
-            exclusions=exclusions,
-            repetitions=_int(data, "repetitions", 3, 1, 100),
-            drop_caches=_bool(data, "drop_caches", True),
-            apply_tuning=_bool(data, "apply_tuning", False),
-            timeout_s=_int(data, "timeout_s", 3600, 1, 7 * 24 * 3600),
+            name=clean["name"],
+            description=clean["description"],
+            tool=clean["tool"],
+            launch_mode=clean["launch_mode"],
+            tasks_per_node=clean["tasks_per_node"],
+            fixed_params=clean["fixed_params"],
+            axes=clean["axes"],
+            exclusions=clean["exclusions"],
+            repetitions=clean["repetitions"],
+            drop_caches=clean["drop_caches"],
+            apply_tuning=clean["apply_tuning"],
+            timeout_s=clean["timeout_s"],
         )
-        matrix.testbeds.set(testbeds)
-        matrix.tuning_sets.set(tunings)
+        matrix.testbeds.set(clean["testbeds"])
+        matrix.tuning_sets.set(clean["tuning_sets"])
     return matrix
 
 

@@ -8,16 +8,9 @@ from typing import Any
 
 from django import forms
 
-from experiments.matrices import (
-    FACT_NAMES,
-    TARGET_AXIS,
-    TUNING_PREFIX,
-    MatrixError,
-    compile_rule,
-    normalise_axes,
-    rule_names,
-)
-from experiments.matrix_files import MAX_YAML_BYTES
+from experiments.matrices import FACT_NAMES
+from experiments.matrix_files import MAX_YAML_BYTES, too_large
+from experiments.matrix_validation import MatrixInvalid, validate_matrix
 from experiments.models import Matrix, Testbed, TuningSet
 from runners.tools import ADAPTERS
 
@@ -36,7 +29,7 @@ def scalar(text: str) -> Any:
     return text
 
 
-def parse_lines(text: str, field_name: str) -> list[tuple[str, str]]:
+def parse_lines(text: str) -> list[tuple[str, str]]:
     pairs = []
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -66,6 +59,10 @@ def format_axes(axes: list[dict[str, Any]]) -> str:
                 f"{spec['stop']}{step})"
             )
     return "\n".join(lines)
+
+
+# Where the validator's errors show on the form.
+FORM_FIELDS = {"fixed_params": "params_text", "axes": "axes_text", "exclusions": "exclusions_text"}
 
 
 def _show(value: Any) -> str:
@@ -123,6 +120,17 @@ class MatrixForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["tool"].choices = [(name, name) for name in sorted(ADAPTERS)]
         self.fields["testbeds"].queryset = Testbed.objects.order_by("-published", "name")
+        self.user = user
+        if user is not None:
+            # Offered: the testbeds the user operates (and those the matrix names already);
+            # another one posted gets clean_testbeds' message, not "not a valid choice".
+            offered = Testbed.objects.operable_by(user)
+            if self.instance.pk:
+                offered = offered | Testbed.objects.filter(matrices=self.instance)
+            self.fields["testbeds"].choices = [
+                (t.pk, str(t)) for t in offered.distinct().order_by("name", "pk")
+            ]
+            self.fields["testbeds"].help_text = "Testbeds you operate."
         self.fields["tuning_sets"].queryset = TuningSet.objects.order_by("name")
         self.fields["tuning_sets"].help_text = "None chosen: the runs use no tuning set."
         if self.instance.pk:
@@ -130,26 +138,21 @@ class MatrixForm(forms.ModelForm):
             self.fields["axes_text"].initial = format_axes(self.instance.axes)
             self.fields["exclusions_text"].initial = "\n".join(self.instance.exclusions)
 
-    def _check_name(self, name: str, field_name: str) -> None:
-        tool = self.cleaned_data.get("tool")
-        adapter = ADAPTERS.get(tool)
-        if name == TARGET_AXIS or name.startswith(TUNING_PREFIX) or adapter is None:
-            return
-        if name not in adapter.params:
-            known = ", ".join(sorted(adapter.params))
-            raise forms.ValidationError(f"{tool} has no parameter {name!r} (known: {known})")
+    def clean_testbeds(self):
+        testbeds = self.cleaned_data["testbeds"]
+        if self.user is not None:
+            for testbed in testbeds:
+                problem = testbed.runs_refused(self.user)
+                if problem:
+                    raise forms.ValidationError(problem[0].upper() + problem[1:] + ".")
+        return testbeds
 
     def clean_params_text(self) -> dict[str, Any]:
-        params = {}
-        for key, value in parse_lines(self.cleaned_data["params_text"], "params"):
-            self._check_name(key, "params_text")
-            params[key] = scalar(value)
-        return params
+        return {key: scalar(value) for key, value in parse_lines(self.cleaned_data["params_text"])}
 
     def clean_axes_text(self) -> list[dict[str, Any]]:
         axes = []
-        for key, value in parse_lines(self.cleaned_data["axes_text"], "axes"):
-            self._check_name(key, "axes_text")
+        for key, value in parse_lines(self.cleaned_data["axes_text"]):
             match = _RANGE_RE.match(value.replace(" ", ""))
             if match:
                 scale, start, stop, step = match.groups()
@@ -160,25 +163,40 @@ class MatrixForm(forms.ModelForm):
             else:
                 values = [scalar(v) for v in value.split(",") if v.strip()]
                 axes.append({"param": key, "values": values})
-        try:
-            return normalise_axes(axes)
-        except MatrixError as exc:
-            raise forms.ValidationError(str(exc)) from None
+        return axes
 
     def clean(self) -> dict[str, Any]:
+        """The definition goes through matrix_validation.validate_matrix, as the API's and
+        YAML files' do; its errors land on the form's fields."""
         data = super().clean()
-        rules = [
+        data["exclusions"] = [
             line.strip()
             for line in (data.get("exclusions_text") or "").splitlines()
             if line.strip()
         ]
-        names = rule_names(data.get("params_text") or {}, data.get("axes_text") or [])
-        for rule in rules:
-            try:
-                compile_rule(rule, names)
-            except MatrixError as exc:
-                self.add_error("exclusions_text", exc.message)
-        data["exclusions"] = rules
+        if "params_text" in self.errors or "axes_text" in self.errors:
+            return data  # the text itself did not parse; its error says why
+        definition = {k: data[k] for k in self.Meta.fields if k in data}
+        definition.update(
+            fixed_params=data["params_text"],
+            axes=data["axes_text"],
+            exclusions=data["exclusions"],
+        )
+        try:
+            clean = validate_matrix(definition)
+        except MatrixInvalid as exc:
+            for field_name, messages in exc.renamed(FORM_FIELDS).items():
+                target = field_name if field_name in self.fields else None
+                if target in self.errors:
+                    continue  # already explained by the field's own check
+                for message in messages:
+                    self.add_error(target, message)
+            return data
+        data["name"] = clean["name"]
+        data["description"] = clean["description"]
+        data["params_text"] = clean["fixed_params"]
+        data["axes_text"] = clean["axes"]
+        data["exclusions"] = clean["exclusions"]
         return data
 
     def save(self, commit: bool = True) -> Matrix:
@@ -204,14 +222,18 @@ class MatrixImportForm(forms.Form):
         data = super().clean()
         upload = data.get("file")
         if upload:
-            if upload.size > MAX_YAML_BYTES:
-                raise forms.ValidationError("The file is larger than 1 MiB.")
+            problem = too_large(upload.size)
+            if problem:
+                raise forms.ValidationError(f"The file is {problem}.")
             try:
-                data["yaml"] = upload.read().decode("utf-8")
+                data["yaml"] = upload.read(MAX_YAML_BYTES + 1).decode("utf-8")
             except UnicodeDecodeError:
                 raise forms.ValidationError("The file is not UTF-8 text.") from None
         else:
             data["yaml"] = data.get("text") or ""
+        problem = too_large(len(data["yaml"].encode("utf-8", "surrogatepass")))
+        if problem:
+            raise forms.ValidationError(f"The YAML is {problem}.")
         if not data["yaml"].strip():
             raise forms.ValidationError("Choose a file or paste YAML.")
         return data

@@ -524,14 +524,14 @@ def _apply_nodes(
     resolved: dict[tuple[str, int], Node] = {}
     for hostname, planned_nodes in by_host.items():
         address = next((n.address for n in planned_nodes if n.address), "")
-        node = _find_node(owner, hostname)
+        node = _find_node(owner, hostname) or _find_shared_node(owner, hostname, summary)
         created, details = node is None, []
         if node is None:
             profile = profile or _imported_profile(owner, summary)
             node = Node.objects.create(
                 owner=owner, hostname=hostname, profile=profile, address=address[:255]
             )
-        elif address and not node.address:
+        elif address and not node.address and node.owner_id == owner.pk:
             node.address = address[:255]
             node.save(update_fields=["address", "updated"])
             details.append(f"address {address}")
@@ -555,6 +555,29 @@ def _find_node(owner, hostname: str) -> Node | None:
     if short != hostname:
         candidates += list(nodes.filter(hostname__iexact=short)[:2])
     return candidates[0] if len(candidates) == 1 else None
+
+
+def _find_shared_node(owner, hostname: str, summary: TopologySummary) -> Node | None:
+    """Another user's node of this name that its owner shares (the only one of that name);
+    a node they do not share never joins, and the warning says why a new one was made."""
+    others = (
+        Node.objects.filter(hostname__iexact=hostname, published=False)
+        .exclude(owner=owner)
+        .exclude(owner__isnull=True)
+        .select_related("owner")
+        .order_by("pk")
+    )
+    shared = [n for n in others if n.shared]
+    if len(shared) == 1:
+        return shared[0]
+    unshared = [n for n in others if not n.shared]
+    if unshared and not shared:
+        summary.warnings.append(
+            f"{hostname} is also {unshared[0].owner.username}'s node, who does not share it: "
+            "a node of the testbed's owner was created instead, and runs on it are refused "
+            "until that node is shared"
+        )
+    return None
 
 
 def _imported_profile(owner, summary: TopologySummary) -> HardwareProfile:

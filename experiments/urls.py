@@ -84,6 +84,11 @@ urlpatterns = [
         )
     ],
     path(
+        "testbeds/<uuid:uuid>/operators/",
+        inventory.testbed_operators,
+        name="testbed_operators",
+    ),
+    path(
         "testbeds/<uuid:uuid>/topology/",
         topology.testbed_topology_import,
         name="testbed_topology_import",

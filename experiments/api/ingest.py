@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import uuid as uuidlib
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,12 +32,25 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from experiments.ingest import mark_primary
+from experiments.input_checks import clean_text, json_problem, text_problem
 from experiments.models import Metric, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
 from runners.parsers import ParseError, parse
 from runners.parsers.base import METRIC_UNITS, STATS
 
-MAX_ITEMS = 5000
+
+def _limit(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+# What one request may hold: chosen so that the slowest request the server accepts is done
+# well within a web server's timeout (gunicorn's is 30 s). Measured with
+# bench/ingest_limits.py (real fio JSON outputs parsed on the server, PostgreSQL); see the
+# README's API section. Clients split larger uploads (beeweb-push does).
+MAX_ITEMS = _limit("BEEWEB_BULK_MAX_ITEMS", 1000)
+MAX_REQUEST_BYTES = _limit("BEEWEB_BULK_MAX_BYTES", 16 * 1024 * 1024)
+MAX_METRICS = _limit("BEEWEB_BULK_MAX_METRICS", 100_000)  # explicit metrics, all items
 MAX_METRICS_PER_RUN = 10000
 MAX_RAW_BYTES = 20 * 1024 * 1024
 RUN_BATCH = 1000
@@ -65,7 +79,16 @@ TOOLS = frozenset(Tool.values)  # (Tool.values is rebuilt on every access)
 
 
 class IngestError(ValueError):
-    """The request as a whole is unusable (not a list, too many items)."""
+    """The request as a whole is unusable (not a list, too many items); ``status`` is the
+    HTTP status to answer with."""
+
+    status = 400
+
+
+class TooLarge(IngestError):
+    """More in one request than the limits allow: split it."""
+
+    status = 413
 
 
 @dataclass
@@ -78,17 +101,17 @@ class Item:
     outcome: str = ""
 
 
-def _has_nul(value: Any, depth: int = 0) -> bool:
-    """PostgreSQL stores no NUL character in text or jsonb; nesting is bounded too."""
-    if depth > 20:
-        return True
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k, depth + 1) or _has_nul(v, depth + 1) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v, depth + 1) for v in value)
-    return False
+def _has_nul(value: Any) -> bool:
+    """True when a JSON value holds what no column stores (see ``_unstorable``): NUL
+    characters, lone surrogates, non-finite or 64-bit-overflowing numbers, nesting deeper
+    than 20 levels."""
+    return _unstorable(value, "$") is not None
+
+
+def _unstorable(value: Any, where: str) -> str | None:
+    """What in a JSON value no database column holds (NUL characters, lone surrogates,
+    non-finite numbers, 64-bit overflow, nesting deeper than 20), or None."""
+    return json_problem(value, max_depth=20, where=where)
 
 
 def _text(item: Item, name: str, limit: int) -> str:
@@ -98,8 +121,9 @@ def _text(item: Item, name: str, limit: int) -> str:
     if not isinstance(value, str):
         item.errors[name] = "must be a string"
         return ""
-    if "\x00" in value:
-        item.errors[name] = "must not contain NUL characters"
+    problem = text_problem(value)
+    if problem:
+        item.errors[name] = problem
         return ""
     if len(value) > limit:
         item.errors[name] = f"at most {limit} characters"
@@ -112,7 +136,7 @@ def _when(item: Item, name: str) -> datetime | None:
     if value in (None, ""):
         return None
     parsed = None
-    if isinstance(value, str) and "\x00" not in value:
+    if isinstance(value, str) and clean_text(value):
         try:
             parsed = parse_datetime(value)
         except ValueError:
@@ -150,7 +174,10 @@ def _metrics(item: Item, raw: Any) -> list[dict[str, Any]]:
         if isinstance(value, bool) or not isinstance(value, int | float):
             item.errors[where] = f"{name}: value must be a number"
             return []
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer beyond any float
+            value = math.inf
         if not math.isfinite(value) or abs(value) > 1e300:
             item.errors[where] = f"{name}: value must be a finite number"
             return []
@@ -173,11 +200,15 @@ def _metrics(item: Item, raw: Any) -> list[dict[str, Any]]:
             item.errors[where] = f"{name}: iteration must be a non-negative integer or null"
             return []
         extra = m.get("extra") or {}
-        if not isinstance(extra, dict) or _has_nul(extra):
-            item.errors[where] = f"{name}: extra must be an object without NUL characters"
+        if not isinstance(extra, dict):
+            item.errors[where] = f"{name}: extra must be an object"
+            return []
+        problem = _unstorable(extra, "extra")
+        if problem:
+            item.errors[where] = f"{name}: {problem}"
             return []
         source_ref = m.get("source_ref", "")
-        if not isinstance(source_ref, str) or len(source_ref) > 200 or "\x00" in source_ref:
+        if not isinstance(source_ref, str) or len(source_ref) > 200 or not clean_text(source_ref):
             item.errors[where] = f"{name}: source_ref must be a string of at most 200 chars"
             return []
         out.append(
@@ -224,8 +255,12 @@ def _validate(item: Item) -> dict[str, Any]:
     params = data.get("params", {})
     if params is None:
         params = {}
-    if not isinstance(params, dict) or _has_nul(params):
-        item.errors["params"] = "must be an object without NUL characters"
+    if not isinstance(params, dict):
+        item.errors["params"] = "must be an object"
+        params = {}
+    problem = _unstorable(params, "params")
+    if problem:
+        item.errors["params"] = problem
         params = {}
     clean["params"] = params
     exit_code = data.get("exit_code")
@@ -292,6 +327,12 @@ def _parse_into(item: Item, run: SimpleNamespace, clean: dict[str, Any]) -> None
         return
     except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the raw text
         run.parse_error = f"the parser failed: {type(exc).__name__}: {exc}"
+        return
+    problem = _unstorable(result.params, "params") or next(
+        (p for m in result.metrics if (p := _unstorable(m.extra or {}, f"{m.name}.extra"))), None
+    )
+    if problem:
+        run.parse_error = f"the output holds values that cannot be stored: {problem}"
         return
     run.tool = result.tool
     run.tool_version = run.tool_version or (result.tool_version or "")[:60]
@@ -370,7 +411,16 @@ def ingest(items: Any, user) -> list[dict[str, Any]]:
     if not isinstance(items, list):
         raise IngestError("expected a JSON array of runs (or JSON lines)")
     if len(items) > MAX_ITEMS:
-        raise IngestError(f"at most {MAX_ITEMS} runs per request")
+        raise TooLarge(f"at most {MAX_ITEMS} runs per request (got {len(items)}): split the upload")
+    metrics = sum(
+        len(item["metrics"])
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("metrics"), list)
+    )
+    if metrics > MAX_METRICS:
+        raise TooLarge(
+            f"at most {MAX_METRICS} explicit metrics per request (got {metrics}): split the upload"
+        )
     try:
         return _ingest(items, user)
     except IntegrityError:
@@ -402,6 +452,7 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
     now = timezone.now()
     defaults = {f.attname: f.get_default() for f in Run._meta.concrete_fields}
     seen_keys: dict[str, Item] = {}
+    refusals: dict[int, str | None] = {}
     new: list[tuple[Item, dict[str, Any]]] = []
     for item, clean in zip(items, cleaned, strict=True):
         if item.errors:
@@ -414,6 +465,12 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             item.errors["testbed"] = (
                 f"several testbeds are named {clean['testbed']!r}: use its UUID"
             )
+        else:
+            # Published testbeds take no runs; others only from their operators.
+            if testbed.pk not in refusals:
+                refusals[testbed.pk] = testbed.runs_refused(user)
+            if refusals[testbed.pk]:
+                item.errors["testbed"] = refusals[testbed.pk]
         tuning = None
         if clean["tuning_set"]:
             tuning = tunings.get(clean["tuning_set"], False)

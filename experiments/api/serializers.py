@@ -7,6 +7,8 @@ import uuid as uuidlib
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -16,14 +18,7 @@ from rest_framework import serializers
 from experiments import reports as report_ops
 from experiments.api.ingest import _has_nul
 from experiments.comparison import ComparisonSpec
-from experiments.matrices import (
-    TARGET_AXIS,
-    TUNING_PREFIX,
-    MatrixError,
-    compile_rule,
-    normalise_axes,
-    rule_names,
-)
+from experiments.matrix_validation import FIELDS, MatrixInvalid, validate_matrix
 from experiments.models import (
     Drive,
     HardwareProfile,
@@ -44,6 +39,7 @@ from experiments.models import (
     Worker,
 )
 from experiments.tuning_keys import TuningValueError, normalise
+from experiments.validators import work_path_problem
 from runners.tools import ADAPTERS
 
 
@@ -186,7 +182,17 @@ class NodeSerializer(OwnedSerializer):
 
     class Meta:
         model = Node
-        fields = [*OWNED, *PUBLISHED, "hostname", "profile", "address", "os", "kernel", "notes"]
+        fields = [
+            *OWNED,
+            *PUBLISHED,
+            "hostname",
+            "profile",
+            "address",
+            "os",
+            "kernel",
+            "notes",
+            "shared",
+        ]
         read_only_fields = PUBLISHED
 
     def validate_hostname(self, value: str) -> str:
@@ -229,6 +235,7 @@ class TestbedNodeSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError("Give the node at least one role.")
         testbed = self.context.get("parent")
         node = data.get("node")
+        _check_node_joins(self, testbed, node)
         if testbed is not None and node is not None:
             clash = testbed.members.filter(node=node)
             if self.instance is not None:
@@ -238,6 +245,18 @@ class TestbedNodeSerializer(serializers.ModelSerializer):
                     {"node": "This node is already in the testbed; edit its roles instead."}
                 )
         return data
+
+
+def _check_node_joins(serializer, testbed, node) -> None:
+    """A node joins another user's testbed only if its owner shares it (or staff adds it)."""
+    if testbed is None or node is None:
+        return
+    if serializer.instance is not None and serializer.instance.node_id == node.pk:
+        return  # unchanged: it joined when that was allowed
+    request = serializer.context.get("request")
+    problem = testbed.node_refused(node, request.user if request else None)
+    if problem:
+        raise serializers.ValidationError({"node": problem})
 
 
 class StoragePoolSerializer(serializers.ModelSerializer):
@@ -289,6 +308,7 @@ class TargetSerializer(serializers.ModelSerializer):
         if testbed is not None:
             if data.get("node") and not testbed.members.filter(node=data["node"]).exists():
                 raise serializers.ValidationError({"node": "The node is not in this testbed."})
+            _check_node_joins(self, testbed, data.get("node"))
             if data.get("pool") and data["pool"].testbed_id != testbed.pk:
                 raise serializers.ValidationError({"pool": "The pool is not in this testbed."})
         level = data.get("raid_level", getattr(self.instance, "raid_level", None))
@@ -316,6 +336,21 @@ class MirrorGroupSerializer(serializers.ModelSerializer):
 
 
 class TestbedSerializer(OwnedSerializer):
+    operators = serializers.SlugRelatedField(
+        slug_field="username",
+        queryset=get_user_model().objects.all(),
+        many=True,
+        required=False,
+        help_text="Users (by username) besides the owner and staff who may launch on the "
+        "testbed and store runs in it. Only the owner and staff change this.",
+    )
+    operator_groups = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Group.objects.all(),
+        many=True,
+        required=False,
+        help_text="Groups (by name) whose members may launch on the testbed and store runs in it.",
+    )
     members = TestbedNodeSerializer(many=True, read_only=True)
     targets = TargetSerializer(many=True, read_only=True)
     pools = StoragePoolSerializer(many=True, read_only=True)
@@ -333,6 +368,8 @@ class TestbedSerializer(OwnedSerializer):
             "switch",
             "network_notes",
             "benchmark_dir",
+            "operators",
+            "operator_groups",
             "members",
             "targets",
             "pools",
@@ -342,8 +379,9 @@ class TestbedSerializer(OwnedSerializer):
 
     def validate_benchmark_dir(self, value: str) -> str:
         path = value.strip()
-        if path and (not path.startswith("/") or "/../" in f"{path}/"):
-            raise serializers.ValidationError("Use an absolute path without '..'.")
+        problem = work_path_problem(path) if path else None
+        if problem:
+            raise serializers.ValidationError(problem)
         return path
 
 
@@ -462,54 +500,35 @@ class MatrixSerializer(OwnedSerializer):
             "launched_at",
         ]
 
-    def _check_name(self, tool: str, name: str) -> None:
-        adapter = ADAPTERS.get(tool)
-        if name == TARGET_AXIS or name.startswith(TUNING_PREFIX) or adapter is None:
-            return
-        if name not in adapter.params:
-            known = ", ".join(sorted(adapter.params))
-            raise serializers.ValidationError(f"{tool} has no parameter {name!r} (known: {known})")
+    def validate_testbeds(self, value):
+        """Only the testbeds' operators plan matrices on them (published ones take no runs)."""
+        request = self.context.get("request")
+        if request is not None:
+            for testbed in value:
+                problem = testbed.runs_refused(request.user)
+                if problem:
+                    raise serializers.ValidationError(problem)
+        return value
 
     def validate(self, data):
-        tool = data.get("tool", getattr(self.instance, "tool", ""))
-        params = data.get("fixed_params", getattr(self.instance, "fixed_params", {}))
-        axes = data.get("axes", getattr(self.instance, "axes", []))
-        rules = data.get("exclusions", getattr(self.instance, "exclusions", []))
-        if not isinstance(params, dict):
-            raise serializers.ValidationError({"fixed_params": "must be an object"})
-        for key, value in params.items():
-            if not isinstance(value, str | int | float | bool):
-                raise serializers.ValidationError(
-                    {"fixed_params": f"{key}: values must be strings, numbers or booleans"}
-                )
-            try:
-                self._check_name(tool, key)
-            except serializers.ValidationError as exc:
-                raise serializers.ValidationError({"fixed_params": exc.detail}) from None
+        """The definition goes through matrix_validation.validate_matrix, as the page's and
+        YAML files' do (a partial update is checked as the whole it makes)."""
+        definition = {}
+        for key in FIELDS:
+            if key in data:
+                definition[key] = data[key]
+            elif self.instance is not None:
+                value = getattr(self.instance, key)
+                if key in ("testbeds", "tuning_sets"):
+                    value = list(value.all())
+                definition[key] = value
         try:
-            axes = normalise_axes(axes)
-            for axis in axes:
-                self._check_name(tool, axis["param"])
-        except MatrixError as exc:
-            raise serializers.ValidationError({"axes": str(exc)}) from None
-        except serializers.ValidationError as exc:
-            raise serializers.ValidationError({"axes": exc.detail}) from None
-        except (TypeError, KeyError, AttributeError, ValueError) as exc:
-            raise serializers.ValidationError({"axes": f"malformed axes: {exc}"}) from None
-        if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
-            raise serializers.ValidationError({"exclusions": "must be a list of strings"})
-        names = rule_names(params, axes)
-        for rule in rules:
-            try:
-                compile_rule(rule, names)
-            except MatrixError as exc:
-                raise serializers.ValidationError({"exclusions": exc.message}) from None
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                raise serializers.ValidationError(
-                    {"exclusions": f"cannot read rule {rule!r}"}
-                ) from None
-        data["axes"] = axes
-        data["exclusions"] = [r.strip() for r in rules if r.strip()]
+            clean = validate_matrix(definition)
+        except MatrixInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from None
+        for key in ("name", "description", "fixed_params", "axes", "exclusions"):
+            if key in data:
+                data[key] = clean[key]
         return data
 
 

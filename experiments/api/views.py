@@ -6,24 +6,24 @@ grow with the page size (tests/api/test_queries.py).
 
 from __future__ import annotations
 
-import json
-
 from django.db import IntegrityError, transaction
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
+from django.utils.cache import add_never_cache_headers
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import mixins, parsers, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from experiments import matrices as matrix_ops
 from experiments import reports as report_ops
 from experiments.api import filters, serializers
-from experiments.api.ingest import IngestError, ingest
+from experiments.api.ingest import MAX_REQUEST_BYTES, IngestError, ingest
 from experiments.api.pagination import RunCursorPagination
+from experiments.api.parsers import JSONLinesParser, StrictJSONParser
 from experiments.api.permissions import StaffWrites
 from experiments.models import (
     Drive,
@@ -42,25 +42,6 @@ from experiments.models import (
     TuningSet,
     Worker,
 )
-
-
-class JSONLinesParser(parsers.BaseParser):
-    """One JSON object per line (``application/x-ndjson``), for streaming large batches."""
-
-    media_type = "application/x-ndjson"
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        items = []
-        try:
-            for number, line in enumerate(stream.read().decode("utf-8").splitlines(), 1):
-                if line.strip():
-                    try:
-                        items.append(json.loads(line))
-                    except ValueError as exc:
-                        raise ParseError(f"line {number}: {exc}") from None
-        except UnicodeDecodeError:
-            raise ParseError("the body is not UTF-8") from None
-        return items
 
 
 class IntegrityAsValidation:
@@ -93,6 +74,18 @@ class IntegrityAsValidation:
             raise ValidationError({"detail": f"still in use: {exc.args[0]}"}) from None
 
 
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The object is in use."
+    default_code = "conflict"
+
+
+class BrokerDown(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The message broker is unreachable."
+    default_code = "broker_unavailable"
+
+
 class OwnedViewSet(IntegrityAsValidation, viewsets.ModelViewSet):
     lookup_field = "uuid"
     lookup_value_regex = "[0-9a-fA-F-]{36}"
@@ -122,6 +115,8 @@ class TestbedViewSet(OwnedViewSet):
         Testbed.objects.select_related("owner")
         .order_by("name", "id")
         .prefetch_related(
+            "operators",
+            "operator_groups",
             Prefetch("members", TestbedNode.objects.select_related("node")),
             Prefetch("targets", Target.objects.select_related("node", "drive", "pool")),
             "pools",
@@ -148,6 +143,12 @@ class TuningSetViewSet(OwnedViewSet):
         super().perform_destroy(instance)
 
 
+@extend_schema_view(
+    destroy=extend_schema(
+        responses={204: None, 409: OpenApiTypes.OBJECT},
+        summary="Delete the matrix and its runs (409 while any run is queued or running)",
+    )
+)
 class MatrixViewSet(OwnedViewSet):
     queryset = (
         Matrix.objects.select_related("owner")
@@ -159,7 +160,7 @@ class MatrixViewSet(OwnedViewSet):
 
     @extend_schema(
         request=None,
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 503: OpenApiTypes.OBJECT},
         summary="Expand the matrix and queue its planned runs",
     )
     @action(detail=True, methods=["post"])
@@ -167,7 +168,24 @@ class MatrixViewSet(OwnedViewSet):
         matrix = self.get_object()
         if not matrix.can_edit(request.user):
             raise PermissionDenied("Only the owner or staff may launch this matrix.")
-        return Response(matrix_ops.launch(matrix))
+        refused = matrix_ops.launch_refused(matrix, request.user)
+        if refused:
+            raise PermissionDenied(f"Nothing was launched: {refused}.")
+        try:
+            counts = matrix_ops.launch(matrix)
+        except matrix_ops.MatrixError as exc:
+            # Nothing was created (expand() checks every cell before it stores any run).
+            raise ValidationError({"detail": f"Nothing was launched. {exc}"}) from None
+        except matrix_ops.BrokerUnavailable as exc:
+            # The runs that were not sent stay planned: launching again later sends them.
+            raise BrokerDown(str(exc)) from None
+        return Response(counts)
+
+    def perform_destroy(self, instance):
+        try:
+            matrix_ops.delete_matrix(instance)
+        except matrix_ops.MatrixBusy as exc:
+            raise Conflict(str(exc)) from None
 
 
 # --- Parts under their parent: /api/<parent>/<uuid>/<part>/ -------------------------------
@@ -377,6 +395,11 @@ class ShareLinkViewSet(
     def perform_destroy(self, instance):
         report_ops.revoke_share_link(instance)
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        # The keys open the report without login: never kept by a browser or proxy cache.
+        add_never_cache_headers(response)
+        return super().finalize_response(request, response, *args, **kwargs)
+
     @action(detail=True, methods=["post"])
     def revoke(self, request, parent_uuid=None, pk=None):
         link = report_ops.revoke_share_link(self.get_object())
@@ -410,7 +433,8 @@ class RunViewSet(
     pagination_class = RunCursorPagination
     filterset_class = filters.RunFilter
     filter_backends = [DjangoFilterBackend]
-    parser_classes = [parsers.JSONParser, JSONLinesParser]
+    parser_classes = [StrictJSONParser, JSONLinesParser]
+    max_body_bytes = MAX_REQUEST_BYTES  # read by the parsers: 413 above it
 
     def get_queryset(self):
         runs = Run.objects.select_related(
@@ -455,7 +479,9 @@ class RunViewSet(
         try:
             results = ingest(request.data, request.user)
         except IngestError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+            if exc.status == status.HTTP_400_BAD_REQUEST:
+                raise ValidationError({"detail": str(exc)}) from None
+            return Response({"detail": str(exc)}, status=exc.status)
         counts = {"created": 0, "existing": 0, "invalid": 0}
         for result in results:
             counts[result["status"]] += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
@@ -12,6 +13,7 @@ from experiments.models.common import (
     UUIDModel,
     published_key_constraint,
 )
+from experiments.validators import validate_work_path
 
 
 class Architecture(models.TextChoices):
@@ -152,6 +154,9 @@ class Node(OwnedModel, PublishedModel):
     os = models.CharField("OS", max_length=120, blank=True)
     kernel = models.CharField(max_length=120, blank=True)
     notes = models.TextField(blank=True)
+    shared = models.BooleanField(
+        default=False, help_text="Other users may add this node to their testbeds."
+    )
 
     class Meta:
         ordering = ["hostname"]
@@ -177,8 +182,24 @@ class Fabric(models.TextChoices):
     MIXED = "mixed", "mixed"
 
 
+class TestbedQuerySet(models.QuerySet):
+    def operable_by(self, user) -> TestbedQuerySet:
+        """Testbeds ``user`` may launch on and store runs in (see ``Testbed.can_operate``)."""
+        if not user.is_authenticated:
+            return self.none()
+        mine = self.filter(published=False)
+        if user.is_staff:
+            return mine
+        granted = models.Q(owner=user) | models.Q(operators=user)
+        granted |= models.Q(operator_groups__in=user.groups.all())
+        return mine.filter(pk__in=self.filter(granted).values("pk"))
+
+
 class Testbed(OwnedModel, PublishedModel):
-    """Nodes with BeeGFS roles, storage and metadata targets, network and BeeGFS version."""
+    """Nodes with BeeGFS roles, storage and metadata targets, network and BeeGFS version.
+
+    Its *operators* launch matrices on it and store runs in it: the owner, staff, and the
+    users and groups the owner grants. Published testbeds accept no runs."""
 
     name = models.CharField(max_length=160)
     description = models.TextField(blank=True)
@@ -189,8 +210,24 @@ class Testbed(OwnedModel, PublishedModel):
     benchmark_dir = models.CharField(
         max_length=400,
         blank=True,
+        validators=[validate_work_path],
         help_text="Directory on the BeeGFS mount where benchmarks may write.",
     )
+    operators = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="operated_testbeds",
+        help_text="Users besides the owner and staff who may launch on this testbed and "
+        "store runs in it.",
+    )
+    operator_groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="operated_testbeds",
+        help_text="Groups whose members may launch on this testbed and store runs in it.",
+    )
+
+    objects = TestbedQuerySet.as_manager()
 
     __test__ = False  # pytest: not a test class
 
@@ -203,6 +240,50 @@ class Testbed(OwnedModel, PublishedModel):
 
     def get_absolute_url(self) -> str:
         return reverse("experiments:testbed", args=[self.uuid])
+
+    def can_operate(self, user) -> bool:
+        """Whether ``user`` may launch matrices on this testbed and store runs in it: its
+        owner, staff, a granted user or a member of a granted group; nobody for published
+        testbeds."""
+        if self.published or not user.is_authenticated:
+            return False
+        if user.is_staff or self.owner_id == user.pk:
+            return True
+        if self.pk is None:
+            return False
+        return (
+            self.operators.filter(pk=user.pk).exists()
+            or self.operator_groups.filter(pk__in=user.groups.values("pk")).exists()
+        )
+
+    def runs_refused(self, user) -> str | None:
+        """Why ``user`` may not store runs in (or launch on) this testbed, or None."""
+        if self.published:
+            return f"testbed {self.name!r} is published study data (read-only): it accepts no runs"
+        if not self.can_operate(user):
+            owner = self.owner.username if self.owner else "staff"
+            return (
+                f"you are not an operator of testbed {self.name!r}: ask its owner ({owner}) "
+                "to grant you"
+            )
+        return None
+
+    def may_use_node(self, node: Node, user=None) -> bool:
+        """Whether ``node`` may join this testbed: it is the testbed owner's, its owner shares
+        it, or ``user`` (who adds it) is staff."""
+        if node.owner_id is not None and node.owner_id == self.owner_id:
+            return True
+        return bool(node.shared or (user is not None and user.is_staff))
+
+    def node_refused(self, node: Node, user=None) -> str | None:
+        """Why ``node`` may not join this testbed, or None."""
+        if self.may_use_node(node, user):
+            return None
+        whose = f"{node.owner.username}'s node" if node.owner_id else "the published node"
+        return (
+            f"{whose} {node.hostname} is not shared: only nodes of the testbed's owner and "
+            "nodes their owner shares can join it"
+        )
 
 
 class TestbedNode(UUIDModel):
@@ -311,6 +392,7 @@ class Target(UUIDModel):
         "mount point",
         max_length=400,
         blank=True,
+        validators=[validate_work_path],
         help_text="Where the target is mounted on its node; local benchmarks of this target "
         "write below it.",
     )

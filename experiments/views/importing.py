@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from experiments.charts import display_unit
 from experiments.forms import ImportForm
-from experiments.importing import import_output, preview
+from experiments.importing import import_output, item_problem, preview
 from runners.parsers import ParseError
 
 
@@ -34,7 +35,7 @@ def _preview_items(items, tool, op) -> list[dict]:
 def run_import(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and request.POST.get("action") == "save":
         return _save(request)
-    form = ImportForm(request.POST or None, request.FILES or None)
+    form = ImportForm(request.POST or None, request.FILES or None, user=request.user)
     context: dict = {"form": form}
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -54,24 +55,39 @@ def _save(request: HttpRequest) -> HttpResponse:
     texts = request.POST.getlist("item_text")
     form = ImportForm(
         {k: request.POST.get(k, "") for k in ("testbed", "tuning_set", "tool", "op", "label")}
-        | {"text": texts[0] if texts else ""}
+        | {"text": texts[0] if texts else ""},
+        user=request.user,
     )
     if not form.is_valid() or len(names) != len(texts):
-        messages.error(request, "The import was incomplete; start again.")
+        refused = form.errors.get("testbed")
+        messages.error(
+            request, refused[0] if refused else "The import was incomplete; start again."
+        )
         return redirect("experiments:run_import")
     data = form.cleaned_data
-    runs = [
-        import_output(
-            text,
-            testbed=data["testbed"],
-            tuning_set=data["tuning_set"],
-            owner=request.user,
-            tool=data["tool"] or None,
-            op=data["op"] or None,
-            label=data["label"] or name,
-        )
+    # Every item is checked as the first was (size, storable text) before anything is
+    # stored, and all are stored in one transaction: all or nothing.
+    problems = [
+        f"{name[:80]}: {problem}"
         for name, text in zip(names, texts, strict=True)
+        if (problem := item_problem(name, text))
     ]
+    if problems:
+        messages.error(request, "Nothing was imported. " + " ".join(problems[:5]))
+        return redirect("experiments:run_import")
+    with transaction.atomic():
+        runs = [
+            import_output(
+                text,
+                testbed=data["testbed"],
+                tuning_set=data["tuning_set"],
+                owner=request.user,
+                tool=data["tool"] or None,
+                op=data["op"] or None,
+                label=data["label"] or name,
+            )
+            for name, text in zip(names, texts, strict=True)
+        ]
     failed = [r for r in runs if r.parse_error]
     messages.success(
         request,

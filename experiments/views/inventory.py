@@ -162,6 +162,10 @@ def object_detail(request: HttpRequest, kind: str, uuid: UUID) -> HttpResponse:
             pools=obj.pools.annotate(n_targets=Count("targets")),
             limits=compute_limits(obj),
             run_count=obj.runs.count(),
+            operators=obj.operators.order_by("username"),
+            operator_groups=obj.operator_groups.order_by("name"),
+            can_operate=obj.can_operate(request.user),
+            operator_form=forms.OperatorForm(testbed=obj) if context["can_edit"] else None,
         )
     return render(request, f"experiments/{kind}_detail.html", context)
 
@@ -189,6 +193,19 @@ def object_edit(request: HttpRequest, kind: str, uuid: UUID | None = None) -> Ht
             "cancel": obj.get_absolute_url() if obj else k.list_url,
         },
     )
+
+
+@require_http_methods(["POST"])
+def testbed_operators(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    """Grant or revoke operator rights on a testbed (its owner and staff only)."""
+    testbed = get_for_user(request, Testbed, uuid, write=True)
+    form = forms.OperatorForm(request.POST, testbed=testbed)
+    if form.is_valid():
+        messages.success(request, form.apply())
+    else:
+        errors = [e for field_errors in form.errors.values() for e in field_errors]
+        messages.error(request, " ".join(errors))
+    return redirect(f"{testbed.get_absolute_url()}#operators")
 
 
 @require_http_methods(["GET", "POST"])

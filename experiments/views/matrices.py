@@ -19,7 +19,7 @@ from experiments import matrices
 from experiments.matrix_files import from_yaml, to_yaml
 from experiments.matrix_forms import MatrixForm, MatrixImportForm
 from experiments.models import Matrix, Run, Worker
-from experiments.views.common import get_for_user, render_form
+from experiments.views.common import get_for_user, render_form, safe_next
 from runners.tools import ADAPTERS
 
 TAIL_LINES = 25
@@ -85,7 +85,7 @@ def matrix_import(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Created matrix {matrix} from YAML.")
             return render_form(request, {}, success_url=matrix.get_absolute_url())
-    return render_form(
+    response = render_form(
         request,
         {
             "form": form,
@@ -96,6 +96,9 @@ def matrix_import(request: HttpRequest) -> HttpResponse:
             "help": "The same format as the Export button and manage.py launch_matrix.",
         },
     )
+    if request.method == "POST" and not request.htmx:
+        response.status_code = 400  # the file was refused (htmx swaps only 2xx answers)
+    return response
 
 
 def matrix_export(request: HttpRequest, uuid: UUID) -> HttpResponse:
@@ -187,12 +190,20 @@ def matrix_progress(request: HttpRequest, uuid: UUID) -> HttpResponse:
     return render(request, "experiments/_matrix_progress.html", context)
 
 
-def _action(request: HttpRequest, uuid: UUID, action) -> HttpResponse:
+def _action(request: HttpRequest, uuid: UUID, action, *, operate: bool = True) -> HttpResponse:
+    """Run ``action`` on the matrix; ``operate``: it sends runs, so the user must operate
+    every testbed of the matrix (cancelling needs only the right to edit it)."""
     matrix = get_for_user(request, Matrix, uuid, write=True)
+    refused = matrices.launch_refused(matrix, request.user) if operate else None
+    if refused:
+        messages.error(request, f"Nothing was launched: {refused}.")
+        return redirect(matrix.get_absolute_url())
     try:
         text = action(matrix)
     except matrices.MatrixError as exc:
         messages.error(request, f"Nothing was launched. {exc}")
+    except matrices.BrokerUnavailable as exc:
+        messages.error(request, str(exc))
     else:
         messages.success(request, text)
     return redirect(matrix.get_absolute_url())
@@ -237,18 +248,19 @@ def matrix_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
             "runs are being stopped."
         )
 
-    return _action(request, uuid, cancel)
+    return _action(request, uuid, cancel, operate=False)
 
 
 @require_http_methods(["GET", "POST"])
 def matrix_delete(request: HttpRequest, uuid: UUID) -> HttpResponse:
     matrix = get_for_user(request, Matrix, uuid, write=True)
     if request.method == "POST":
-        if matrix.runs.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).exists():
-            messages.error(request, "Cancel the queued and running runs first.")
-            return redirect(matrix.get_absolute_url())
         name = str(matrix)
-        matrix.delete()
+        try:
+            matrices.delete_matrix(matrix)
+        except matrices.MatrixBusy as exc:
+            messages.error(request, f"Not deleted: {exc}")
+            return redirect(matrix.get_absolute_url())
         messages.success(request, f"Deleted matrix {name} and its runs.")
         return redirect("experiments:matrix_list")
     return render(
@@ -269,12 +281,14 @@ def run_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
         raise PermissionDenied("Only the owner may cancel this run.")
     counts = matrices.cancel_runs(Run.objects.filter(pk=run.pk))
     if counts["cancelled"]:
-        messages.success(request, "Cancelled before it started.")
+        # Queued, or running on a worker that is gone: the error says which.
+        error = Run.objects.filter(pk=run.pk).values_list("error", flat=True).first() or ""
+        messages.success(request, f"Cancelled: {error}." if error else "Cancelled.")
     elif counts["stopping"]:
         messages.success(request, "Stopping: its worker kills the process group.")
     else:
         messages.info(request, f"Nothing to cancel: the run is {run.get_status_display()}.")
-    return redirect(request.POST.get("next") or run.get_absolute_url())
+    return redirect(safe_next(request, run.get_absolute_url()))
 
 
 def run_live(request: HttpRequest, uuid: UUID) -> HttpResponse:

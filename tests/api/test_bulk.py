@@ -54,7 +54,8 @@ def test_bulk_is_idempotent_by_key(api, testbed):
     assert Metric.objects.count() == 15
 
 
-def test_keys_are_per_owner(api, bob_api, testbed):
+def test_keys_are_per_owner(api, bob, bob_api, testbed):
+    testbed.operators.add(bob)  # bob stores runs in alice's testbed as its operator
     api.post("/api/runs/bulk/", [metric_item(1)])
     assert bob_api.post("/api/runs/bulk/", [metric_item(1)]).json()["created"] == 1
     assert Run.objects.filter(client_key="job-1").count() == 2
@@ -140,6 +141,9 @@ def test_testbed_name_shared_by_several_needs_a_uuid(api, bob, testbed):
     Testbed.objects.create(owner=None, name="shared")
     bad = api.post("/api/runs/", {**metric_item(2), "testbed": "shared"})
     assert bad.status_code == 400 and "use its UUID" in json.dumps(bad.json())
+    by_uuid = api.post("/api/runs/", {**metric_item(3), "testbed": str(other.uuid)})
+    assert by_uuid.status_code == 400 and "not an operator" in json.dumps(by_uuid.json())
+    other.operators.add(testbed.owner)
     by_uuid = api.post("/api/runs/", {**metric_item(3), "testbed": str(other.uuid)})
     assert by_uuid.status_code == 201
 

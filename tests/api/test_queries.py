@@ -87,7 +87,8 @@ def test_api_lists_have_a_constant_query_count(api, world, url, django_assert_ma
     with django_assert_max_num_queries(baseline):
         response = api.get(url, {"page_size": 500})
     assert response.status_code == 200
-    assert 0 < baseline <= 10
+    # Testbeds also prefetch their operators and operator groups.
+    assert 0 < baseline <= (12 if url == "/api/testbeds/" else 10)
 
 
 def test_run_list_page_has_a_constant_query_count(

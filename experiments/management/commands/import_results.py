@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments.importing import MAX_IMPORT_BYTES, import_output
+from experiments.importing import MAX_IMPORT_BYTES, import_output, item_problem
 from experiments.models import Testbed, TuningSet
 from experiments.utils import is_uuid
 
@@ -35,6 +35,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, files, testbed, tuning, tool, op, **options):
         testbed_obj = find(Testbed, testbed, "testbed")
+        if testbed_obj.published:
+            raise CommandError(
+                f"testbed {testbed_obj.name!r} is published study data (read-only): "
+                "it accepts no runs"
+            )
         tuning_obj = find(TuningSet, tuning, "tuning set") if tuning else None
         failed = 0
         for name in files:
@@ -49,8 +54,14 @@ class Command(BaseCommand):
                 self.stderr.write(f"{name}: larger than {MAX_IMPORT_BYTES // 2**20} MiB, skipped")
                 failed += 1
                 continue
+            text = data.decode("utf-8", errors="replace")
+            problem = item_problem(path.name, text)
+            if problem:
+                self.stderr.write(f"{name}: {problem}, skipped")
+                failed += 1
+                continue
             run = import_output(
-                data.decode("utf-8", errors="replace"),
+                text,
                 testbed=testbed_obj,
                 tuning_set=tuning_obj,
                 tool=tool,
