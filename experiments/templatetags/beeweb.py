@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django import template
 
 register = template.Library()
@@ -81,3 +84,24 @@ def pvalue(value) -> str:
         return "—"
     value = float(value)
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+@register.filter
+def pairs(mapping) -> list[tuple[Any, Any]]:
+    """``{% for k, v in run.params|pairs %}``: a mapping's (key, value) pairs in its order.
+
+    ``run.params.items`` in a template looks up the *key* "items" first (mdtest has a
+    parameter of that name) and fails on its value; the same holds for keys, values, get...
+    Anything but a mapping gives no pairs."""
+    if isinstance(mapping, Mapping):
+        return list(mapping.items())
+    return []
+
+
+@register.filter
+def entry(mapping, key):
+    """``{{ axis|entry:"values" }}``: a mapping's entry (None when missing), never one of
+    its methods as ``axis.values`` would give for a mapping without that key."""
+    if isinstance(mapping, Mapping):
+        return mapping.get(key)
+    return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 from urllib.parse import urlencode
 
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
@@ -173,11 +173,13 @@ def compare(request: HttpRequest) -> HttpResponse:
     context = builder_context(request, spec, result)
     partial = request.htmx and not request.htmx.history_restore_request
     if partial:
+        # 200 even with errors: htmx swaps the body in, and with it the messages.
         response = render(request, "experiments/_compare_body.html", context)
         # The canonical URL (filters added through the builder's controls become f=…).
         response["HX-Push-Url"] = f"{request.path}?{context['query']}"
         return response
-    return render(request, "experiments/compare.html", context)
+    # The page with the parts of the query it could not use named, as a 400.
+    return render(request, "experiments/compare.html", context, status=400 if spec.errors else 200)
 
 
 @require_safe
@@ -194,6 +196,7 @@ def compare_print(request: HttpRequest) -> HttpResponse:
             "charts_json": charts_payload(result),
             "source": "live data",
         },
+        status=400 if spec.errors else 200,
     )
 
 
@@ -218,5 +221,9 @@ def export_response(
 @require_safe
 def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
     spec = _spec(request)
+    if spec.errors:
+        return HttpResponseBadRequest(
+            "\n".join(spec.errors), content_type="text/plain; charset=utf-8"
+        )
     result = comparison.compute(spec, Run.objects.visible_to(request.user))
     return export_response(result, fmt, "beeweb-comparison", {"query": spec.to_query()})

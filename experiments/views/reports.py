@@ -8,6 +8,7 @@ data with ``?live=1``. A revoked, expired or unknown key answers 404.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from uuid import UUID
 
 from django.contrib import messages
@@ -148,10 +149,15 @@ def share_revoke(request: HttpRequest, uuid: UUID, key: str) -> HttpResponse:
     return redirect(report)
 
 
+# Keys are secrets.token_urlsafe(32); anything else (a NUL character, which PostgreSQL
+# refuses in a query, included) is no share link and never reaches the database.
+_SHARE_KEY = re.compile(r"[A-Za-z0-9_-]{20,64}\Z")
+
+
 def _active_link(key: str) -> ShareLink:
     link = (
         ShareLink.objects.active().select_related("report").filter(key=key).first()
-        if 20 <= len(key) <= 64
+        if _SHARE_KEY.match(key)
         else None
     )
     if link is None:

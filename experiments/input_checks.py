@@ -1,0 +1,162 @@
+"""Text and JSON that beeweb refuses at the door, whatever view it is meant for.
+
+PostgreSQL stores no NUL character in text or jsonb and no lone UTF-16 surrogate (``"\\ud800"``
+in JSON) anywhere; on SQLite a lone surrogate is stored but cannot be encoded again, so every
+page showing it fails. JSON numbers beyond a 64-bit integer, ``NaN`` and ``Infinity`` (which
+Python's json module accepts) are not JSON either and no column holds them. Nesting is bounded
+so that nothing downstream recurses without limit.
+
+``RejectBadTextMiddleware`` checks the path, query string and form fields of every request
+(400, or 404 for a path); ``experiments.api.parsers`` checks JSON bodies; importers call
+``text_problem`` on the text they store.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http.multipartparser import MultiPartParserError
+
+MAX_JSON_DEPTH = 32
+INT_MAX = 2**63 - 1  # PostgreSQL bigint, SQLite integer
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
+class BadInput(ValueError):
+    """Input that cannot be stored; the message says where and why."""
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored (NUL character, lone surrogate), or None."""
+    match = _BAD_CHARS.search(text)
+    if match is None:
+        return None
+    if match.group() == "\x00":
+        return "contains a NUL character, which cannot be stored"
+    return "contains a lone UTF-16 surrogate (invalid Unicode), which cannot be stored"
+
+
+def clean_text(text: str) -> bool:
+    return _BAD_CHARS.search(text) is None
+
+
+def _reject_constant(name: str) -> Any:
+    raise BadInput(f"{name} is not a JSON number (give a finite number or null)")
+
+
+def _checked_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > 19 or not -INT_MAX - 1 <= int(digits) <= INT_MAX:
+        raise BadInput(
+            f"the number {digits[:24]}{'…' if len(digits) > 24 else ''} is out of range "
+            "(integers must fit in 64 bits)"
+        )
+    return int(digits)
+
+
+def _checked_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise BadInput(f"the number {text[:24]}{'…' if len(text) > 24 else ''} is out of range")
+    return value
+
+
+def loads(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` that refuses what cannot be stored (see the module's docstring);
+    BadInput names the offending place as a JSON path (``$.params.bs``)."""
+    try:
+        value = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_int=_checked_int,
+            parse_float=_checked_float,
+        )
+    except RecursionError:
+        raise BadInput(f"JSON nested deeper than {max_depth} levels") from None
+    problem = json_problem(value, max_depth=max_depth)
+    if problem:
+        raise BadInput(problem)
+    return value
+
+
+def json_problem(value: Any, *, max_depth: int = MAX_JSON_DEPTH, where: str = "$") -> str | None:
+    """The first place in a decoded JSON value that cannot be stored, with the reason; None
+    when all is well. Walks iteratively (no recursion however deep the value is)."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem:
+                return f"{path}: text {problem}"
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if not -INT_MAX - 1 <= item <= INT_MAX:
+                return f"{path}: the integer is out of range (integers must fit in 64 bits)"
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return f"{path}: the number is not finite"
+        elif isinstance(item, dict | list):
+            if depth >= max_depth:
+                return f"{path}: JSON nested deeper than {max_depth} levels"
+            if isinstance(item, dict):
+                for key, sub in item.items():
+                    if isinstance(key, str):
+                        problem = text_problem(key)
+                        if problem:
+                            return f"{path}: a key {problem}"
+                    stack.append((sub, f"{path}.{key}", depth + 1))
+            else:
+                stack.extend((sub, f"{path}[{n}]", depth + 1) for n, sub in enumerate(item))
+    return None
+
+
+def _request_problem(request: HttpRequest) -> str | None:
+    for name, values in request.GET.lists():
+        for text in (name, *values):
+            problem = text_problem(text)
+            if problem:
+                return f"The query parameter {name[:40]!r} {problem}."
+    if request.method == "POST" and request.content_type in (
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    ):
+        try:
+            fields = request.POST.lists()
+        except MultiPartParserError as exc:
+            return f"The form data could not be read: {exc}"
+        for name, values in fields:
+            for text in (name, *values):
+                problem = text_problem(text)
+                if problem:
+                    return f"The form field {name[:40]!r} {problem}."
+    return None
+
+
+class RejectBadTextMiddleware:
+    """Answer 400 to a request whose query string or form fields hold a NUL character or a
+    lone surrogate, and 404 to one whose path does (no URL names such an object), before any
+    view queries the database with it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not clean_text(request.path):
+            return self._answer(request, 404, "Not found.")
+        problem = _request_problem(request)
+        if problem:
+            return self._answer(request, 400, problem)
+        return self.get_response(request)
+
+    @staticmethod
+    def _answer(request: HttpRequest, status: int, message: str) -> HttpResponse:
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": message}, status=status)
+        if status == 400:
+            return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+        return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
