@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from experiments import matrices
-from experiments.matrix_files import MAX_YAML_BYTES, from_data, parse_yaml
+from experiments.matrix_files import MAX_YAML_BYTES, from_data, parse_yaml, too_large
 from experiments.models import Run, Testbed
 
 
@@ -44,7 +44,7 @@ class Command(BaseCommand):
     def handle(self, *args, file, wait, timeout, owner, dry_run, **options):
         user = self._owner(owner)
         try:
-            text = sys.stdin.read() if file == "-" else self._read(Path(file))
+            text = sys.stdin.read(MAX_YAML_BYTES + 1) if file == "-" else self._read(Path(file))
             data = parse_yaml(text)
             self._localhost(data, user)
             matrix = from_data(data, user)
@@ -76,8 +76,9 @@ class Command(BaseCommand):
 
     def _read(self, path: Path) -> str:
         try:
-            if path.stat().st_size > MAX_YAML_BYTES:
-                raise matrices.MatrixError("file", "larger than 1 MiB")
+            problem = too_large(path.stat().st_size)
+            if problem:
+                raise matrices.MatrixError("file", problem)
             return path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise matrices.MatrixError("file", f"cannot read it ({exc})") from None

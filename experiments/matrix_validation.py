@@ -1,0 +1,280 @@
+"""One validation path for a matrix definition.
+
+The matrix page's form (experiments/matrix_forms.py), the API's serializer
+(experiments/api/serializers.py) and YAML files (experiments/matrix_files.py: the import page
+and ``manage.py launch_matrix``) each turn their input into the same plain mapping of model
+field names and call :func:`validate_matrix`. So a definition gets the same verdict and the
+same messages whichever way it comes in; each caller only maps field names to its own (form
+fields, API fields, YAML keys).
+
+What is checked: the tool is known and can run in the launch mode; every fixed parameter and
+every axis value passes the tool adapter's ``Param.clean``; tuning and target axes are well
+formed; axes, cells and runs stay within their bounds (BEEWEB_MATRIX_MAX_RUNS); exclusion
+rules parse and use known names within the evaluator's bounds; repetitions, tasks per node
+and timeout are in range; texts are bounded and free of control characters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+
+from experiments import matrices
+from experiments.matrices import TARGET_AXIS, TUNING_PREFIX, MatrixError
+from experiments.models import LaunchMode
+from experiments.tuning_keys import SCOPE_NAMES
+from runners.tools import ADAPTERS
+from runners.tools.base import ParamError
+
+MAX_NAME = 160  # Matrix.name
+MAX_DESCRIPTION = 10_000
+MAX_PARAMS = 100
+MAX_TASKS_PER_NODE = 1024
+MAX_REPETITIONS = 100
+MAX_TIMEOUT_S = 7 * 24 * 3600
+
+DEFAULTS: dict[str, Any] = {
+    "name": "",
+    "description": "",
+    "tool": None,
+    "launch_mode": LaunchMode.SINGLE,
+    "tasks_per_node": 1,
+    "fixed_params": {},
+    "axes": [],
+    "exclusions": [],
+    "testbeds": [],
+    "tuning_sets": [],
+    "repetitions": 3,
+    "drop_caches": True,
+    "apply_tuning": False,
+    "timeout_s": 3600,
+}
+FIELDS = tuple(DEFAULTS)
+
+_TUNING_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+class MatrixInvalid(MatrixError):
+    """A matrix definition with errors; ``errors`` maps each field to its messages."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        self.errors = errors
+        field_name, messages = next(iter(errors.items()))
+        super().__init__(field_name, messages[0])
+
+    def __str__(self) -> str:
+        return "; ".join(f"{f}: {m}" for f, messages in self.errors.items() for m in messages)
+
+    def renamed(self, names: Mapping[str, str]) -> dict[str, list[str]]:
+        """The errors with fields renamed for a caller (form fields, YAML keys)."""
+        out: dict[str, list[str]] = {}
+        for field_name, messages in self.errors.items():
+            out.setdefault(names.get(field_name, field_name), []).extend(messages)
+        return out
+
+
+class _Errors(dict):
+    def add(self, field_name: str, message: str) -> None:
+        self.setdefault(field_name, []).append(message)
+
+
+def validate_matrix(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The cleaned definition (model field names; missing fields take their defaults), or
+    MatrixInvalid listing every problem by field. ``testbeds`` and ``tuning_sets`` are
+    sequences of already resolved objects (only their number matters here)."""
+    data = {**DEFAULTS, **{k: v for k, v in data.items() if k in DEFAULTS}}
+    errors = _Errors()
+    clean: dict[str, Any] = {}
+
+    clean["name"] = _text(data["name"], "name", MAX_NAME, errors, required=True)
+    clean["description"] = _text(
+        data["description"] or "", "description", MAX_DESCRIPTION, errors, lines=True
+    )
+
+    tool = data["tool"]
+    adapter = ADAPTERS.get(tool) if isinstance(tool, str) else None
+    if adapter is None:
+        errors.add("tool", f"must be one of {', '.join(sorted(ADAPTERS))}")
+    clean["tool"] = tool
+
+    mode = data["launch_mode"]
+    if mode not in LaunchMode.values:
+        errors.add("launch_mode", f"must be one of {', '.join(LaunchMode.values)}")
+    elif adapter is not None and mode not in adapter.modes:
+        modes = ", ".join(adapter.modes)
+        errors.add("launch_mode", f"{tool} cannot run in {mode} mode (modes: {modes})")
+    clean["launch_mode"] = mode
+
+    clean["tasks_per_node"] = _int(data, "tasks_per_node", 1, MAX_TASKS_PER_NODE, errors)
+    clean["repetitions"] = _int(data, "repetitions", 1, MAX_REPETITIONS, errors)
+    clean["timeout_s"] = _int(data, "timeout_s", 1, MAX_TIMEOUT_S, errors)
+    for key in ("drop_caches", "apply_tuning"):
+        if not isinstance(data[key], bool):
+            errors.add(key, "must be true or false")
+        clean[key] = data[key]
+
+    params = data["fixed_params"]
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        errors.add("fixed_params", "must be a mapping of parameter to value")
+        params = {}
+    elif len(params) > MAX_PARAMS:
+        errors.add("fixed_params", f"more than {MAX_PARAMS} parameters")
+    else:
+        for key, value in params.items():
+            message = _check_name(tool, adapter, key) or _check_value(adapter, key, value)
+            if message:
+                errors.add("fixed_params", message)
+    clean["fixed_params"] = params
+
+    axes = data["axes"] if data["axes"] is not None else []
+    sizes: list[int] = []
+    try:
+        axes = matrices.normalise_axes(axes)
+    except MatrixError as exc:
+        errors.add("axes", exc.message if exc.field == "axes" else str(exc))
+        axes = [a for a in axes if isinstance(a, dict)] if isinstance(axes, list) else []
+    else:
+        for axis in axes:
+            name = axis["param"].strip()
+            axis["param"] = name
+            values = matrices.axis_values(axis)
+            sizes.append(len(values))
+            message = _check_name(tool, adapter, name)
+            if message:
+                errors.add("axes", message)
+                continue
+            for value in values:
+                message = _check_value(adapter, name, value)
+                if message:
+                    errors.add("axes", message)
+                    break
+    clean["axes"] = axes
+
+    if adapter is not None:
+        given = set(params) | {a.get("param") for a in axes}
+        for name, param in adapter.params.items():
+            if param.required and param.default is None and name not in given:
+                errors.add("fixed_params", f"{name}: is required (fix it or sweep it as an axis)")
+
+    testbeds = list(data["testbeds"] or [])
+    tunings = list(data["tuning_sets"] or [])
+    if not testbeds:
+        errors.add("testbeds", "choose at least one testbed")
+    clean["testbeds"], clean["tuning_sets"] = testbeds, tunings
+
+    rules = data["exclusions"] if data["exclusions"] is not None else []
+    compiled: list[matrices.Rule] = []
+    if isinstance(rules, str):
+        rules = [rules]
+    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+        errors.add("exclusions", "must be a list of rules (text)")
+        rules = []
+    rules = [r.strip() for r in rules if r.strip()]
+    if len(rules) > matrices.MAX_RULES:
+        errors.add("exclusions", f"more than {matrices.MAX_RULES} rules")
+        rules = []
+    names = matrices.rule_names(params, axes)
+    for rule in rules:
+        try:
+            compiled.append(matrices.compile_rule(rule, names))
+        except MatrixError as exc:
+            errors.add("exclusions", exc.message)
+    try:
+        matrices.check_rule_budget(compiled)
+    except MatrixError as exc:
+        errors.add("exclusions", exc.message)
+    clean["exclusions"] = rules
+
+    if sizes and "axes" not in errors:
+        cells = max(1, len(testbeds)) * max(1, len(tunings)) * math.prod(sizes)
+        try:
+            matrices.check_cell_count(cells)
+        except MatrixError as exc:
+            errors.add("axes", exc.message)
+        else:
+            repetitions = clean["repetitions"] if isinstance(clean["repetitions"], int) else 1
+            runs = cells * repetitions
+            # With rules the exact count needs the testbeds' facts: the preview checks it.
+            if not rules and runs > settings.MATRIX_MAX_RUNS:
+                errors.add(
+                    "axes",
+                    f"{runs} runs exceed the limit of {settings.MATRIX_MAX_RUNS} "
+                    "(BEEWEB_MATRIX_MAX_RUNS)",
+                )
+
+    if errors:
+        raise MatrixInvalid(dict(errors))
+    return clean
+
+
+def _text(
+    value: Any, field_name: str, limit: int, errors: _Errors, *, required=False, lines=False
+) -> str:
+    if not isinstance(value, str):
+        errors.add(field_name, "must be text")
+        return ""
+    text = value.strip()
+    if required and not text:
+        errors.add(field_name, "is required")
+    if len(text) > limit:
+        errors.add(field_name, f"is longer than {limit} characters")
+    if (_CONTROL_BUT_LINES if lines else _CONTROL).search(text):
+        errors.add(field_name, "control characters (NUL, ...) are not allowed")
+    return text
+
+
+def _int(data: Mapping[str, Any], key: str, low: int, high: int, errors: _Errors) -> int:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        errors.add(key, f"must be a whole number from {low} to {high}")
+    return value
+
+
+def _check_name(tool: Any, adapter, name: Any) -> str:
+    """'' when ``name`` may be a parameter or axis of ``tool``, else the message."""
+    if not isinstance(name, str) or not name.strip():
+        return "parameter names must be text"
+    if len(name) > matrices.MAX_NAME_LENGTH:
+        return f"a parameter name is longer than {matrices.MAX_NAME_LENGTH} characters"
+    if name == TARGET_AXIS:
+        return ""
+    if name.startswith(TUNING_PREFIX):
+        scope, _, key = name[len(TUNING_PREFIX) :].partition(".")
+        if scope not in SCOPE_NAMES or not _TUNING_KEY_RE.match(key):
+            return (
+                f"{name!r}: a tuning axis is tuning:<scope>.<key> with scope one of "
+                f"{', '.join(SCOPE_NAMES)}"
+            )
+        return ""
+    if adapter is None:
+        return ""  # the tool's own error says it
+    if name not in adapter.params:
+        known = ", ".join(sorted(adapter.params))
+        return f"{tool} has no parameter {name!r} (known: {known})"
+    return ""
+
+
+def _check_value(adapter, name: str, value: Any) -> str:
+    """'' when ``value`` is valid for parameter (or axis) ``name``, else the message."""
+    try:
+        matrices.check_scalar(value, name)
+    except MatrixError as exc:
+        return str(exc)
+    if name == TARGET_AXIS or name.startswith(TUNING_PREFIX) or adapter is None:
+        return ""
+    param = adapter.params.get(name)
+    if param is None:
+        return ""
+    try:
+        param.clean(value)
+    except ParamError as exc:
+        return str(exc)
+    return ""
