@@ -69,6 +69,7 @@ from django.http import QueryDict
 from django.utils import timezone
 
 from experiments import charts, dimensions, stats
+from experiments.input_checks import clean_text, text_problem
 from experiments.utils import is_uuid
 
 # Points whose coefficient of variation is above this are flagged as noisy.
@@ -151,6 +152,22 @@ def _parse_filter(text: str) -> tuple[str, str] | None:
     return head, rest
 
 
+def _storable(query: QueryDict, errors: list[str]) -> QueryDict:
+    """``query`` without the values that hold a NUL character or a lone surrogate (no column
+    holds them; PostgreSQL refuses them in a query), each reported in ``errors``."""
+    if all(clean_text(key) and all(map(clean_text, values)) for key, values in query.lists()):
+        return query
+    kept = QueryDict(mutable=True)
+    for key, values in query.lists():
+        for value in values:
+            problem = text_problem(key) or text_problem(value)
+            if problem:
+                errors.append(f"{key[:40]!r}: the value {problem}; it was ignored.")
+            else:
+                kept.appendlist(key, value)
+    return kept
+
+
 def _date(text: str) -> dt.date | None:
     try:
         return dt.date.fromisoformat(text)
@@ -194,6 +211,7 @@ class ComparisonSpec:
             query = q
         spec = cls()
         errors = spec.errors
+        query = _storable(query, errors)
         for name in query.getlist("metric"):
             if name and name not in spec.metrics:
                 if metric_unit(name) is None:

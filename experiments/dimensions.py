@@ -6,6 +6,7 @@ database: grouping and aggregation never loop over runs in Python.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -285,11 +286,22 @@ def expression(key: str, lookup: TestbedLookup | None = None):
         return KeyTextTransform(key[6:], "run__params")
     if key.startswith("tuning:") and _safe_name(key[7:]):
         return KeyTextTransform(key[7:], "run__tuning_set__effective")
+    if key.startswith(("param:", "tuning:")):
+        raise ValueError(
+            f"bad dimension {key!r}: a parameter name or tuning key is made of ASCII letters, "
+            "digits, '.', '_' and '-', starts with a letter and has at most 80 characters"
+        )
     raise ValueError(f"unknown dimension {key!r}")
 
 
+# A run parameter or tuning key as a dimension: ASCII, starting with a letter or "_" (a name
+# such as "-1" or "0" would be read as an array index in SQLite's JSON path, "$[-1]", which
+# SQLite rejects), at most 80 characters.
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,79}\Z")
+
+
 def _safe_name(name: str) -> bool:
-    return bool(name) and len(name) <= 80 and all(c.isalnum() or c in "._-" for c in name)
+    return _NAME_RE.match(name) is not None
 
 
 def label(key: str) -> str:
