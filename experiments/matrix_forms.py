@@ -66,6 +66,8 @@ FORM_FIELDS = {"fixed_params": "params_text", "axes": "axes_text", "exclusions":
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, list):  # a list parameter (qperf's tests) reads back as "a, b"
+        return ", ".join(_show(v) for v in value)
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

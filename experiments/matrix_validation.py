@@ -263,14 +263,21 @@ def _check_name(tool: Any, adapter, name: Any) -> str:
 
 
 def _check_value(adapter, name: str, value: Any) -> str:
-    """'' when ``value`` is valid for parameter (or axis) ``name``, else the message."""
+    """'' when ``value`` is valid for parameter (or axis) ``name``, else the message. A list
+    is a value only of a list parameter (qperf's ``tests: [tcp_bw, tcp_lat]``)."""
+    param = adapter.params.get(name) if adapter is not None else None
     try:
-        matrices.check_scalar(value, name)
+        if isinstance(value, list) and param is not None and param.kind == "list":
+            if len(value) > matrices.MAX_AXIS_VALUES:
+                return f"{name}: more than {matrices.MAX_AXIS_VALUES} items"
+            for item in value:
+                matrices.check_scalar(item, name)
+        else:
+            matrices.check_scalar(value, name)
     except MatrixError as exc:
         return str(exc)
-    if name == TARGET_AXIS or name.startswith(TUNING_PREFIX) or adapter is None:
+    if name == TARGET_AXIS or name.startswith(TUNING_PREFIX):
         return ""
-    param = adapter.params.get(name)
     if param is None:
         return ""
     try:

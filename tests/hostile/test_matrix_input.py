@@ -295,6 +295,27 @@ def test_a_valid_definition_is_accepted_everywhere(alice_client, alice_api, alic
     assert defined["page"] == defined["api"] == defined["yaml"]
 
 
+def test_a_list_parameter_is_a_value_only_where_the_tool_takes_a_list(
+    alice_client, alice_api, alice, bench
+):
+    text = (
+        "name: net\ntool: qperf\ntestbeds: [bench]\nrepetitions: 1\n"
+        "params: {server: 10.0.0.2, tests: [tcp_bw, tcp_lat], time: 2}\n"
+    )
+    matrix = from_yaml(text, alice)
+    assert matrix.fixed_params["tests"] == ["tcp_bw", "tcp_lat"]
+    form = alice_client.get(reverse("experiments:matrix_edit", args=[matrix.uuid]))
+    assert "tests = tcp_bw, tcp_lat" in _page_text(form)
+    api = _api(bench, tool="qperf", axes=[], fixed_params={"server": "h", "tests": ["tcp_bw"]})
+    assert alice_api.post("/api/matrices/", api, format="json").status_code == 201
+    listed = alice_api.post(
+        "/api/matrices/", _api(bench, fixed_params={"size": ["1m"]}), format="json"
+    )
+    assert listed.status_code == 400 and "not a number or a word" in str(listed.json())
+    missing = alice_api.post("/api/matrices/", _api(bench, tool="qperf", axes=[]), format="json")
+    assert missing.status_code == 400 and "server: is required" in str(missing.json())
+
+
 def test_api_partial_update_is_validated_as_a_whole(alice_api, bench):
     url = (
         "/api/matrices/"
@@ -357,7 +378,10 @@ def test_power_tower_is_refused_quickly_by_form_api_and_yaml(alice_client, alice
     with pytest.raises(matrices.MatrixError, match="beyond") as info:
         from_yaml(_yaml(exclude=f'["{HEAVY}"]'), alice)
     assert time.monotonic() - start < QUICK
-    assert page.status_code == 200 and "9 ** 9 ** 9: exponent 387420489 is beyond ±64" in _page_text(page)
+    assert (
+        page.status_code == 200
+        and "9 ** 9 ** 9: exponent 387420489 is beyond ±64" in _page_text(page)
+    )
     assert api.status_code == 400 and "beyond" in str(api.json()["exclusions"])
     assert "exclude" in str(info.value)
     assert not Matrix.objects.exists()
