@@ -5,10 +5,12 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 from rest_framework.authtoken.models import Token
 
 
+@never_cache  # the page shows the key: Cache-Control no-store, never kept by a browser or proxy
 @require_http_methods(["GET", "POST"])
 def token_page(request: HttpRequest) -> HttpResponse:
     token = Token.objects.filter(user=request.user).first()

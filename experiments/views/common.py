@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 
 
 def get_for_user(
@@ -22,6 +23,17 @@ def get_for_user(
             "Published study data is read-only." if published else "Only the owner may change this."
         )
     return obj
+
+
+def safe_next(request: HttpRequest, fallback: str) -> str:
+    """The ``next`` parameter of a POST (or GET) when it points into beeweb itself, else
+    ``fallback``: a link from elsewhere cannot turn a beeweb form into a redirect to any site."""
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return fallback
 
 
 def render_form(

@@ -5,6 +5,8 @@ efficiency, baseline tests, configuration differences and charts from experiment
 from __future__ import annotations
 
 import csv
+import re
+from typing import Any
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
@@ -200,6 +202,23 @@ def compare_print(request: HttpRequest) -> HttpResponse:
     )
 
 
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that a spreadsheet shows as text, never runs: text starting with ``=``,
+    ``+``, ``-``, ``@``, tab or CR gets a leading single quote. Numbers stay numbers, also
+    negative ones and numbers that arrive as text (a frozen snapshot's ``-1``)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        if not _NUMBER.fullmatch(value):
+            return "'" + value
+    return value
+
+
 def export_response(
     result: ComparisonResult, fmt: str, filename: str, extra: dict | None = None
 ) -> HttpResponse:
@@ -210,7 +229,7 @@ def export_response(
         response["Content-Disposition"] = f'attachment; filename="{filename}.csv"'
         writer = csv.writer(response)
         for row in result.csv_rows():
-            writer.writerow(["" if v is None else v for v in row])
+            writer.writerow([csv_cell(v) for v in row])
         return response
     body = {**(extra or {}), "result": result.to_json()}
     response = JsonResponse(body, json_dumps_params={"indent": 1})

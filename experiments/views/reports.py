@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
 from experiments import comparison
@@ -74,6 +75,7 @@ def _report_context(request: HttpRequest, report: Report) -> dict:
     }
 
 
+@never_cache  # lists the share links, whose keys open the report without login
 @require_safe
 def report_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     report = get_for_user(request, Report, uuid)
