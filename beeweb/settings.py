@@ -8,9 +8,12 @@ select the production stack (PostgreSQL through psycopg 3, Redis).
 from __future__ import annotations
 
 import os
+import re
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlparse
 
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -39,6 +42,42 @@ def envint(name: str, default: str) -> int:
 
 def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def envrate(name: str, default: str) -> str:
+    """A DRF throttle rate such as ``120/minute`` (second, minute, hour or day)."""
+    value = os.environ.get(name, default).strip()
+    if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", value):
+        raise ImproperlyConfigured(f"{name} must look like 120/minute, got {value!r}")
+    return value
+
+
+def envchoice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, default).strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def private_dir(path: Path, tighten: bool = False) -> None:
+    """Create ``path`` (and its parents) readable by beeweb's user only: 0700. An existing
+    directory is left alone unless ``tighten`` (beeweb's own default ``var/``)."""
+    if not path.exists():
+        path.mkdir(parents=True, mode=0o700, exist_ok=True)
+        path.chmod(0o700)
+    elif tighten and path.stat().st_uid == os.geteuid():
+        path.chmod(0o700)
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 if missing; an existing file of beeweb's user loses
+    any group and other permission bits (an SQLite file holds API tokens and session keys)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        st = path.stat()
+        if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+            path.chmod(st.st_mode & 0o700)
 
 
 def database_from_url(name: str, url: str) -> dict:
@@ -76,6 +115,9 @@ def database_from_url(name: str, url: str) -> dict:
 
 
 DATA_DIR = Path(envstr("BEEWEB_DATA_DIR", str(BASE_DIR / "var")))
+# Everything under the data directory is beeweb's alone (SQLite file, secret key, broker
+# messages, run scratch directories): 0700, and 0600 for the files holding secrets.
+private_dir(DATA_DIR, tighten=DATA_DIR == BASE_DIR / "var")
 
 SECRET_KEY = envstr("SECRET_KEY", "")
 DEBUG = envbool("DEBUG", "false")
@@ -88,10 +130,9 @@ if not SECRET_KEY:
     else:
         import secrets
 
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
         SECRET_KEY = secrets.token_urlsafe(50)
+        private_file(key_file)
         key_file.write_text(SECRET_KEY)
-        key_file.chmod(0o600)
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
@@ -111,6 +152,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "experiments",
     "runners",
+    "axes",
+    "csp",
 ]
 
 MIDDLEWARE = [
@@ -125,6 +168,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "beeweb.urls"
@@ -150,11 +196,16 @@ _database_url = os.environ.get("DATABASE_URL", "")
 if _database_url:
     DATABASES = {"default": database_from_url("DATABASE_URL", _database_url)}
 else:
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    _sqlite_file = DATA_DIR / "beeweb.sqlite3"
+    # Created 0600 before SQLite opens it; SQLite gives its -wal and -shm files the same mode.
+    private_file(_sqlite_file)
+    for _suffix in ("-wal", "-shm"):
+        if (_sqlite_wal := _sqlite_file.with_name(_sqlite_file.name + _suffix)).exists():
+            private_file(_sqlite_wal)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(DATA_DIR / "beeweb.sqlite3"),
+            "NAME": str(_sqlite_file),
             # The worker and the web server write to the same file.
             "OPTIONS": {
                 "timeout": 20,
@@ -189,17 +240,95 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
-SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "false")
+# --- Security -----------------------------------------------------------------------------
+# Production is a DATABASE_URL or an explicit BEEWEB_ENV=production; the embedded default
+# (`make run`) serves plain HTTP on 127.0.0.1, where Secure cookies would never come back.
+BEEWEB_ENV = envchoice(
+    "BEEWEB_ENV", "production" if _database_url else "embedded", ("production", "embedded")
+)
+PRODUCTION = BEEWEB_ENV == "production"
+SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "true" if PRODUCTION else "false")
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
+# Swagger UI ("Try it out" with the session) reads the CSRF cookie; pages use the form token.
+CSRF_COOKIE_HTTPONLY = envbool("CSRF_COOKIE_HTTPONLY", "false")
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "false")
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "false")
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "false")
+# Behind a reverse proxy that terminates TLS: trust its X-Forwarded-Proto (and the last
+# X-Forwarded-For hop as the client address for login and API throttling). Only set this
+# when the proxy overwrites those headers and is the only way in.
+BEHIND_PROXY = envbool("BEEWEB_BEHIND_PROXY", "false")
+if BEHIND_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = envstr("SECURE_REFERRER_POLICY", "same-origin")
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy (django-csp): scripts and everything else from beeweb itself only,
+# no inline script, no CDN. plotly.js and Swagger UI inject <style> elements, hence inline
+# styles; chart downloads (Plotly.downloadImage) and Swagger UI's icons use data:/blob: images.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:", "blob:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "worker-src": [SELF, "blob:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+
+# Login throttling (django-axes): BEEWEB_LOGIN_FAILURE_LIMIT wrong passwords for one username
+# from one address lock that pair out for BEEWEB_LOGIN_COOLOFF_MINUTES (every further try
+# restarts the cool-off); the lockout page answers 429. Attempts live in the database, so
+# every web worker sees them.
+AUTHENTICATION_BACKENDS = [
+    "beeweb.security.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("BEEWEB_LOGIN_FAILURE_LIMIT", "5")
+_cooloff_minutes = envint("BEEWEB_LOGIN_COOLOFF_MINUTES", "15")
+if AXES_FAILURE_LIMIT < 1 or _cooloff_minutes < 1:
+    raise ImproperlyConfigured(
+        "BEEWEB_LOGIN_FAILURE_LIMIT and BEEWEB_LOGIN_COOLOFF_MINUTES must be at least 1"
+    )
+AXES_COOLOFF_TIME = timedelta(minutes=_cooloff_minutes)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "beeweb.security.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "beeweb.security.client_ip"
+AXES_VERBOSE = False
+
+# The API's throttle counters live in Django's cache: one per process by default; CACHE_URL
+# (redis://host:6379/2) shares them between web processes.
+_cache_url = envstr("CACHE_URL", "")
+if _cache_url:
+    if urlparse(_cache_url).scheme not in {"redis", "rediss"}:
+        raise ImproperlyConfigured(
+            f"CACHE_URL must start with redis:// or rediss://, got {_cache_url!r}"
+        )
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _cache_url,
+        }
+    }
 
 # --- REST API ----------------------------------------------------------------------------
 # Tokens for scripts and push clients, the session for the browsable docs. Every endpoint
 # needs a signed-in user; writes are checked per object (experiments.api.permissions).
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "beeweb.security.ThrottledTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["experiments.api.permissions.OwnerOrStaffWrites"],
@@ -220,6 +349,19 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    # Generous for scripts and bulk ingest (one request carries up to thousands of runs);
+    # a wrong token counts per client address and answers 429 once over its rate.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": envrate("BEEWEB_API_ANON_RATE", "120/minute"),
+        "user": envrate("BEEWEB_API_USER_RATE", "3000/minute"),
+        "token_failure": envrate("BEEWEB_API_TOKEN_FAILURE_RATE", "10/minute"),
+    },
+    # The client address DRF throttles by: REMOTE_ADDR, or the proxy's last X-Forwarded-For hop.
+    "NUM_PROXIES": 1 if BEHIND_PROXY else 0,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "beeweb API",
@@ -227,10 +369,11 @@ SPECTACULAR_SETTINGS = {
     "Authenticate with `Authorization: Token <key>` (manage.py api_token USER, or /api/token/).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    # Swagger UI and Redoc come from drf-spectacular-sidecar's static files: no CDN.
+    # Swagger UI comes from drf-spectacular-sidecar's static files: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
+    # No call to swagger.io's online validator (the schema stays here; no CDN, CSP-clean).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         f"{name}Enum": f"experiments.api.enums.{const}"
@@ -263,8 +406,8 @@ else:
     # Embedded default: kombu's filesystem transport needs no server; web and worker share
     # a folder of message files.
     _broker_dir = DATA_DIR / "broker"
-    for sub in ("queue", "processed", "control"):
-        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    for sub in ("", "queue", "processed", "control"):
+        private_dir(_broker_dir / sub)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
@@ -306,5 +449,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    # django-axes logs every login at INFO; failures and lockouts are warnings.
+    "loggers": {"django.db.backends": {"level": "INFO"}, "axes": {"level": "WARNING"}},
 }

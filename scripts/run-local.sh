@@ -9,6 +9,9 @@ HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 # The node name the localhost testbed uses (Python's socket.gethostname()).
 NODE=$("$VENV/bin/python" -c 'import socket; print(socket.gethostname())')
+# Everything the embedded default writes (database, secret key, broker messages, logs, run
+# directories) is readable by this user only.
+umask 077
 mkdir -p var
 
 pids=()

@@ -16,6 +16,10 @@
     });
   }
   document.addEventListener("click", function (e) {
+    if (e.target.closest("[data-print]")) {
+      window.print();
+      return;
+    }
     var button = e.target.closest("[data-download]");
     if (!button || !window.Plotly) return;
     var el = document.getElementById(button.dataset.chart);

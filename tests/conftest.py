@@ -17,6 +17,14 @@ from experiments.models import (
 from tests.lab import add_run, make_testbed
 
 
+@pytest.fixture(autouse=True)
+def _fresh_api_throttles():
+    """Every test starts with empty API throttle counters (they live in Django's cache)."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-pw")
