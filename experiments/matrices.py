@@ -625,8 +625,10 @@ def node_problem(testbed: Testbed, node: Node) -> str | None:
     None. The node must be the testbed owner's or shared by its owner. Workers listen on
     ``node.<hostname>``, so a node of the same hostname or address that another user
     registered earlier and does not share decides too (no aliasing a colleague's machine)."""
-    if node.owner_id is None or node.published:
+    if node.published:
         return f"node {node.hostname} is published study data: no worker runs there"
+    if node.owner_id is None:
+        return f"node {node.hostname} has no owner any more: staff must give it one"
     if node.owner_id != testbed.owner_id and not node.shared:
         return (
             f"node {node.hostname} belongs to {node.owner.username} and is not shared "

@@ -279,7 +279,10 @@ class Testbed(OwnedModel, PublishedModel):
         """Why ``node`` may not join this testbed, or None."""
         if self.may_use_node(node, user):
             return None
-        whose = f"{node.owner.username}'s node" if node.owner_id else "the published node"
+        if node.owner_id:
+            whose = f"{node.owner.username}'s node"
+        else:
+            whose = "the published node" if node.published else "the ownerless node"
         return (
             f"{whose} {node.hostname} is not shared: only nodes of the testbed's owner and "
             "nodes their owner shares can join it"

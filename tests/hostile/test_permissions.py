@@ -299,11 +299,25 @@ def topology(testbed, user):
     return apply_topology(testbed, plan, user)
 
 
-def test_a_beegfs_import_takes_alices_node_only_when_she_shares_it(bob, node, bob_bench):
-    summary = topology(bob_bench, bob)
+def test_a_beegfs_import_takes_alices_node_only_when_she_shares_it(
+    bob, bob_client, node, bob_bench
+):
+    # The testbed page's import (its save step, as the preview posts it).
+    page = bob_client.post(
+        reverse("experiments:testbed_topology_import", args=[bob_bench.uuid]),
+        {
+            "action": "save",
+            "item_label": "output 1",
+            "item_text": "stor1 [ID: 1]\n",
+            "item_node_type": "storage",
+        },
+        follow=True,
+    )
+    assert "alice&#x27;s node, who does not share it" in page.content.decode()
     member = bob_bench.members.get(node__hostname__iexact="stor1")
     assert member.node.owner == bob and member.node != node  # a node of bob's, not alice's
-    assert any("alice's node, who does not share it" in w for w in summary.warnings)
+    # Importing again finds bob's own stor1 and warns no more.
+    assert not any("does not share it" in w for w in topology(bob_bench, bob).warnings)
     # Naming a node of his after alice's machine does not route runs to it: she was first.
     matrix = fio_matrix(bob, bob_bench)
     Target.objects.create(testbed=bob_bench, node=member.node, raid_level="0", name="t")
