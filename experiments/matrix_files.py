@@ -24,6 +24,9 @@ from typing import Any
 import yaml
 from django.db import transaction
 from django.db.models import Q
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from experiments.matrices import MatrixError
 from experiments.matrix_validation import MatrixInvalid, validate_matrix
@@ -130,18 +133,12 @@ class YamlLimit(yaml.YAMLError):
     """A bound of the matrix YAML reader was exceeded; the message says which."""
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's SafeLoader that counts while composing, before anything is constructed:
-    alias uses, nodes and scalar characters with aliases expanded, nesting depth, and the
-    size of each scalar and collection. Timestamps stay text (JSON has no dates)."""
+class _Bounds:
+    """Counts while composing, before anything is constructed: alias uses, nodes and scalar
+    characters with aliases expanded, nesting depth, and the size of each scalar and
+    collection (mixed into a loader ahead of PyYAML's Composer)."""
 
-    yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-
-    def __init__(self, stream: str):
-        super().__init__(stream)
+    def _start_counting(self) -> None:
         self._aliases = 0
         self._depth = 0
         self._expanded: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, characters)
@@ -196,6 +193,48 @@ class _BoundedLoader(yaml.SafeLoader):
         return node
 
 
+# Timestamps stay text (JSON has no dates).
+_RESOLVERS = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+class _BoundedLoader(_Bounds, yaml.SafeLoader):
+    """PyYAML's pure-Python SafeLoader within the bounds."""
+
+    yaml_implicit_resolvers = _RESOLVERS
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._start_counting()
+
+
+if yaml.__with_libyaml__:
+    from yaml._yaml import CParser
+
+    class _BoundedCLoader(CParser, _Bounds, Composer, SafeConstructor, Resolver):
+        """libyaml's parser (several times faster) for the events, PyYAML's Composer (so the
+        bounds apply while composing) and SafeConstructor for the rest."""
+
+        yaml_implicit_resolvers = _RESOLVERS
+        # CParser composes in C, where nothing is counted: compose in Python instead.
+        check_node = Composer.check_node
+        get_node = Composer.get_node
+        get_single_node = Composer.get_single_node
+
+        def __init__(self, stream: str):
+            CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            Composer.__init__(self)
+            self._start_counting()
+
+    _Loader: type = _BoundedCLoader
+else:  # pragma: no cover - PyYAML without libyaml
+    _Loader = _BoundedLoader
+
+
 def _check_data(value: Any, where: str = "") -> None:
     """Only what JSON and the database hold: text without control characters, finite
     numbers within 64 bits, booleans, null, lists, and mappings with text keys."""
@@ -244,7 +283,7 @@ def parse_yaml(text: str | bytes) -> dict[str, Any]:
         line = text.count("\n", 0, bad.start()) + 1
         what = "a NUL byte" if bad.group() == "\x00" else "a control character"
         raise MatrixError("file", f"{what} (U+{ord(bad.group()):04X}) at line {line}")
-    loader = _BoundedLoader(text)
+    loader = _Loader(text)
     try:
         data = loader.get_single_data()
     except YamlLimit as exc:
@@ -252,7 +291,13 @@ def parse_yaml(text: str | bytes) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise MatrixError("file", f"not valid YAML{where}") from None
+        problem = getattr(exc, "problem", None)
+        context = getattr(exc, "context", None)
+        opened = getattr(exc, "context_mark", None)
+        why = f": {problem}" if problem else ""
+        if context and opened:
+            why += f" ({context} at line {opened.line + 1})"
+        raise MatrixError("file", f"not valid YAML{where}{why}") from None
     except (ValueError, RecursionError, MemoryError):
         raise MatrixError("file", "not valid YAML (a value out of range)") from None
     finally:

@@ -215,7 +215,7 @@ def test_yaml_round_trip(fio_matrix, alice):
             "name: x\ntool: fio\ntestbeds: [bench]\naxes: {numjobs: {range: {start: 4}}}",
             "axis numjobs",
         ),
-        ("name: [unclosed", "not valid YAML at line 1"),
+        ("name: [unclosed", "not valid YAML at line .*flow sequence at line 1"),
     ],
 )
 def test_yaml_errors_name_the_field(bench, alice, text, message):
