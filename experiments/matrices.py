@@ -685,7 +685,7 @@ def check_nodes(matrix: Matrix, runs=None) -> None:
     for testbed, node in pairs.values():
         problem = node_problem(testbed, node)
         if problem:
-            raise MatrixError("testbeds", f"nothing was sent: {problem}")
+            raise MatrixError("testbeds", problem)
 
 
 def launch_refused(matrix: Matrix, user) -> str | None:
@@ -956,6 +956,8 @@ def dispatch(run_ids: list[int], revert: bool = True) -> int:
                 ],
             )
             .only("pk", "queue", "status", "dispatch_token", "queued_at")
+            # Sent (and so run) in the matrix's cell order; rows locked in one order.
+            .order_by("pk")
         )
         for run in runs:
             before[run.pk] = (run.status, run.dispatch_token, run.queued_at)

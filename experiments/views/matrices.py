@@ -177,6 +177,16 @@ def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     except matrices.MatrixError as exc:
         context["plan_error"] = str(exc)
     context["can_edit"] = matrix.can_edit(request.user)
+    if context["can_edit"]:
+        # Said before the Launch button is pressed: testbeds the user does not operate, and
+        # nodes a run would use that their owner does not share.
+        refused = matrices.launch_refused(matrix, request.user)
+        if refused is None:
+            try:
+                matrices.check_nodes(matrix)
+            except matrices.MatrixError as exc:
+                refused = exc.message
+        context["launch_refused"] = refused
     context["yaml"] = to_yaml(matrix)
     context["compare_query"] = matrices.compare_query(matrix)
     return render(request, "experiments/matrix_detail.html", context)

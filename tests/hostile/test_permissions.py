@@ -127,6 +127,7 @@ def test_bob_cannot_launch_on_alices_testbed_until_she_grants_him(
     bob_api = token_client(bob)
     matrix = fio_matrix(bob, bench)
 
+    assert 'id="launch-refused"' in bob_client.get(matrix.get_absolute_url()).content.decode()
     page = web_launch(bob_client, matrix)
     assert "not an operator of testbed 'bench'" in messages_of(page)
     assert "ask its owner (alice)" in messages_of(page)
@@ -344,9 +345,12 @@ def test_launch_rechecks_every_node_a_run_uses(alice, bob, bob_client, node, bob
     assert "Launched" in messages_of(web_launch(bob_client, matrix))
     Run.objects.update(status=Run.Status.FAILED)
 
-    # alice stops sharing: re-running, resuming and launching name her node.
+    # alice stops sharing: the matrix page says so, and re-running, resuming and launching
+    # name her node.
     node.shared = False
     node.save()
+    text = bob_client.get(matrix.get_absolute_url()).content.decode()
+    assert 'id="launch-refused"' in text and "stor1 belongs to alice" in text
     page = bob_client.post(reverse("experiments:matrix_rerun", args=[matrix.uuid]), follow=True)
     assert "stor1 belongs to alice and is not shared" in messages_of(page)
     assert not Run.objects.filter(status=Run.Status.QUEUED).exists()
