@@ -347,6 +347,29 @@ def test_check_deploy_is_clean_with_the_readme_production_settings(tmp_path):
     assert _settings_of(env, "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE") == ["True", "True"]
 
 
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("BEEWEB_ENV", "staging"),
+        ("BEEWEB_API_USER_RATE", "lots"),
+        ("BEEWEB_LOGIN_COOLOFF_MINUTES", "0"),
+        ("CACHE_URL", "memcached://cache:11211"),
+        ("SECURE_HSTS_SECONDS", "a year"),
+    ],
+)
+def test_a_malformed_security_setting_stops_start_up(tmp_path, name, value):
+    env = {**_embedded_env(tmp_path), name: value}
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0 and name in proc.stderr
+
+
 def test_the_embedded_default_keeps_plain_http_cookies(tmp_path):
     env = _embedded_env(tmp_path)
     assert _settings_of(env, "SESSION_COOKIE_SECURE", "SECURE_SSL_REDIRECT") == ["False", "False"]
