@@ -354,6 +354,38 @@ def test_cells_are_bounded_before_anything_is_stored(alice_api, bench, settings)
     assert refused.status_code == 400 and "200 runs exceed" in str(refused.json())
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"axes": "rw"},
+        {"axes": [1]},
+        {"axes": [{"param": 1, "values": [1]}]},
+        {"axes": [{"param": "rw", "values": "write"}]},
+        {"axes": [{"param": "rw", "values": [[1]]}]},
+        {"axes": [{"param": "numjobs", "range": {"start": "a", "stop": 2}}]},
+        {"axes": [{"param": "numjobs", "range": {"start": 1, "stop": 10**30}}]},
+        {"axes": [{"param": f"p{i}", "values": [1]} for i in range(17)]},
+        {"axes": [{"param": "tuning:nosuch.key", "values": [1]}]},
+        {"fixed_params": []},
+        {"fixed_params": {"bs": {"a": 1}}},
+        {"fixed_params": {"bs": None}},
+        {"exclusions": {"rule": "rw"}},
+        {"exclusions": [1]},
+        {"exclusions": ["numjobs > 1"] * 21},
+        {"repetitions": 0},
+        {"timeout_s": -1},
+        {"tasks_per_node": 5000},
+        {"name": ""},
+        {"tool": "rm"},
+        {"launch_mode": "shell"},
+    ],
+)
+def test_malformed_definitions_are_a_400(alice_api, bench, overrides):
+    response = alice_api.post("/api/matrices/", _api(bench, **overrides), format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert not Matrix.objects.exists()
+
+
 def test_texts_are_bounded(alice_api, bench):
     long_name = alice_api.post("/api/matrices/", _api(bench, name="n" * 161), format="json")
     assert long_name.status_code == 400 and "name" in long_name.json()
