@@ -85,6 +85,8 @@ def cluster(netns_lab, tmp_path):
     lab = {"bench": str(bench), "nodes": [[n.hostname, n.address] for n in netns_lab.nodes]}
     stack.shell(INVENTORY.format(lab=json.dumps(lab)))
     env = dict(stack.env)
+    # The shared benchmark area is outside the data directory: each node's operator allows it.
+    env["BEEWEB_NODE_DIRS"] = str(bench)
     for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
         if key in env:
             env[key] = netns_lab.via_gateway(env[key])
