@@ -6,13 +6,16 @@ so the dashboard (and the janitor of later issues) knows which workers are alive
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
 from celery import Celery, bootsteps
+from celery.signals import worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "beeweb.settings")
 
+log = logging.getLogger(__name__)
 app = Celery("beeweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
@@ -69,3 +72,24 @@ class NodePolicy(bootsteps.Step):
 
 app.steps["worker"].add(NodePolicy)
 app.steps["worker"].add(Heartbeat)
+
+
+@worker_ready.connect
+def sweep_on_start(sender=None, **kwargs) -> None:
+    """One janitor sweep as the worker starts, before it takes its first message: a worker
+    restarted without beat still requeues (or cancels, when a cancel was asked) the run its
+    previous process was running, and runs of dead workers elsewhere."""
+    from django.db import close_old_connections
+
+    from runners.execute import janitor
+
+    name = getattr(sender, "hostname", "") or ""
+    try:
+        close_old_connections()
+        counts = janitor(restarted_worker=name)
+    except Exception:  # the worker must start even when the database is not reachable yet
+        log.exception("janitor sweep at start of %s failed", name)
+    else:
+        log.info("janitor sweep at start of %s: %s", name, counts)
+    finally:
+        close_old_connections()

@@ -422,9 +422,12 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# Seconds between two janitor sweeps (beat); each worker also sweeps once when it starts.
+JANITOR_SECONDS = float(envstr("BEEWEB_JANITOR_SECONDS", "30"))
 CELERY_BEAT_SCHEDULE = {
-    # Requeue or fail runs whose worker stopped sending heartbeats.
-    "janitor": {"task": "runners.janitor", "schedule": 30.0},
+    # Requeue or fail runs whose worker stopped sending heartbeats; send again runs whose
+    # message the broker lost; finish cancels of runs whose worker is gone.
+    "janitor": {"task": "runners.janitor", "schedule": JANITOR_SECONDS},
 }
 
 # --- Execution ----------------------------------------------------------------------------
@@ -434,6 +437,9 @@ RUN_DIR = Path(envstr("BEEWEB_RUN_DIR", str(DATA_DIR / "runs")))
 RUN_STALE_SECONDS = envint("BEEWEB_RUN_STALE_SECONDS", "60")
 # Attempts before an orphaned run is failed instead of requeued.
 RUN_MAX_ATTEMPTS = envint("BEEWEB_RUN_MAX_ATTEMPTS", "2")
+# A run queued for this long on a queue whose worker is online and has been idle as long is
+# sent again with a fresh token (its message was lost, e.g. by a broker restart); 0: never.
+RUN_REDISPATCH_SECONDS = envint("BEEWEB_RUN_REDISPATCH_SECONDS", "120")
 # Seconds between a running run's output/heartbeat writes to the database.
 RUN_PROGRESS_SECONDS = float(envstr("BEEWEB_RUN_PROGRESS_SECONDS", "2"))
 # What this node lets a worker do, whatever the server asks (runners/nodepolicy.py parses and

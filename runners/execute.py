@@ -34,7 +34,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from experiments.importing import MAX_IMPORT_BYTES
@@ -106,25 +107,35 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         return run
 
 
-def _update(run: Run, **fields: Any) -> None:
+def _update(run: Run, **fields: Any) -> int:
+    """Write fields of the run; 0 when its row no longer exists (deleted meanwhile)."""
     fields.setdefault("updated", timezone.now())
-    Run.objects.filter(pk=run.pk).update(**fields)
+    count = Run.objects.filter(pk=run.pk).update(**fields)
     for key, value in fields.items():
         setattr(run, key, value)
+    return count
 
 
 def _finish(run: Run, status: str, output: str, exit_code: int | None, error: str) -> None:
     """Store the outcome: raw output first (the run still shows as running), then the parsed
-    metrics, then the final status."""
-    _update(
+    metrics, then the final status. Nothing when the run was deleted meanwhile."""
+    if not _update(
         run,
         raw_output=output[-MAX_IMPORT_BYTES:],
         exit_code=exit_code,
         finished_at=timezone.now(),
         heartbeat_at=timezone.now(),
-    )
+    ):
+        log.warning("run %s was deleted while it ran; its outcome (%s) is dropped", run.pk, status)
+        return
     if output.strip():
-        parse_run_output(run)
+        try:
+            parse_run_output(run)
+        except IntegrityError:
+            if Run.objects.filter(pk=run.pk).exists():
+                raise
+            log.warning("run %s was deleted while its output was parsed", run.pk)
+            return
     if status == Run.Status.SUCCEEDED and run.parse_error:
         status = Run.Status.FAILED
         error = f"the output could not be parsed: {run.parse_error}"
@@ -401,9 +412,13 @@ def _supervise(
                 if size != last_size:
                     last_size = size
                     fields["raw_output"] = _read(log_path)
-            _update(run, **fields)
+            alive = _update(run, **fields)
             # A solo-pool worker's own heartbeat timer waits while the task runs.
             Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
+            if not alive:
+                reason = "the run was deleted while it ran; the process group was killed"
+                _kill_group(proc)
+                break
             if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
                 reason = "cancelled while running; the process group was killed"
                 _kill_group(proc)
@@ -460,34 +475,135 @@ def _read(path: Path) -> str:
 # --- Janitor ------------------------------------------------------------------------------
 
 
-def janitor(stale_seconds: int | None = None) -> dict[str, int]:
-    """Requeue (or, after RUN_MAX_ATTEMPTS, fail) running runs whose worker stopped writing
-    heartbeats: a worker killed mid-run must not leave its run stuck as running."""
-    from experiments.matrices import dispatch
+def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dict[str, int]:
+    """One sweep (beat every BEEWEB_JANITOR_SECONDS, and each worker once as it starts):
+
+    - a running run whose worker stopped writing heartbeats (or, for ``restarted_worker``,
+      that this worker's previous process was running) is cancelled when a cancel was
+      requested, else requeued, or failed after RUN_MAX_ATTEMPTS;
+    - queued runs whose message the broker lost are sent again (see ``_lost_messages``).
+
+    A run with a cancel request is never sent again."""
+    from experiments.matrices import BrokerUnavailable, dispatch
 
     stale_seconds = settings.RUN_STALE_SECONDS if stale_seconds is None else stale_seconds
-    cutoff = timezone.now() - timezone.timedelta(seconds=stale_seconds)
+    now = timezone.now()
+    orphaned = Q(heartbeat_at__lt=now - timezone.timedelta(seconds=stale_seconds))
+    if restarted_worker:
+        orphaned |= Q(worker=restarted_worker)
     requeue: list[int] = []
-    failed = 0
+    failed = cancelled = 0
     with transaction.atomic():
         for run in Run.objects.select_for_update(skip_locked=True).filter(
-            status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
+            orphaned, status=Run.Status.RUNNING
         ):
-            reason = (
-                f"worker {run.worker or '?'} stopped sending heartbeats during attempt "
-                f"{run.attempts} (last {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
-            )
-            if run.attempts < settings.RUN_MAX_ATTEMPTS:
+            if run.heartbeat_at and run.heartbeat_at < now - timezone.timedelta(
+                seconds=stale_seconds
+            ):
+                reason = (
+                    f"worker {run.worker or '?'} stopped sending heartbeats during attempt "
+                    f"{run.attempts} (last {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
+                )
+            else:
+                reason = f"worker {run.worker} restarted during attempt {run.attempts}"
+            if run.cancel_requested:
+                _update(
+                    run,
+                    status=Run.Status.CANCELLED,
+                    finished_at=now,
+                    dispatch_token=None,
+                    error=f"{reason}; cancelled as requested, not run again",
+                )
+                cancelled += 1
+            elif run.attempts < settings.RUN_MAX_ATTEMPTS:
                 _update(run, error=f"{reason}; requeued", status=Run.Status.FAILED)
                 requeue.append(run.pk)
             else:
                 _update(
                     run,
                     status=Run.Status.FAILED,
-                    finished_at=timezone.now(),
+                    finished_at=now,
                     error=f"{reason}; gave up after {run.attempts} attempts",
                 )
                 failed += 1
-        # Runs that were never picked up keep waiting: their node's worker may be down.
-    requeued = dispatch(requeue)
-    return {"requeued": requeued, "failed": failed}
+    counts = {"requeued": 0, "failed": failed, "cancelled": cancelled, "redispatched": 0}
+    for key, ids in (("requeued", requeue), ("redispatched", _lost_messages(now))):
+        # The broker may be down: what could not be sent stays queued, and a later sweep
+        # finds it again once its queue's worker is idle.
+        try:
+            counts[key] = dispatch(ids, revert=False)
+        except BrokerUnavailable as exc:
+            log.warning("janitor: %s", exc)
+            counts[key] = exc.total - exc.unsent
+    return counts
+
+
+def _lost_messages(now) -> list[int]:
+    """Queued runs whose message the broker lost (a restart without persistence, a flushed
+    database), marked as sent again in ``launch["redispatched"]`` ({count, at}).
+
+    A run counts as lost when it has been queued for RUN_REDISPATCH_SECONDS on a queue that a
+    worker has served, online, for at least as long without working on any run: that worker
+    takes the next message within a second, so none is left for the run. A queue without an
+    online worker is left alone (its messages wait in the broker), and as sending again
+    renews ``queued_at``, a run is sent at most once per RUN_REDISPATCH_SECONDS."""
+    wait = settings.RUN_REDISPATCH_SECONDS
+    if wait <= 0:
+        return []
+    since = now - timezone.timedelta(seconds=wait)
+    waiting = set(
+        Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=since)
+        .order_by()
+        .values_list("queue", flat=True)
+        .distinct()
+    )
+    if not waiting:
+        return []
+    served = {
+        queue
+        for queues in Worker.objects.filter(
+            last_seen__gte=now - Worker.ONLINE_AFTER, started_at__lte=since
+        ).values_list("queues", flat=True)
+        for queue in queues or []
+    }
+    busy = set(
+        Run.objects.filter(
+            queue__in=waiting & served,
+            status__in=[
+                Run.Status.RUNNING,
+                Run.Status.SUCCEEDED,
+                Run.Status.FAILED,
+                Run.Status.CANCELLED,
+            ],
+            heartbeat_at__gte=since,
+        )
+        .order_by()
+        .values_list("queue", flat=True)
+        .distinct()
+    )
+    idle = (waiting & served) - busy
+    if not idle:
+        return []
+    with transaction.atomic():
+        runs = list(
+            Run.objects.select_for_update(skip_locked=True)
+            .filter(status=Run.Status.QUEUED, queued_at__lt=since, queue__in=idle)
+            .only("pk", "launch", "queue")
+        )
+        for run in runs:
+            launch = dict(run.launch or {})
+            count = int((launch.get("redispatched") or {}).get("count") or 0) + 1
+            launch["redispatched"] = {"count": count, "at": now.isoformat(timespec="seconds")}
+            run.launch = launch
+        Run.objects.bulk_update(runs, ["launch"], batch_size=500)
+    for queue in sorted(idle):
+        lost = sum(1 for r in runs if r.queue == queue)
+        if lost:
+            log.warning(
+                "janitor: %d runs queued on %s for over %d s while its worker was idle: "
+                "their messages were lost; sending them again",
+                lost,
+                queue,
+                wait,
+            )
+    return [run.pk for run in runs]

@@ -192,7 +192,12 @@ def test_janitor_requeues_then_fails_orphans(
         status="running", attempts=1, heartbeat_at=timezone.now()
     )
     with django_capture_on_commit_callbacks(execute=False):
-        assert execute.janitor() == {"requeued": 1, "failed": 1}
+        assert execute.janitor() == {
+            "requeued": 1,
+            "failed": 1,
+            "cancelled": 0,
+            "redispatched": 0,
+        }
     first.refresh_from_db()
     second.refresh_from_db()
     assert first.status == "queued" and "stopped sending heartbeats" in first.error
