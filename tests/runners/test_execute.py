@@ -153,6 +153,21 @@ def test_a_run_outside_the_nodes_directories_is_refused(alice, bench, settings, 
 
 
 @pytest.mark.django_db
+def test_a_run_never_starts_in_a_directory_it_did_not_create(alice, bench):
+    matrix = make_matrix(alice, bench, tool="dd", params={"count": 1})
+    run = matrix.runs.get()
+    squatter = Path(bench.benchmark_dir) / f"beeweb-run-{run.uuid}-1"
+    squatter.mkdir()
+    (squatter / "dd.tmp").write_text("someone else's")
+    assert execute.execute(run.pk, queue(run), "w@test") == "failed"
+    run.refresh_from_db()
+    assert run.error == (
+        f"refused: could not create the run's own directory {squatter}: File exists"
+    )
+    assert (squatter / "dd.tmp").read_text() == "someone else's"
+
+
+@pytest.mark.django_db
 def test_timeout_kills_the_process_group(alice, bench):
     matrix = make_matrix(
         alice,
