@@ -27,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -277,10 +278,21 @@ def execute(run_id: int, token: str, worker: str) -> str:
             created.append(scratch)
             outcome = _run_in(run, workdir, scratch)
     finally:
-        for path in created:
-            _remove(path)
+        _remove_beating(run, created)
     _finish(run, *outcome)
     return run.status
+
+
+def _remove_beating(run: Run, paths: list[Path]) -> None:
+    """Remove ``paths`` before the outcome is stored (a finished run leaves nothing on the
+    node), writing heartbeats meanwhile: removing a large mdtest tree can outlast
+    RUN_STALE_SECONDS, and the janitor must not take the run for orphaned."""
+    remover = threading.Thread(target=lambda: [_remove(path) for path in paths], daemon=True)
+    remover.start()
+    while remover.is_alive():
+        remover.join(settings.RUN_PROGRESS_SECONDS)
+        if remover.is_alive():
+            _update(run, heartbeat_at=timezone.now())
 
 
 def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | None, str]:
@@ -332,7 +344,10 @@ def _run_steps(
     """Preparation steps, cache drop, then the measured command, under one timeout."""
     timeout_s = int(run.launch.get("timeout_s") or 3600)
     deadline = time.monotonic() + timeout_s
-    _lay_out(command, ctx)
+    try:
+        _lay_out(command, ctx)
+    except OSError as exc:
+        return Run.Status.FAILED, "", None, f"could not lay out the run's directory: {exc}"
     for index, argv in enumerate(command.prepare):
         step = replace(command, argv=argv, prepare=[])
         status, output, exit_code, error = _supervise(
