@@ -10,6 +10,11 @@ is not given); a file it cannot parse is still kept, with the parse error, and r
 Every upload carries an idempotency key (--key, or the SHA-256 of the file's content), so
 pushing the same file twice, or a retry after a lost answer, never creates a second run.
 Connection errors and 5xx answers are retried with back-off; anything else fails at once.
+
+Files go up in batches within the server's limits per request (MAX_BATCH_FILES files,
+MAX_BATCH_BYTES of JSON: the defaults of beeweb's bulk API, which a server can only
+lower or raise by configuration). A batch the server still finds too large (HTTP 413) is split
+in two and sent again; a single file above the limit is reported and skipped.
 Exit status: 0 when every file is stored, 1 on failure with one line saying why.
 
 Python's standard library only, so it runs on cluster nodes without Django: copy this one
@@ -29,13 +34,18 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-MAX_BATCH_BYTES = 16 * 1024 * 1024
-MAX_BATCH_FILES = 200
+# beeweb's bulk API refuses more per request (experiments/api/ingest.py, README's API section).
+MAX_BATCH_BYTES = 2 * 1024 * 1024
+MAX_BATCH_FILES = 500
 USER_AGENT = "beeweb-push/1"
 
 
 class PushError(Exception):
     """A failure worth one line to the user."""
+
+
+class TooLarge(PushError):
+    """The server refused a request as too large (HTTP 413)."""
 
 
 def build_items(args: argparse.Namespace) -> list[tuple[str, dict]]:
@@ -69,13 +79,21 @@ def build_items(args: argparse.Namespace) -> list[tuple[str, dict]]:
     return items
 
 
-def batches(items: list[tuple[str, dict]]):
-    batch, size = [], 0
+def encoded_size(item: dict) -> int:
+    """Bytes of ``item`` in the request body, as ``post`` encodes it (plus a separator)."""
+    return len(json.dumps(item).encode("utf-8")) + 2
+
+
+def batches(items: list[tuple[str, dict]], max_bytes: int = MAX_BATCH_BYTES):
+    """Consecutive batches of at most MAX_BATCH_FILES items and ``max_bytes`` of JSON; an
+    item larger than that alone goes in a batch of its own (the server says why it is
+    refused)."""
+    batch, size = [], 2
     for name, item in items:
-        length = len(item["raw_output"]) + 512
-        if batch and (size + length > MAX_BATCH_BYTES or len(batch) >= MAX_BATCH_FILES):
+        length = encoded_size(item)
+        if batch and (size + length > max_bytes or len(batch) >= MAX_BATCH_FILES):
             yield batch
-            batch, size = [], 0
+            batch, size = [], 2
         batch.append((name, item))
         size += length
     if batch:
@@ -124,6 +142,8 @@ def post(
                 return json.loads(answer.read())
         except urllib.error.HTTPError as exc:
             detail = _detail(exc.read())
+            if exc.code == 413:
+                raise TooLarge(f"too large for one request (HTTP 413): {detail}") from None
             if exc.code < 500:
                 reason = {
                     401: "the server refused the token",
@@ -195,15 +215,27 @@ def main(argv: list[str] | None = None) -> int:
         if endpoint.startswith("https://"):
             context = ssl.create_default_context(cafile=args.cacert)
         failures = 0
-        for batch in batches(build_items(args)):
-            answer = post(
-                endpoint,
-                args.token,
-                [item for _, item in batch],
-                retries=max(0, args.retries),
-                timeout=args.timeout,
-                context=context,
-            )
+        pending = list(batches(build_items(args)))
+        pending.reverse()
+        while pending:
+            batch = pending.pop()
+            try:
+                answer = post(
+                    endpoint,
+                    args.token,
+                    [item for _, item in batch],
+                    retries=max(0, args.retries),
+                    timeout=args.timeout,
+                    context=context,
+                )
+            except TooLarge as exc:
+                if len(batch) == 1:
+                    failures += 1
+                    print(f"beeweb-push: {batch[0][0]}: {exc}", file=sys.stderr)
+                else:  # the server's limits are lower than ours: halve and send again
+                    half = len(batch) // 2
+                    pending += [batch[half:], batch[:half]]
+                continue
             results = answer.get("results") if isinstance(answer, dict) else None
             if not isinstance(results, list) or len(results) != len(batch):
                 raise PushError("unexpected answer from the server")

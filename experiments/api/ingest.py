@@ -44,13 +44,16 @@ def _limit(name: str, default: int) -> int:
     return int(value) if value else default
 
 
-# What one request may hold: chosen so that the slowest request the server accepts is done
-# well within a web server's timeout (gunicorn's is 30 s). Measured with
-# bench/ingest_limits.py (real fio JSON outputs parsed on the server, PostgreSQL); see the
-# README's API section. Clients split larger uploads (beeweb-push does).
-MAX_ITEMS = _limit("BEEWEB_BULK_MAX_ITEMS", 1000)
-MAX_REQUEST_BYTES = _limit("BEEWEB_BULK_MAX_BYTES", 16 * 1024 * 1024)
-MAX_METRICS = _limit("BEEWEB_BULK_MAX_METRICS", 100_000)  # explicit metrics, all items
+# What one request may hold: chosen so that the slowest request the server accepts ends in
+# under 10 s, far within a web server's timeout (gunicorn's is 30 s). Parsing the raw output
+# is most of the time (0.3 to 1 MiB/s depending on the tool), so bytes bound it; items bound
+# the per-run work of tiny outputs. Measured with bench/ingest_limits.py (real tool outputs
+# from ../shared/samples parsed on the server, PostgreSQL, 2 shared cores): 2 MiB took 2 to
+# 6 s, 500 runs of every sample 7 s, 50,000 explicit metrics 2 s; 40 MiB (1,000 fio outputs)
+# took 36 s. See the README's API section. Clients split larger uploads (beeweb-push does).
+MAX_ITEMS = _limit("BEEWEB_BULK_MAX_ITEMS", 500)
+MAX_REQUEST_BYTES = _limit("BEEWEB_BULK_MAX_BYTES", 2 * 1024 * 1024)
+MAX_METRICS = _limit("BEEWEB_BULK_MAX_METRICS", 50_000)  # explicit metrics, all items
 MAX_METRICS_PER_RUN = 10000
 MAX_RAW_BYTES = 20 * 1024 * 1024
 RUN_BATCH = 1000

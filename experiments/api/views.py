@@ -472,7 +472,11 @@ class RunViewSet(
             "application/json": serializers.IngestRunSerializer(many=True),
             "application/x-ndjson": serializers.IngestRunSerializer,
         },
-        responses={200: serializers.IngestResponseSerializer},
+        responses={
+            200: serializers.IngestResponseSerializer,
+            400: OpenApiTypes.OBJECT,
+            413: OpenApiTypes.OBJECT,
+        },
     )
     @action(detail=False, methods=["post"])
     def bulk(self, request):

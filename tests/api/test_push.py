@@ -189,3 +189,74 @@ def test_retries_on_5xx_then_gives_up(tmp_path, capsys):
         push.post(
             "http://127.0.0.1:9/api/runs/bulk/", "t", [{}], retries=0, timeout=2, context=None
         )
+
+
+def test_batches_stay_within_the_servers_limits():
+    """Batches are cut by the size of the JSON actually sent (escapes included) and by count,
+    so none exceeds what the bulk API accepts in one request."""
+    from experiments.api import ingest
+
+    assert push.MAX_BATCH_BYTES <= ingest.MAX_REQUEST_BYTES
+    assert push.MAX_BATCH_FILES <= ingest.MAX_ITEMS
+    quoted = '"\\\n' * 50_000  # 150 KB of text, 300 KB as JSON
+    items = [(f"f{i}", {"raw_output": quoted, "key": str(i)}) for i in range(30)]
+    items += [(f"s{i}", {"raw_output": "x", "key": f"s{i}"}) for i in range(1200)]
+    sent = list(push.batches(items))
+    assert [name for batch in sent for name, _ in batch] == [name for name, _ in items]
+    for batch in sent:
+        body = json.dumps([item for _, item in batch]).encode()
+        assert len(body) <= push.MAX_BATCH_BYTES and len(batch) <= push.MAX_BATCH_FILES
+
+
+class Limited(BaseHTTPRequestHandler):
+    """A bulk API that takes at most two items per request and no item named "huge"."""
+
+    requests: list[int] = []
+
+    def do_POST(self):
+        items = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Limited.requests.append(len(items))
+        if len(items) > 2 or any(i["key"] == "huge" for i in items):
+            body, code = b'{"detail": "at most 2 runs per request"}', 413
+        else:
+            results = [{"status": "created", "uuid": i["key"], "metrics": 1} for i in items]
+            body, code = json.dumps({"results": results}).encode(), 200
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_batch_the_server_finds_too_large_is_split(tmp_path, capsys, monkeypatch):
+    httpd = HTTPServer(("127.0.0.1", 0), Limited)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    files = []
+    for i in range(5):
+        path = tmp_path / f"out{i}.txt"
+        path.write_text(f"output {i}\n")
+        files.append(str(path))
+    real_build = push.build_items
+
+    def keyed(args):
+        items = real_build(args)
+        name, item = items[2]
+        items[2] = (name, {**item, "key": "huge"})
+        return items
+
+    monkeypatch.setattr(push, "build_items", keyed)
+    url = f"http://127.0.0.1:{httpd.server_port}"
+    try:
+        code = push.main(["--url", url, "--token", "t", "--testbed", "b", *files])
+    finally:
+        httpd.shutdown()
+    out, err = capsys.readouterr()
+    assert code == 1 and "1 of 5 files were rejected" in err
+    assert "out2.txt: too large for one request (HTTP 413): at most 2 runs" in err
+    assert out.count("stored as run") == 4
+    # 5 -> 413, split into 2 (stored) + 3 -> 413, split into the huge one alone + 2 (stored).
+    assert Limited.requests == [5, 2, 3, 1, 2]
