@@ -423,7 +423,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # Seconds between two janitor sweeps (beat); each worker also sweeps once when it starts.
-JANITOR_SECONDS = float(envstr("BEEWEB_JANITOR_SECONDS", "30"))
+JANITOR_SECONDS = envint("BEEWEB_JANITOR_SECONDS", "30")
+if JANITOR_SECONDS < 1:
+    raise ImproperlyConfigured(f"BEEWEB_JANITOR_SECONDS must be 1 or more, got {JANITOR_SECONDS}")
 CELERY_BEAT_SCHEDULE = {
     # Requeue or fail runs whose worker stopped sending heartbeats; send again runs whose
     # message the broker lost; finish cancels of runs whose worker is gone.

@@ -412,6 +412,12 @@ def test_launch_while_the_broker_is_down_answers_clearly_and_leaves_runs_planned
     )
     assert back["api"][0] == 200 and back["api"][1]["queued"] == 3
     assert back["statuses"] == ["queued"] * 3
+    # launch_matrix says so too, and keeps the matrix with its runs planned.
+    path = stack.tmp / "dd-down.yaml"
+    path.write_text("name: dd down\ntool: dd\ntestbeds: [localhost]\nrepetitions: 2\n")
+    result = stack.manage("launch_matrix", str(path), "--owner", "alice", check=False, env=down)
+    assert result.returncode == 3 and "broker is unreachable" in result.stderr, result.stderr
+    assert sorted(Probe(stack).statuses()) == ["planned"] * 2 + ["queued"] * 3
     print(f"\nbroker down: web and API answered in {elapsed:.1f} s (one shell, two requests)")
 
 

@@ -1,7 +1,8 @@
 """`manage.py launch_matrix FILE.yaml [--wait]`: create a matrix from YAML and launch it.
 
 Exit status: 0 when launched (with --wait: when every run succeeded), 1 when some run failed
-or was cancelled, 2 for an invalid file (one line on stderr names the problem).
+or was cancelled, 2 for an invalid file (one line on stderr names the problem), 3 when the
+broker is unreachable (the matrix is kept with its runs planned).
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ class Command(BaseCommand):
             matrix.delete()
             self.stderr.write(f"{file}: {exc}")
             sys.exit(2)
+        except matrices.BrokerUnavailable as exc:
+            # The matrix stays, its runs planned: its Launch button sends them later.
+            self.stderr.write(f"{file}: matrix {matrix.name} ({matrix.uuid}) was kept. {exc}")
+            sys.exit(3)
         self.stdout.write(f"queued {counts['queued']} runs")
         if wait:
             self._wait(matrix, timeout)
