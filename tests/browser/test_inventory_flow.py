@@ -129,4 +129,6 @@ def test_engineer_builds_a_testbed_and_compares(page, live_server, django_user_m
     assert "RAID0" in table and "RAID10" in table
     # Changing the series through the form updates the result with htmx.
     page.select_option("#series", "tool")
-    page.wait_for_function("document.querySelector('#compare-table').innerText.includes('dd')")
+    page.wait_for_function(
+        "() => document.querySelector('#compare-table').innerText.includes('dd')"
+    )

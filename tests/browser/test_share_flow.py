@@ -66,7 +66,9 @@ def swapped(page, action) -> None:
     """Do ``action`` on the builder and wait until htmx has swapped the new result in."""
     before = page.evaluate("+document.body.dataset.swaps || 0")
     action()
-    page.wait_for_function(f"(+document.body.dataset.swaps || 0) > {before}")
+    # A function, not an expression: Playwright polls an expression with eval(), which the
+    # Content-Security-Policy (no 'unsafe-eval') refuses.
+    page.wait_for_function(f"() => (+document.body.dataset.swaps || 0) > {before}")
 
 
 def table_text(page) -> str:
@@ -111,7 +113,7 @@ def test_build_save_share_and_revoke(browser, live_server, django_user_model):
     # The URL holds the state: back returns to the unfiltered-baseline page, and a copied
     # URL opens the same comparison.
     page.go_back()
-    page.wait_for_function(f"location.href === {filtered_url!r}")
+    page.wait_for_function(f"() => location.href === {filtered_url!r}")
     page.wait_for_selector("#compare-table")
     assert page.locator("#baseline-sentences").count() == 0
     page.go_forward()
