@@ -610,7 +610,8 @@ def _lost_messages(now) -> list[int]:
             count = int((launch.get("redispatched") or {}).get("count") or 0) + 1
             launch["redispatched"] = {"count": count, "at": now.isoformat(timespec="seconds")}
             run.launch = launch
-        Run.objects.bulk_update(runs, ["launch"], batch_size=500)
+            run.queued_at = now  # a sweep running alongside this one leaves them alone
+        Run.objects.bulk_update(runs, ["launch", "queued_at"], batch_size=500)
     for queue in sorted(idle):
         lost = sum(1 for r in runs if r.queue == queue)
         if lost:
