@@ -269,9 +269,11 @@ def execute(run_id: int, token: str, worker: str) -> str:
     created = [workdir]
     try:
         scratch = Path(settings.RUN_DIR) / workdir.name
-        scratch.parent.mkdir(parents=True, exist_ok=True)
+        # Private: hostfiles, job files and the tool's log are nobody else's business, also
+        # when BEEWEB_RUN_DIR lies outside the (0700) data directory.
+        scratch.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
-            scratch.mkdir()
+            scratch.mkdir(mode=0o700)
         except OSError as exc:
             outcome = (Run.Status.FAILED, "", None, f"could not create {scratch}: {exc}")
         else:
