@@ -288,7 +288,7 @@ def expression(key: str, lookup: TestbedLookup | None = None):
         return KeyTextTransform(key[7:], "run__tuning_set__effective")
     if key.startswith(("param:", "tuning:")):
         raise ValueError(
-            f"bad dimension {key!r}: a parameter name or tuning key is made of ASCII letters, "
+            f"unknown dimension {key!r}: a parameter name or tuning key is ASCII letters, "
             "digits, '.', '_' and '-', starts with a letter and has at most 80 characters"
         )
     raise ValueError(f"unknown dimension {key!r}")

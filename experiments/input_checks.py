@@ -6,8 +6,8 @@ page showing it fails. JSON numbers beyond a 64-bit integer, ``NaN`` and ``Infin
 Python's json module accepts) are not JSON either and no column holds them. Nesting is bounded
 so that nothing downstream recurses without limit.
 
-``RejectBadTextMiddleware`` checks the path, query string and form fields of every request
-(400, or 404 for a path); ``experiments.api.parsers`` checks JSON bodies; importers call
+``RejectBadTextMiddleware`` checks the path, headers, query string and form fields of every
+request (400, or 404 for a path); ``experiments.api.parsers`` checks JSON bodies; importers call
 ``text_problem`` on the text they store.
 """
 
@@ -116,6 +116,10 @@ def json_problem(value: Any, *, max_depth: int = MAX_JSON_DEPTH, where: str = "$
 
 
 def _request_problem(request: HttpRequest) -> str | None:
+    for key, value in request.META.items():
+        # Headers (a token, a session cookie) are looked up in the database too.
+        if key.startswith("HTTP_") and isinstance(value, str) and "\x00" in value:
+            return f"The header {key[5:].replace('_', '-').title()} contains a NUL character."
     for name, values in request.GET.lists():
         for text in (name, *values):
             problem = text_problem(text)
@@ -138,9 +142,9 @@ def _request_problem(request: HttpRequest) -> str | None:
 
 
 class RejectBadTextMiddleware:
-    """Answer 400 to a request whose query string or form fields hold a NUL character or a
-    lone surrogate, and 404 to one whose path does (no URL names such an object), before any
-    view queries the database with it."""
+    """Answer 400 to a request whose headers, query string or form fields hold a NUL
+    character (or the latter a lone surrogate), and 404 to one whose path does (no URL names
+    such an object), before any view or authentication queries the database with it."""
 
     def __init__(self, get_response):
         self.get_response = get_response

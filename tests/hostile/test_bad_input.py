@@ -251,6 +251,69 @@ def test_nul_in_form_fields_answers_400(anonymous, alice_client, testbed):
         assert response.status_code == 400 and "NUL" in message(response)
 
 
+def test_nul_in_a_header_answers_400(anonymous):
+    """The token and the session cookie are looked up in the database (PostgreSQL refuses
+    the query); some WSGI servers pass a NUL in a header through."""
+    with nothing_stored():
+        token = anonymous.get("/api/testbeds/", HTTP_AUTHORIZATION="Token abc\x00def")
+        cookie = anonymous.get("/runs/", HTTP_COOKIE="sessionid=abc\x00def")
+    for response in (token, cookie):
+        assert response.status_code == 400 and "NUL" in message(response)
+
+
+def _concrete(pattern: str) -> str | None:
+    """A path matching one URL pattern (route or regex), every parameter a UUID."""
+    import re
+
+    if "format" in pattern:
+        return None  # DRF's ".json" suffix variants: the same views
+    path = re.sub(r"<(?:\w+:)?\w+>", UUID, pattern)
+    path = re.sub(r"\(\?P<\w+>[^)]*\)", UUID, path)
+    path = path.replace("^", "").replace("$", "").replace("\\Z", "").replace("\\.", ".")
+    return "/" + path.replace("/?", "/")
+
+
+UUID = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
+
+
+def test_every_url_refuses_nul_in_query_strings_and_form_fields(alice_client):
+    """Every URL pattern beeweb serves (admin and API included), signed in: a NUL in the
+    query string or in a posted form field answers 400 before any view runs."""
+    from django.urls import URLResolver, get_resolver, resolve
+    from django.urls.exceptions import Resolver404
+
+    def walk(patterns, prefix=""):
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                yield from walk(p.url_patterns, prefix + str(p.pattern))
+            else:
+                yield prefix + str(p.pattern)
+
+    paths = set()
+    for pattern in walk(get_resolver().url_patterns):
+        path = _concrete(pattern)
+        if path is None:
+            continue
+        try:
+            resolve(path)
+        except Resolver404:
+            continue
+        paths.add(path)
+    statuses: dict[int, int] = {}
+    with nothing_stored():
+        for path in sorted(paths):
+            for response in (
+                alice_client.get(f"{path}?q=%00&page=1"),
+                alice_client.get(f"{path}?%ED%A0%80=x&name=a%00b"),
+                alice_client.post(path, {"name": "x\x00", "csrfmiddlewaretoken": "x"}),
+            ):
+                statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+                assert response.status_code == 400, (path, response.status_code)
+    sent = sum(statuses.values())
+    print(f"\nNUL probe: {len(paths)} URLs, {sent} requests, {statuses.get(400, 0)} answered 400")
+    assert len(paths) > 150
+
+
 # --- Matrix launch through the API --------------------------------------------------------
 
 
