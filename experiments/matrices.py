@@ -721,6 +721,10 @@ def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
     }, launcher
 
 
+# Stands for a run's own directory (runners.nodepolicy.run_dir_name) in the preview.
+PREVIEW_RUN_DIR = "beeweb-run-UUID-N"
+
+
 def context_from_launch(
     launch: dict[str, Any], scratch: Path, run_as_root: bool = False
 ) -> LaunchContext:
@@ -833,7 +837,10 @@ def plan(matrix: Matrix) -> Plan:
             continue
         try:
             item.launch, item.node = launch_spec(matrix, cell)
-            ctx = context_from_launch(item.launch, settings.RUN_DIR / "RUN")
+            # The command as the worker will build it: inside the run's own fresh directory,
+            # whose name (uuid, attempt) is only known when the run starts.
+            launch = {**item.launch, "workdir": f"{item.launch['workdir']}/{PREVIEW_RUN_DIR}"}
+            ctx = context_from_launch(launch, settings.RUN_DIR / PREVIEW_RUN_DIR)
             command = adapter.build(cell.tool_params, ctx)
         except (MatrixError, ParamError) as exc:
             item.error = str(exc)
