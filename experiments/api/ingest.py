@@ -48,9 +48,10 @@ def _limit(name: str, default: int) -> int:
 # under 10 s, far within a web server's timeout (gunicorn's is 30 s). Parsing the raw output
 # is most of the time (0.3 to 1 MiB/s depending on the tool), so bytes bound it; items bound
 # the per-run work of tiny outputs. Measured with bench/ingest_limits.py (real tool outputs
-# from ../shared/samples parsed on the server, PostgreSQL, 2 shared cores): 2 MiB took 2 to
-# 6 s, 500 runs of every sample 7 s, 50,000 explicit metrics 2 s; 40 MiB (1,000 fio outputs)
-# took 36 s. See the README's API section. Clients split larger uploads (beeweb-push does).
+# from ../shared/samples parsed on the server, PostgreSQL, 2 shared cores): up to 2 MiB took
+# 1 to 4 s, 2.4 MiB of the slowest mix 7 s, 50,000 explicit metrics 2 s; 40 MiB (1,000 fio
+# outputs) took 36 s. bench/RESULTS.md has the figures; clients split larger uploads
+# (beeweb-push does).
 MAX_ITEMS = _limit("BEEWEB_BULK_MAX_ITEMS", 500)
 MAX_REQUEST_BYTES = _limit("BEEWEB_BULK_MAX_BYTES", 2 * 1024 * 1024)
 MAX_METRICS = _limit("BEEWEB_BULK_MAX_METRICS", 50_000)  # explicit metrics, all items

@@ -215,6 +215,23 @@ def test_nul_in_a_query_string_answers_400(alice_client, raid, url):
     assert "NUL" in message(response)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"/runs/?page={BIG_INT}",
+        f"/api/runs/?page_size={BIG_INT}",
+        f"/api/testbeds/?page={BIG_INT}&page_size={BIG_INT}",
+        f"/api/metrics/?page_size=-{BIG_INT}",
+        f"/api/compare/?metric=write_bw&from={BIG_INT}-01-01",
+        f"/compare/?metric=write_bw&f=param:threads:{BIG_INT}",
+        f"/api/compare/?metric=write_bw&x=param:threads&baseline={BIG_INT}",
+    ],
+)
+def test_huge_numbers_in_query_strings_never_answer_5xx(alice_client, raid, url):
+    response = alice_client.get(url)
+    assert response.status_code < 500, (url, message(response)[:300])
+
+
 def test_nul_in_a_comparison_spec_from_anywhere_is_an_error():
     from experiments.comparison import ComparisonSpec
 
