@@ -268,7 +268,16 @@ def _embedded_env(data_dir: Path) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "BEEWEB_ENV"}
+        # DJANGO_ALLOW_ASYNC_UNSAFE: the browser tests set it in this process (Playwright's
+        # loop), and check --deploy rightly refuses it.
+        if k
+        not in {
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "DJANGO_SETTINGS_MODULE",
+            "BEEWEB_ENV",
+            "DJANGO_ALLOW_ASYNC_UNSAFE",
+        }
         and not k.startswith("SECURE_")
     }
     env["BEEWEB_DATA_DIR"] = str(data_dir)
