@@ -73,7 +73,7 @@ class _Job:
 
     name: str
     group: int
-    jobs: int = 1  # processes this report stands for
+    jobs: int | None = 1  # processes this report stands for; None: the output does not say
     line: int | None = None
     error: int = 0
     dirs: dict[str, _Dir] = field(default_factory=dict)
@@ -238,6 +238,46 @@ def _command_from_text(lines: list[str]) -> str | None:
         if m:
             return m.group(1).strip()
     return None
+
+
+_CMD_OPT_RE = re.compile(r"^--?(?P<key>[a-z_]+)(?:=(?P<value>.*))?$")
+
+
+def _command_numjobs(command: str | None) -> dict[str, int]:
+    """numjobs of each job a fio command line defines ("--name=a --numjobs=2 …").
+
+    Options before the first --name are global and every job inherits them; a job without
+    numjobs runs one process. Jobs of a job file are not in the output, so a command that
+    runs one gives nothing.
+    """
+    if not command:
+        return {}
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return {}
+    global_numjobs = 1
+    jobs: dict[str, int] = {}
+    section: str | None = None
+    for index, token in enumerate(tokens):
+        m = _CMD_OPT_RE.match(token)
+        if not m:
+            continue
+        value = m.group("value")
+        if value is None and index + 1 < len(tokens) and not tokens[index + 1].startswith("-"):
+            value = tokens[index + 1]  # "--numjobs 2"
+        if m.group("key") == "name" and value:
+            section = value
+            jobs[section] = global_numjobs
+        elif m.group("key") == "numjobs" and value is not None:
+            number = parse_int(value)
+            if number is None or number < 1:
+                continue
+            if section is None:
+                global_numjobs = number
+            else:
+                jobs[section] = number
+    return jobs
 
 
 # --- normal text -------------------------------------------------------------------------
@@ -535,6 +575,38 @@ def _apply_text_params(jobs: list[_Job], info: dict[str, Any]) -> None:
 # --- terse -------------------------------------------------------------------------------
 
 
+def _terse_processes(jobs: list[_Job], info: dict[str, Any], command: str | None) -> list[str]:
+    """How many processes each terse line stands for; the warnings where the output cannot say.
+
+    Without group_reporting fio writes one line per process (numjobs lines of the same name),
+    with it one line per group, and the line itself holds no count. A group's only line stands
+    for the numjobs of its job on the command line, or for "Starting N processes" when the
+    output has one group; otherwise its count is unknown and no threads parameter is given.
+    """
+    command_numjobs = _command_numjobs(command)
+    groups = sorted({j.group for j in jobs})
+    unknown = []
+    for g in groups:
+        members = [j for j in jobs if j.group == g]
+        if len(members) > 1:
+            continue  # one line per process
+        job = members[0]
+        if job.name in command_numjobs:
+            job.jobs = command_numjobs[job.name]
+        elif len(groups) == 1 and info["starting"]:
+            job.jobs = info["starting"]
+        else:
+            job.jobs = None
+            unknown.append(job.name)
+    if not unknown:
+        return []
+    return [
+        f"terse output does not say how many processes the line of {', '.join(unknown)} "
+        "stands for (numjobs with group_reporting); threads is not recorded: parse it with "
+        "the fio command line, or use json output"
+    ]
+
+
 def _terse_dir(fields: list[str], pos: int) -> _Dir:
     """One direction of a terse line (41 fields from ``pos``); latencies are in usec."""
     kb = float(fields[pos])
@@ -697,21 +769,32 @@ def _json_dir(section: dict) -> _Dir:
     return d
 
 
-def _parse_json(data: dict) -> tuple[list[_Job], dict]:
+def _parse_json(data: dict, command: str | None = None) -> tuple[list[_Job], dict]:
     entries = data.get("jobs")
     if not isinstance(entries, list):
         entries = data.get("client_stats")
     if not isinstance(entries, list):
         raise ParseError("JSON 'jobs' is not a list", tool=TOOL)
     global_opts = data.get("global options") if isinstance(data.get("global options"), dict) else {}
+    command_numjobs = _command_numjobs(command)
+    # fio --client sums the hosts itself ("All clients"); we aggregate below.
+    reports = [
+        (index, entry)
+        for index, entry in enumerate(entries)
+        if isinstance(entry, dict) and str(entry.get("jobname", "")) != "All clients"
+    ]
+    # Entries per group on each host: without group_reporting fio writes one entry per process
+    # (numjobs entries of the same name), with it one entry for the whole group. The entry
+    # count is the sign to go by: a bare --group_reporting never shows in "job options".
+    per_group: dict[tuple[int, str], int] = {}
+    for _, entry in reports:
+        key = (parse_int(entry.get("groupid", 0)) or 0, str(entry.get("hostname") or ""))
+        per_group[key] = per_group.get(key, 0) + 1
     jobs: list[_Job] = []
     hosts = set()
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            continue
+    warnings: list[str] = []
+    for index, entry in reports:
         name = str(entry.get("jobname", f"job{index}"))
-        if name == "All clients":  # fio --client sums the hosts itself; we aggregate below
-            continue
         if entry.get("hostname"):
             hosts.add(str(entry["hostname"]))
         opts = dict(global_opts)
@@ -719,10 +802,22 @@ def _parse_json(data: dict) -> tuple[list[_Job], dict]:
             opts.update(entry["job options"])
         group = parse_int(entry.get("groupid", 0)) or 0
         job = _Job(name=name, group=group, error=parse_int(entry.get("error", 0)) or 0)
-        numjobs = parse_int(opts.get("numjobs", 1)) or 1
-        # Without group_reporting fio writes one entry per process, so each stands for one.
-        grouped = "group_reporting" in opts and _bool_option(opts["group_reporting"]) is not False
-        job.jobs = numjobs if grouped else 1
+        if "numjobs" in opts:
+            numjobs = parse_int(opts["numjobs"])
+        else:  # fio 2.x left numjobs out of "global options"; the command may still say
+            numjobs = command_numjobs.get(name, 1)
+        single = per_group[(group, str(entry.get("hostname") or ""))] == 1
+        # One entry standing for numjobs processes is a group_reporting result.
+        job.jobs = max(numjobs or 1, 1) if single else 1
+        own_name = opts.get("name")
+        if single and own_name is not None and str(own_name) != name:
+            # group_reporting over several jobs ("--name=a … --name=b …"): fio names the entry
+            # after the first and shows the last one's options, so numjobs is one job's count.
+            job.jobs = None
+            warnings.append(
+                f"entry {name!r} combines several fio jobs (its options are those of "
+                f"{own_name!r}); the JSON does not say how many processes: threads not recorded"
+            )
         job.params = _params_from_options(opts)
         for direction in DIRECTIONS:
             section = entry.get(direction)
@@ -738,6 +833,7 @@ def _parse_json(data: dict) -> tuple[list[_Job], dict]:
         "time": data.get("time"),
         "hosts": sorted(hosts),
         "disk_util": data.get("disk_util") if isinstance(data.get("disk_util"), list) else [],
+        "warnings": warnings,
     }
     return jobs, info
 
@@ -880,11 +976,13 @@ def _build(
                     iops = None
                 lat, pct = _combine_latency(dirs)
             _add_dir_metrics(result, direction, bw, iops, lat, pct, {"group": g})
+        counts = [j.jobs for j in members]
         group_info.append(
             {
                 "group": g,
                 "jobs": [j.name for j in members],
-                "threads": sum(j.jobs for j in members),
+                # processes in the group; None when a report does not say how many it stands for
+                "threads": None if None in counts or not counts else sum(counts),
                 "params": dict(members[0].params) if members else {},
             }
         )
@@ -903,8 +1001,8 @@ def _build(
                     result, direction, bw, d.iops_value(), d.lat, d.pct, {"job": j.name, "group": g}
                 )
     # Run parameters: those every group agrees on; the rest stay per group in extra.
-    threads = {gi["threads"] for gi in group_info if gi["threads"]}
-    if len(threads) == 1:
+    threads = {gi["threads"] for gi in group_info}
+    if len(threads) == 1 and None not in threads:
         result.params["threads"] = threads.pop()
     keys = set().union(*(gi["params"].keys() for gi in group_info)) if group_info else set()
     for key in sorted(keys):
@@ -930,10 +1028,11 @@ def _parse(text: str, **options: Any) -> ParseResult:
     if "{" in text:
         data, json_error = _find_json(text)
         if data is not None:
-            jobs, info = _parse_json(data)
+            command = command or _command_from_text(lines)
+            jobs, info = _parse_json(data, command)
             if not any(j.dirs for j in jobs):
                 raise ParseError("fio JSON holds no job with read, write or trim I/O", tool=TOOL)
-            result = _build(jobs, {}, info["version"], command or _command_from_text(lines), "json")
+            result = _build(jobs, {}, info["version"], command, "json")
             if any(d.bins for j in jobs for d in j.dirs.values()):
                 result.extra["format"] = "json+"
             if info["hosts"]:
@@ -943,6 +1042,8 @@ def _parse(text: str, **options: Any) -> ParseResult:
                 result.extra["disk_util"] = info["disk_util"]
             if info["time"]:
                 result.extra["time"] = info["time"]
+            if info["warnings"]:
+                result.extra["warnings"] = info["warnings"]
             return result.validate()
 
     jobs, group_lines, info = _parse_text(lines)
@@ -984,15 +1085,23 @@ def _parse(text: str, **options: Any) -> ParseResult:
             tool=TOOL,
         )
 
+    command = command or _command_from_text(lines)
+    problems: list[str] = []
+    if fmt == "terse":
+        problems += _terse_processes(jobs, info, command)
     _apply_text_params(jobs, info)
-    result = _build(jobs, group_lines, version, command or _command_from_text(lines), fmt)
+    result = _build(jobs, group_lines, version, command, fmt)
+    if not jobs and len(result.extra["groups"]) == 1 and info["starting"]:
+        # Only "Run status group" lines: "Starting N processes" counts the one group's jobs.
+        result.extra["groups"][0]["threads"] = info["starting"]
+        result.params["threads"] = info["starting"]
     if info["comments"]:
         result.extra["header_comments"] = info["comments"]
     if info["disk_util"]:
         result.extra["disk_util"] = info["disk_util"]
     if info["starting"] is not None:
         result.extra["processes_started"] = info["starting"]
-    warnings = info["warnings"] + [str(p) for p in terse_problems]
+    warnings = info["warnings"] + [str(p) for p in terse_problems] + problems
     if info["mixed"]:
         warnings.append("unified_rw_reporting 'mixed' sections are not mapped to metrics")
     if warnings:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
+from experiments.importing import import_output, reparse
 from experiments.models import Metric, Run
 from tests.parsers.conftest import SAMPLES
 
@@ -15,6 +18,8 @@ pytestmark = [
 ]
 IOR = SAMPLES / "ior" / "ior-3.2.1-posix-fpp-64tasks-wr-beegfs-aws.txt"
 MDTEST = SAMPLES / "mdtest" / "mdtest-3.3.0-64tasks-8nodes-3iter-lustre-gcp.txt"
+# fio runs generated for the parser tests (tests/parsers/fixtures/fio/README.md)
+FIO_FIXTURES = Path(__file__).resolve().parents[1] / "parsers" / "fixtures" / "fio"
 
 
 def test_browser_import_previews_then_saves(alice_client, testbed, tuning_set):
@@ -116,3 +121,17 @@ def test_import_results_fails_on_unparseable_files(testbed, tmp_path):
     with pytest.raises(CommandError, match="1 of 1 files"):
         call_command("import_results", str(junk), "--testbed", testbed.name)
     assert Run.objects.get().raw_output == "nothing to see"
+
+
+def test_imported_fio_group_reporting_result_keeps_its_threads(testbed, tuning_set):
+    """numjobs=2 with group_reporting: one combined JSON entry stands for two processes, and
+    the parsed threads reach the run's params (on import and on reparse)."""
+    text = (FIO_FIXTURES / "fio-3.33-json-numjobs2-group-reporting.json").read_text()
+    run = import_output(text, testbed=testbed, tuning_set=tuning_set)
+    assert (run.tool, run.parse_error) == ("fio", "")
+    assert run.params["threads"] == 2
+    run.params = {}
+    run.save(update_fields=["params"])
+    assert reparse(run) is None
+    run.refresh_from_db()
+    assert run.params["threads"] == 2

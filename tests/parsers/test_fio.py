@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +13,10 @@ from hypothesis import strategies as st
 from runners.parsers import dd, elbencho, fio
 from runners.parsers.base import ParseError
 from tests.parsers.conftest import SAMPLES, metric, read_sample
+
+# fio 3.33 outputs generated here (tests/parsers/fixtures/fio/README.md gives each command):
+# no public sample has numjobs > 1 with group_reporting in JSON, json+ or terse.
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "fio"
 
 KIB = 1024
 MIB = 1024**2
@@ -382,6 +387,186 @@ def test_truncated_terse_line_is_a_parse_error_naming_the_line():
         fio.parse(line[:200])
     assert err.value.line == 1
     assert "truncated" in str(err.value)
+
+
+# --- numjobs under group_reporting: how many processes a result stands for --------------------
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+# Read from the samples themselves: the "(groupid=N, jobs=M)" report lines of the text samples,
+# "numjobs" in the JSON options ("01" in the fio 2.18 file; the 3.28 thesis files set none).
+@pytest.mark.parametrize(
+    ("name", "group_threads"),
+    [
+        ("fio-1.57-text-4groups-20procs-crlf.txt", [5, 5, 5, 5]),  # jobs=5 in each group
+        ("fio-3.28-text-16jobs-group-reporting-beegfs.txt", [16]),  # (groupid=0, jobs=16)
+        ("fio-3.28-text-randrw-128jobs-qd128-beegfs.txt", [128]),  # (groupid=0, jobs=128)
+        ("fio-3.28-text-seqwrite-256k-fsync-beegfs-with-header-comments.txt", [1]),
+        ("fio-3.1-text-seqread-4k-libaio-qd4-aws.txt", [1]),
+        ("fio-3.1-text-seqwrite-4k-libaio-qd4-aws.txt", [1]),
+        ("fio-2.18-json-legacy-clat-usec-randread.json", [1]),  # "numjobs" : "01"
+        ("fio-3.16-json-randrw-4k-libaio-direct-fsync.json", [1]),  # "numjobs" : "1"
+        ("fio-3.6-json-randread-4k-qd1-ceph.json", [1]),  # "numjobs" : "1"
+        ("fio-3.39-jsonplus-clat-bins-randwrite-1k-posixaio-macos.json", [1]),  # global "1"
+        ("fio-3.28-json-15jobs-randread-buffered-beegfs-thesis.json", [1] * 15),  # no numjobs
+        ("fio-3.28-json-15jobs-stonewall-seqwrite-direct-beegfs-thesis.json", [1] * 15),
+    ],
+)
+def test_threads_of_every_real_sample(sample, name, group_threads):
+    r = fio.parse(sample(f"fio/{name}"))
+    assert [g["threads"] for g in r.extra["groups"]] == group_threads
+    assert r.params["threads"] == group_threads[0]
+
+
+def test_text_16_processes_group_reporting_is_16_threads(sample):
+    r = fio.parse(sample("fio/fio-3.28-text-16jobs-group-reporting-beegfs.txt"))
+    assert r.extra["processes_started"] == 16  # "Starting 16 processes"
+    assert r.extra["jobs"][0]["jobs"] == 16  # one combined report for 16 processes
+    assert metric(r, "write_bw", group=0) == pytest.approx(113 * MIB)  # WRITE: bw=113MiB/s
+
+
+def test_text_with_only_run_status_lines_counts_starting_processes(sample):
+    lines = sample("fio/fio-3.28-text-16jobs-group-reporting-beegfs.txt").splitlines()
+    assert lines[24].startswith("multi-seqwrite: (groupid=0, jobs=16)")
+    assert lines[44] == "Run status group 0 (all jobs):"
+    r = fio.parse("\n".join(lines[:24] + lines[44:]))  # the job report cut out
+    assert r.params["threads"] == 16  # "Starting 16 processes", the only group
+
+
+def test_json_numjobs_2_group_reporting_is_2_threads():
+    text = fixture("fio-3.33-json-numjobs2-group-reporting.json")
+    # A bare --group_reporting is not echoed in the job options: one entry is the only sign.
+    assert "group_reporting" not in text and '"numjobs" : "2"' in text
+    r = fio.parse(text)
+    assert r.extra["format"] == "json"
+    assert r.params["threads"] == 2
+    assert r.extra["jobs"][0]["jobs"] == 2
+    # "io_bytes" : 8388608 (2 x 4 MiB) in "runtime" : 4 ms: both processes in one entry
+    assert r.get("write_bw") == pytest.approx(8388608 / 0.004)
+    assert r.get("write_iops") == pytest.approx(2048 / 0.004)
+
+
+def test_json_plus_numjobs_2_group_reporting_is_2_threads():
+    r = fio.parse(fixture("fio-3.33-jsonplus-numjobs2-group-reporting.json"))
+    assert r.extra["format"] == "json+"
+    assert r.params["threads"] == 2
+    assert r.get("write_bw") == pytest.approx(8388608 / 0.007)  # 8388608 bytes in 7 ms
+
+
+def test_json_job_file_global_numjobs_2_group_reporting_is_2_threads():
+    text = fixture("fio-3.33-json-jobfile-global-numjobs2-group-reporting.json")
+    data = json.loads(text)
+    assert data["global options"]["numjobs"] == "2" and "job options" not in data["jobs"][0]
+    r = fio.parse(text)
+    assert r.params["threads"] == 2
+
+
+def test_json_group_reporting_1_is_2_threads_too():
+    data = json.loads(fixture("fio-3.33-json-numjobs2-group-reporting.json"))
+    data["jobs"][0]["job options"]["group_reporting"] = "1"  # as --group_reporting=1 writes it
+    assert fio.parse(json.dumps(data)).params["threads"] == 2
+
+
+def test_json_numjobs_2_without_group_reporting_is_2_threads_not_4():
+    r = fio.parse(fixture("fio-3.33-json-numjobs2-per-job.json"))
+    # two entries named "t", each with "numjobs" : "2": one process each
+    assert [j["jobs"] for j in r.extra["jobs"]] == [1, 1]
+    assert r.params["threads"] == 2
+    # 4194304 bytes each, runtimes 4 and 5 ms: total bytes over the longest runtime
+    assert metric(r, "write_bw", group=0, job=None) == pytest.approx(2 * 4194304 / 0.005)
+
+
+def test_json_client_two_hosts_numjobs_2_group_reporting_is_4_threads():
+    r = fio.parse(fixture("fio-3.33-json-client-2hosts-numjobs2-group-reporting.txt"))
+    assert r.extra["hosts"] == ["127.0.0.1", "127.0.0.2"]
+    assert r.params["nodes"] == 2
+    assert r.params["threads"] == 4  # numjobs 2 on each of the 2 clients
+    # 8388608 bytes per host, runtimes 9 and 13 ms ("All clients": 16777216 in 13 ms)
+    assert r.get("write_bw") == pytest.approx(16777216 / 0.013)
+
+
+def test_json_without_numjobs_takes_it_from_the_command():
+    data = json.loads(fixture("fio-3.33-json-numjobs2-group-reporting.json"))
+    del data["jobs"][0]["job options"]["numjobs"]  # as fio 2.x left a global numjobs out
+    text = json.dumps(data)
+    assert fio.parse(text).params["threads"] == 1  # nothing says otherwise: fio's default
+    command = "fio --name=t --rw=write --numjobs=2 --group_reporting --output-format=json"
+    assert fio.parse(text, command=command).params["threads"] == 2
+
+
+def test_json_group_of_two_jobs_records_no_threads_where_text_says_5():
+    text = fixture("fio-3.33-json-two-jobs-one-group-group-reporting.json")
+    # --name=a --numjobs=2 --name=b --numjobs=3: one entry "a" holding b's options
+    data = json.loads(text[text.index("{") :])
+    assert data["jobs"][0]["jobname"] == "a"
+    assert data["jobs"][0]["job options"] == {"name": "b", "numjobs": "3"}
+    r = fio.parse(text)
+    assert "threads" not in r.params  # neither 2 nor 3: the JSON cannot say 5
+    assert any("combines several fio jobs" in w for w in r.extra["warnings"])
+    assert r.get("write_bw") == pytest.approx(
+        20971520 / (data["jobs"][0]["write"]["runtime"] / 1e3)
+    )
+    # The same run in normal output: "a: (groupid=0, jobs=5)", "Starting 5 processes"
+    r = fio.parse(fixture("fio-3.33-text-two-jobs-one-group-group-reporting.txt"))
+    assert r.params["threads"] == 5
+
+
+def test_terse_group_reporting_line_without_a_count_records_no_threads():
+    r = fio.parse(fixture("fio-3.33-terse-numjobs2-group-reporting.txt"))
+    assert r.extra["format"] == "terse"
+    assert "threads" not in r.params
+    assert r.extra["groups"][0]["threads"] is None
+    assert any("terse output does not say" in w for w in r.extra["warnings"])
+    # the line itself: write 8192 KiB in 8 ms
+    assert r.get("write_bw") == pytest.approx(1024000 * KIB)
+
+
+def test_terse_group_reporting_line_with_the_command_is_2_threads():
+    text = fixture("fio-3.33-terse-numjobs2-group-reporting.txt")
+    command = (
+        "fio --name=t --rw=write --bs=4k --size=4m --numjobs=2 --group_reporting "
+        "--directory=/tmp/i7/x --output-format=terse"
+    )
+    r = fio.parse(text, command=command.split())
+    assert r.params["threads"] == 2
+    assert "warnings" not in r.extra
+    # the command kept in the output, as a wrapper's prompt line
+    r = fio.parse(f"$ {command}\n{text}")
+    assert r.command == command
+    assert r.params["threads"] == 2
+
+
+def test_terse_lines_per_process_are_2_threads():
+    r = fio.parse(fixture("fio-3.33-terse-numjobs2-per-job.txt"))
+    assert r.params["threads"] == 2
+    # write 4096 KiB in 4 ms and 4096 KiB in 5 ms
+    assert metric(r, "write_bw", group=0, job=None) == pytest.approx(8192 * KIB / 0.005)
+
+
+def test_terse_line_with_starting_line():
+    r = fio.parse(TERSE_332)  # "Starting 1 process"
+    assert r.params["threads"] == 1
+    text = TERSE_332.replace("Starting 1 process", "Starting 2 processes")
+    assert fio.parse(text).params["threads"] == 2
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("fio --name=t --numjobs=2", {"t": 2}),
+        ("fio --numjobs=4 --name=a --name=b --numjobs 3", {"a": 4, "b": 3}),
+        ("fio --name=a --rw=write", {"a": 1}),
+        ("fio -name=x -numjobs=8", {"x": 8}),
+        ("fio job.fio --output-format=terse", {}),
+        ("fio --name='unbalanced", {}),
+        (None, {}),
+    ],
+)
+def test_command_numjobs(command, expected):
+    assert fio._command_numjobs(command) == expected
 
 
 # --- command, detection, errors ----------------------------------------------------------------
