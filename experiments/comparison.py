@@ -352,6 +352,7 @@ class Point:
     limit_name: str = ""
     limit_value: float | None = None  # display units, before normalisation
     limit_detail: str = ""
+    limit_scope: str = ""  # what the limit is of: testbed, one target, one drive
     testbed: str = ""
     flags: list[str] = field(default_factory=list)
     diff_pct: float | None = None  # against the baseline series at the same x (and y)
@@ -832,6 +833,7 @@ class _Context:
     configs: list[dict]
     tunings: dict[int, Any]
     warnings: list[str]
+    measured: dict[int, Any] = field(default_factory=dict)  # limits.measured_links
 
     @classmethod
     def load(cls, rows: list[dict], groups: dict[str, Any], qs: QuerySet) -> _Context:
@@ -871,6 +873,9 @@ class _Context:
             self.configs = []
         testbed_ids |= {c["run__testbed_id"] for c in self.configs}
         self.testbeds = Testbed.objects.in_bulk(testbed_ids)
+        from experiments.limits import measured_links
+
+        self.measured = measured_links(self.testbeds.values())
         for member in (
             TestbedNode.objects.filter(testbed_id__in=testbed_ids)
             .select_related("node__profile")
@@ -910,20 +915,43 @@ class _Context:
         return sorted(names)
 
     # Limits and efficiency.
-    def _limits(self, kind: str, pk: int):
-        from experiments.limits import compute_limits, compute_target_limits
+    def _limits(self, scope):
+        """The limits of a run scope (experiments.limits.run_scope), computed once."""
+        from experiments.limits import compute_scope_limits
 
-        key = (kind, pk)
+        key = ("scope", scope)
         if key not in self.limits:
-            if kind == "target":
-                target = self.target_by_id.get(pk)
-                self.limits[key] = compute_target_limits(target) if target else None
+            testbed = self.testbeds.get(scope.testbed_id)
+            target = self.target_by_id.get(scope.target_id) if scope.target_id else None
+            if testbed is None or (scope.kind == "target" and target is None):
+                self.limits[key] = None
             else:
-                testbed = self.testbeds.get(pk)
-                self.limits[key] = (
-                    compute_limits(testbed, self.members[pk], self.targets[pk]) if testbed else None
+                pk = testbed.pk
+                members, targets = self.members[pk], self.targets[pk]
+                self.limits[key] = compute_scope_limits(
+                    scope, testbed, members, targets, target, self.measured.get(pk)
                 )
         return self.limits[key]
+
+    def _scope(self, point: Point, row: dict):
+        """The one scope of the runs behind a point, from their targets and parameters (none
+        when they differ); without configurations, from the target/testbed id ranges."""
+        from experiments.limits import Scope, run_scope
+
+        configs = self.by_group.get((point.metric, point.series_key, point.x_key, point.y_key))
+        if configs:
+            scopes = {
+                run_scope(
+                    c["run__tool"], c["run__params"], c["run__target_id"], c["run__testbed_id"]
+                )
+                for c in configs
+            }
+            return scopes.pop() if len(scopes) == 1 else None
+        if row["tg_n"] == row["runs"] and row["tg_lo"] == row["tg_hi"] and row["tg_lo"]:
+            return Scope("target", row["tb_lo"], row["tg_lo"], network=False)
+        if row["tb_lo"] == row["tb_hi"] and not row["tg_n"]:
+            return Scope("testbed", row["tb_lo"])
+        return None
 
     def annotate(self, point: Point, row: dict, m: MetricInfo) -> None:
         single_testbed = row["tb_lo"] == row["tb_hi"]
@@ -935,26 +963,33 @@ class _Context:
         if op is None:
             self._working_set(point, row, m)
             return
-        limits = None
-        if row["tg_n"] == row["runs"] and row["tg_lo"] == row["tg_hi"] and row["tg_lo"]:
-            limits = self._limits("target", row["tg_lo"])
-        elif single_testbed and not row["tg_n"]:
-            limits = self._limits("testbed", row["tb_lo"])
+        from experiments.limits import above_limit
+
+        scope = self._scope(point, row)
+        limits = self._limits(scope) if scope is not None else None
         bottleneck = limits.bottleneck(op) if limits else None
         if bottleneck is not None:
             limit = getattr(bottleneck, op)
             point.limit_name = bottleneck.name
             point.limit_detail = bottleneck.detail
+            point.limit_scope = limits.scope
             point.limit_value = limit / m.divisor
             point.efficiency = row["raw_mean"] / limit * 100
-            if row["raw_mean"] > limit:
+            of = f"{bottleneck.name}, {limits.scope}"
+            if above_limit(row["raw_mean"], limit):
+                why = "likely a cache effect"
+                if limits.scope != "testbed":
+                    why = (
+                        "more than its scope allows (a cache effect, a wider scope than "
+                        "stated or an understated limit)"
+                    )
                 point.flags.append(
-                    f"above the theoretical limit ({point.efficiency:.0f}% of {bottleneck.name}):"
-                    " likely a cache effect"
+                    f"above the theoretical limit ({point.efficiency:.0f}% of {of}): {why}"
                 )
-            elif row["raw_max"] > limit:
+            elif above_limit(row["raw_max"], limit):
                 point.flags.append(
-                    f"some repetitions above the {bottleneck.name} limit: likely a cache effect"
+                    f"some repetitions above the {bottleneck.name} limit ({limits.scope}): "
+                    "likely a cache effect"
                 )
         self._working_set(point, row, m)
 

@@ -83,7 +83,15 @@ class DriveForm(forms.ModelForm):
 class NicForm(forms.ModelForm):
     class Meta:
         model = Nic
-        fields = ["kind", "model", "rate_gbps", "ports", "count"]
+        fields = [
+            "kind",
+            "model",
+            "rate_gbps",
+            "ports",
+            "count",
+            "usable_gbytes",
+            "usable_source",
+        ]
 
     def __init__(self, *args, parent=None, user=None, **kwargs):
         super().__init__(*args, **kwargs)

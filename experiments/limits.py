@@ -1,7 +1,16 @@
 """Theoretical limits of a testbed from its inventory (../shared/DESIGN.md, "Theoretical limits").
 
-network = storage servers x links x link rate; drives = datasheet bandwidth x drives by RAID
-level; PCIe = lanes x generation rate. The lowest limit is the bottleneck.
+network = storage servers x links x bandwidth per link; drives = datasheet bandwidth x drives by
+RAID level; PCIe = lanes x generation rate. The lowest limit is the bottleneck.
+
+Bandwidth per link, in this order: what the testbed's own qperf/perftest runs measured (one
+stream between two nodes is one link), what a study states for the NIC (``Nic.usable_gbytes``
+with ``usable_source``), else the line rate / 8. The limit's detail names which one it uses.
+
+A run's limit follows its scope (``run_scope``): a run on one target (``run.target``; it runs
+on the target's server, so no network), a run on one raw drive (``params["drives"] == 1``), a
+run through BeeGFS on one target (``params["storage_targets"] == 1``: that target's drives and
+its server's links), StorageBench (on the servers, no network), else the whole testbed.
 """
 
 from __future__ import annotations
@@ -13,6 +22,23 @@ from dataclasses import dataclass, field
 PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 GB = 1e9
+
+# A value up to this much above a limit is "at the limit", not impossible: line rates,
+# datasheets and measurements each carry a few percent (seed 000 reads 48.1 GB/s over a
+# 48.0 GB/s qperf baseline, "100% bandwidth utilization", and 3.1 GB/s over one drive's
+# 3.06 GB/s fio figure, "utilization values slightly above 100%").
+TOLERANCE = 0.02
+
+# Tools that run on the storage servers themselves: their data crosses no network.
+LOCAL_TOOLS = frozenset({"storagebench"})
+
+# Link bandwidth measured by network benchmarks, per tool; RDMA metrics for RDMA fabrics.
+LINK_METRICS = {
+    "qperf": ("rc_bw", "rc_rdma_write_bw", "rc_rdma_read_bw", "tcp_bw", "udp_bw"),
+    "perftest": ("ib_write_bw", "ib_read_bw", "ib_send_bw"),
+}
+RDMA_FABRICS = {"infiniband", "omnipath", "roce"}
+IP_METRICS = {"tcp_bw", "udp_bw"}
 
 
 @dataclass
@@ -28,6 +54,7 @@ class Limit:
 class Limits:
     limits: list[Limit]
     missing: list[str]
+    scope: str = "testbed"
 
     def bottleneck(self, op: str) -> Limit | None:
         candidates = [lim for lim in self.limits if getattr(lim, op) is not None]
@@ -57,41 +84,126 @@ def raid_factors(level: str, disks: int) -> tuple[float, float]:
     return 1, 1
 
 
-def _node_links(member, fabric: str) -> tuple[int, float | None]:
-    """(links, Gb/s per link) of a testbed member, preferring NICs of the testbed's fabric."""
+@dataclass(frozen=True)
+class MeasuredLink:
+    """Bandwidth of one link as the testbed's network benchmarks measured it."""
+
+    bytes_per_s: float
+    tool: str
+    metric: str
+    runs: int
+
+    @property
+    def basis(self) -> str:
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        return f"measured with {self.tool} ({self.metric}, mean of {runs})"
+
+
+def measured_links(testbeds) -> dict[int, MeasuredLink]:
+    """Per testbed id, the best link bandwidth its qperf/perftest runs measured (mean over
+    runs of each metric, the highest metric), in one query. RDMA fabrics use RDMA tests only,
+    Ethernet only TCP/UDP tests."""
+    from django.db.models import Avg, Count
+
+    from experiments.models import Metric, Run
+
+    testbeds = list(testbeds)
+    if not testbeds:
+        return {}
+    fabrics = {tb.pk: tb.fabric for tb in testbeds}
+    names = [name for names in LINK_METRICS.values() for name in names]
+    rows = (
+        Metric.objects.filter(
+            primary=True,
+            name__in=names,
+            run__testbed_id__in=list(fabrics),
+            run__tool__in=list(LINK_METRICS),
+            run__status__in=[Run.Status.SUCCEEDED, Run.Status.IMPORTED, Run.Status.PUBLISHED],
+        )
+        .values("run__testbed_id", "run__tool", "name")
+        .annotate(mean=Avg("value"), runs=Count("run", distinct=True))
+        .order_by()
+    )
+    best: dict[int, MeasuredLink] = {}
+    for row in rows:
+        testbed_id, name = row["run__testbed_id"], row["name"]
+        fabric = fabrics.get(testbed_id, "")
+        if name not in LINK_METRICS.get(row["run__tool"], ()):
+            continue
+        if fabric in RDMA_FABRICS and name in IP_METRICS:
+            continue
+        if fabric == "ethernet" and name not in IP_METRICS:
+            continue
+        if not row["mean"] or row["mean"] <= 0:
+            continue
+        link = MeasuredLink(row["mean"], row["run__tool"], name, row["runs"])
+        if testbed_id not in best or link.bytes_per_s > best[testbed_id].bytes_per_s:
+            best[testbed_id] = link
+    return best
+
+
+def _node_links(member, fabric: str, measured: MeasuredLink | None = None):
+    """(links, bytes/s per link, basis) of a testbed member, preferring NICs of the testbed's
+    fabric; per link: the testbed's measurement, else the NIC's stated usable bandwidth, else
+    its line rate."""
     nics = list(member.node.profile.nics.all())
     matching = [nic for nic in nics if not fabric or fabric == "mixed" or nic.kind == fabric]
     nics = matching or nics
     if not nics:
-        return 0, None
+        return 0, None, ""
     rate = max(nic.rate_gbps for nic in nics)
     fast = [nic for nic in nics if nic.rate_gbps == rate]
     links = member.storage_links or sum(nic.links for nic in fast)
-    return links, rate
+    if measured is not None:
+        return links, measured.bytes_per_s, measured.basis
+    stated = [nic for nic in fast if nic.usable_gbytes]
+    if stated:
+        nic = max(stated, key=lambda n: n.usable_gbytes)
+        source = f"as stated by {nic.usable_source}" if nic.usable_source else "as stated"
+        return links, nic.usable_gbytes * GB, source
+    return links, rate * GB / 8, f"line rate {rate:g} Gb/s"
 
 
-def _network(members, fabric: str, role: str, missing: list[str]) -> Limit | None:
-    total_links, total = 0, 0.0
-    shapes: Counter[tuple[int, float]] = Counter()
+def _links_phrase(links: int, per_link: float, basis: str) -> str:
+    rate = per_link / GB
+    rate_text = f"{rate:.1f}" if rate >= 1 else f"{rate:.3g}"
+    return f"{links} link{'s' if links != 1 else ''} x {rate_text} GB/s {basis}"
+
+
+def _network(
+    members, fabric: str, role: str, missing: list[str], measured: MeasuredLink | None = None
+) -> Limit | None:
+    total = 0.0
+    shapes: Counter[int] = Counter()  # links per member -> members
+    rates: Counter[tuple[float, str]] = Counter()  # (bytes/s per link, basis) -> links
     servers = [m for m in members if getattr(m, role)]
     if not servers:
         return None
     for member in servers:
-        links, rate = _node_links(member, fabric)
-        if rate is None:
+        links, per_link, basis = _node_links(member, fabric, measured)
+        if per_link is None:
             missing.append(f"{member.node}: no NICs in its hardware profile")
             continue
-        total_links += links
-        total += links * rate * GB / 8
-        shapes[(links, rate)] += 1
+        total += links * per_link
+        shapes[links] += 1
+        rates[(per_link, basis)] += links
     if not total:
         return None
     label = "storage servers" if role == "storage" else "clients"
-    parts = [
-        f"{n} x {links} link{'s' if links > 1 else ''} of {rate:g} Gb/s"
-        for (links, rate), n in sorted(shapes.items(), reverse=True)
-    ]
-    detail = f"{len(servers)} {label}, {total_links} links: " + ", ".join(parts)
+    detail = f"{len(servers)} {label}"
+    if len(shapes) > 1:
+        detail += (
+            " ("
+            + ", ".join(
+                f"{n} x {links} link{'s' if links != 1 else ''}"
+                for links, n in sorted(shapes.items(), reverse=True)
+            )
+            + ")"
+        )
+    detail += ": " + " + ".join(
+        _links_phrase(links, per_link, basis)
+        for (per_link, basis), links in sorted(rates.items(), reverse=True)
+    )
     name = "network (storage servers)" if role == "storage" else "network (clients)"
     return Limit(name, total, total, detail)
 
@@ -109,11 +221,17 @@ def _target_drive(target):
     return next((d for d in drives if d.purpose != "os"), None)
 
 
-def compute_limits(testbed, members=None, targets=None) -> Limits:
+def compute_limits(
+    testbed, members=None, targets=None, measured=False, network: bool = True
+) -> Limits:
     """Network, drive and PCIe limits of a testbed's storage side.
 
     ``members`` and ``targets`` may be given already loaded (the comparison loads those of
-    every testbed it shows in a fixed number of queries)."""
+    every testbed it shows in a fixed number of queries); ``measured`` is the testbed's
+    ``MeasuredLink`` or None (False: look it up). ``network=False`` leaves the network out
+    (tools that run on the storage servers)."""
+    if measured is False:
+        measured = measured_links([testbed]).get(testbed.pk)
     if members is None:
         members = list(
             testbed.members.select_related("node__profile").prefetch_related(
@@ -122,8 +240,8 @@ def compute_limits(testbed, members=None, targets=None) -> Limits:
         )
     missing: list[str] = []
     limits: list[Limit] = []
-    for role in ("storage", "client"):
-        lim = _network(members, testbed.fabric, role, missing)
+    for role in ("storage", "client") if network else ():
+        lim = _network(members, testbed.fabric, role, missing, measured)
         if lim:
             limits.append(lim)
 
@@ -209,7 +327,179 @@ def compute_target_limits(target) -> Limits:
                 "PCIe (drive links)",
                 disks * drive.pcie_lanes * lane * GB,
                 disks * drive.pcie_lanes * lane * GB,
-                f"{disks} drives, lanes x generation rate",
+                f"{disks} drive{'s' if disks > 1 else ''}, lanes x generation rate",
             )
         )
-    return Limits(limits, missing)
+    return Limits(limits, missing, "one target")
+
+
+# --- Scope: what a run measured -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one run measured: ``kind`` is "testbed", "target" (``run.target``), "one target"
+    (one of the testbed's targets through BeeGFS) or "drive" (one raw drive)."""
+
+    kind: str
+    testbed_id: int | None
+    target_id: int | None = None
+    network: bool = True
+
+    @property
+    def label(self) -> str:
+        if self.kind == "target":
+            return "one target, on its server"
+        if self.kind == "drive":
+            return "one drive"
+        if self.kind == "one target":
+            return "one target" if self.network else "one target, on its server"
+        return "testbed" if self.network else "testbed storage, on the servers"
+
+
+def _count(params: dict, name: str) -> float | None:
+    value = params.get(name)
+    if isinstance(value, bool) or value in (None, ""):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def run_scope(tool: str, params, target_id: int | None, testbed_id: int | None) -> Scope:
+    """The scope of a run from its target and parameters: ``run.target`` set (the run works on
+    that target's server: dd on a device, StorageBench per target), ``drives`` = 1 (one raw
+    drive), ``storage_targets`` = 1 (StorageBench: ``targets`` = 1) for one target, else the
+    testbed. StorageBench runs on the storage servers: its data crosses no network."""
+    params = params if isinstance(params, dict) else {}
+    local = tool in LOCAL_TOOLS
+    if target_id:
+        return Scope("target", testbed_id, target_id, network=False)
+    if _count(params, "drives") == 1:
+        return Scope("drive", testbed_id, network=False)
+    targets = _count(params, "storage_targets")
+    if targets is None and local:
+        targets = _count(params, "targets")
+    if targets == 1:
+        return Scope("one target", testbed_id, network=not local)
+    return Scope("testbed", testbed_id, network=not local)
+
+
+def _widest(candidates: list[Limits], scope: str, note: str) -> Limits:
+    """One Limits from several alternatives (targets or drives of a testbed, when the run does
+    not say which): each limit the largest of the alternatives, so it holds for any of them."""
+    candidates = [c for c in candidates if c.limits]
+    if not candidates:
+        return Limits([], ["no storage target with a known drive"], scope)
+    merged: dict[str, Limit] = {}
+    for limits in candidates:
+        for lim in limits.limits:
+            have = merged.get(lim.name)
+            if have is None:
+                merged[lim.name] = Limit(lim.name, lim.read, lim.write, lim.detail)
+                continue
+            differs = (have.read, have.write) != (lim.read, lim.write)
+            have.read = max(filter(None, (have.read, lim.read)), default=None)
+            have.write = max(filter(None, (have.write, lim.write)), default=None)
+            if differs and note not in have.detail:
+                have.detail += f" ({note})"
+    return Limits(list(merged.values()), [], scope)
+
+
+def _server_network(testbed, target, members, measured, missing) -> Limit | None:
+    member = next((m for m in members if target.node_id and m.node_id == target.node_id), None)
+    if member is None:
+        missing.append(f"{target}: its storage server is not a member of the testbed")
+        return None
+    links, per_link, basis = _node_links(member, testbed.fabric, measured)
+    if per_link is None:
+        missing.append(f"{member.node}: no NICs in its hardware profile")
+        return None
+    total = links * per_link
+    return Limit(
+        "network (one storage server)",
+        total,
+        total,
+        f"{member.node}: " + _links_phrase(links, per_link, basis),
+    )
+
+
+def _one_drive(target) -> Limits:
+    """One raw drive of a target's drive model (no RAID)."""
+    drive = _target_drive(target)
+    if drive is None:
+        return Limits([], [f"{target}: drive model unknown"], "one drive")
+    limits = []
+    if drive.seq_read_mbps and drive.seq_write_mbps:
+        limits.append(
+            Limit(
+                "drive",
+                drive.seq_read_mbps * 1e6,
+                drive.seq_write_mbps * 1e6,
+                f"one {drive.model or drive.get_kind_display()}, sequential bandwidth",
+            )
+        )
+    lane = PCIE_GBPS_PER_LANE.get(drive.pcie_gen or 0)
+    if lane and drive.pcie_lanes:
+        rate = drive.pcie_lanes * lane * GB
+        limits.append(
+            Limit(
+                "PCIe (drive link)",
+                rate,
+                rate,
+                f"PCIe {drive.pcie_gen} x{drive.pcie_lanes}, lanes x generation rate",
+            )
+        )
+    return Limits(limits, [], "one drive")
+
+
+def compute_scope_limits(
+    scope: Scope, testbed, members=None, targets=None, target=None, measured=False
+) -> Limits:
+    """The limits of what a run measured (``run_scope``): the testbed's, one target's (its
+    drives by RAID level and, through BeeGFS, its server's links) or one drive's. Without a
+    named target or drive, the largest of the testbed's is taken (an upper bound)."""
+    if scope.kind == "target":
+        limits = compute_target_limits(target) if target is not None else Limits([], [])
+        limits.scope = scope.label
+        return limits
+    if members is None:
+        members = list(
+            testbed.members.select_related("node__profile").prefetch_related(
+                "node__profile__nics", "node__profile__drives"
+            )
+        )
+    if targets is None:
+        targets = list(
+            testbed.targets.filter(kind="storage")
+            .select_related("drive", "node__profile")
+            .prefetch_related("node__profile__drives")
+        )
+    if measured is False:
+        measured = measured_links([testbed]).get(testbed.pk)
+    if scope.kind == "drive":
+        return _widest([_one_drive(t) for t in targets], scope.label, "the largest drive")
+    if scope.kind == "one target":
+        candidates = []
+        for t in targets:
+            limits = compute_target_limits(t)
+            if scope.network:
+                lim = _server_network(testbed, t, members, measured, limits.missing)
+                if lim:
+                    limits.limits.append(lim)
+            candidates.append(limits)
+        merged = _widest(candidates, scope.label, "the largest of the testbed's targets")
+        if scope.network:
+            clients = _network(members, testbed.fabric, "client", merged.missing, measured)
+            if clients:
+                merged.limits.append(clients)
+        return merged
+    limits = compute_limits(testbed, members, targets, measured, network=scope.network)
+    limits.scope = scope.label
+    return limits
+
+
+def above_limit(value: float, limit: float) -> bool:
+    """Whether ``value`` exceeds ``limit`` by more than the limits' own uncertainty."""
+    return value > limit * (1 + TOLERANCE)

@@ -140,7 +140,16 @@ class NicSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Nic
-        fields = ["uuid", "kind", "model", "rate_gbps", "ports", "count"]
+        fields = [
+            "uuid",
+            "kind",
+            "model",
+            "rate_gbps",
+            "ports",
+            "count",
+            "usable_gbytes",
+            "usable_source",
+        ]
 
 
 class HardwareProfileSerializer(OwnedSerializer):

@@ -133,6 +133,21 @@ class Nic(UUIDModel):
     count = models.PositiveSmallIntegerField(
         "adapters", default=1, validators=[MinValueValidator(1)]
     )
+    usable_gbytes = models.FloatField(
+        "usable GB/s per link",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001)],
+        help_text="Bandwidth one link carries in GB/s (decimal bytes), as a study states it "
+        "or as measured (e.g. 12.4 for EDR InfiniBand); empty means the line rate / 8.",
+    )
+    usable_source = models.CharField(
+        "usable bandwidth source",
+        max_length=200,
+        blank=True,
+        help_text='Who states or measured the usable bandwidth, e.g. "Dell EMC 2019, '
+        'Figure 9 text" or "ib_write_bw between node1 and node2".',
+    )
 
     class Meta:
         ordering = ["profile", "-rate_gbps", "id"]

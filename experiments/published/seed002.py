@@ -12,6 +12,9 @@ MIB = 2**20
 GIB = 2**30
 GB = 1e9
 
+# "Each link can provide a theoretical peak performance of 12.4 GB/s" (of its EDR links).
+_EDR_SOURCE = "002 Dell EMC 2019, Figure 9 text (InfiniBand EDR links)"
+
 PROFILES = [
     {
         "key": "r640",
@@ -101,7 +104,9 @@ PROFILES = [
                 "rate_gbps": 100,
                 "ports": 1,
                 "count": 2,
-                "source_ref": "Table 2; Solution Reference Architecture",
+                "usable_gbytes": 12.4,
+                "usable_source": _EDR_SOURCE,
+                "source_ref": "Table 2; Solution Reference Architecture; Figure 9 text",
             },
         ],
     },
@@ -137,7 +142,9 @@ PROFILES = [
                 "rate_gbps": 100,
                 "ports": 1,
                 "count": 1,
-                "source_ref": "Table 4 (Interconnect)",
+                "usable_gbytes": 12.4,
+                "usable_source": _EDR_SOURCE,
+                "source_ref": "Table 4 (Interconnect); Figure 9 text",
             },
         ],
     },
@@ -445,10 +452,22 @@ RUNS = [
         "label": "IOzone N-N random write IOPS peak, 512 threads",
         "command": _RAND_CMD,
         "params": {**_RAND_PARAMS, "threads": 512, "nodes": 32, "ops": ["randwrite"]},
-        "notes": "Peak random write IOPS (4 KiB requests). OS caches dropped between runs.",
+        "notes": (
+            "Peak random write: ~3.6 million IOPS with 4 KiB requests (-r 4K), stored as "
+            "randwrite_bw = 3.6e6 x 4,096 B/s = 14.7 GB/s, as the IOzone parser converts -O "
+            "(ops/s) output. OS caches dropped between runs."
+        ),
         "source_ref": "Random Writes and Reads N-N (Figure 10 text); Conclusion",
         "metrics": [
-            _metric("write_iops", 3.6e6, "op/s", "Figure 10 text", approx=True),
+            {
+                **_metric(
+                    "randwrite_bw",
+                    3.6e6 * 4 * KIB,
+                    "B/s",
+                    "Figure 10 text (~3.6 million IOPS, 4 KiB)",
+                ),
+                "extra": {"approx": True, "iops": 3.6e6, "io_size": 4 * KIB},
+            },
         ],
     },
     {
@@ -460,10 +479,22 @@ RUNS = [
         "label": "IOzone N-N random read IOPS peak, 1024 threads",
         "command": _RAND_CMD,
         "params": {**_RAND_PARAMS, "threads": 1024, "nodes": 32, "ops": ["randread"]},
-        "notes": "Peak random read IOPS (4 KiB requests). OS caches dropped between runs.",
+        "notes": (
+            "Peak random read: ~3.5 million IOPS with 4 KiB requests (-r 4K), stored as "
+            "randread_bw = 3.5e6 x 4,096 B/s = 14.3 GB/s, as the IOzone parser converts -O "
+            "(ops/s) output. OS caches dropped between runs."
+        ),
         "source_ref": "Random Writes and Reads N-N (Figure 10 text); Conclusion",
         "metrics": [
-            _metric("read_iops", 3.5e6, "op/s", "Figure 10 text", approx=True),
+            {
+                **_metric(
+                    "randread_bw",
+                    3.5e6 * 4 * KIB,
+                    "B/s",
+                    "Figure 10 text (~3.5 million IOPS, 4 KiB)",
+                ),
+                "extra": {"approx": True, "iops": 3.5e6, "io_size": 4 * KIB},
+            },
         ],
     },
     {
@@ -519,12 +550,15 @@ RUNS = [
         "tool_version": "7.1.3",
         "label": "StorageBench maximum throughput, RAID 0 device",
         "notes": (
-            "Maximum throughput; the document does not say whether it is the read or write "
-            "test (it says the results are like the dd write results), hence bw. "
+            "Maximum throughput. Stored as write_bw (StorageBench reports write or read): the "
+            'document sets it beside the dd write results ("like what was obtained using dd '
+            'commands") and item 3 speaks of write performance. 5.5 GB/s is 106% of the '
+            "4 x 1.3 GB/s = 5.2 GB/s datasheet write limit of the array; beeweb flags it. "
             "tool_version is the BeeGFS release."
         ),
         "source_ref": "Storage Service (RAID 0 vs RAID 10, item 2)",
-        "metrics": [_metric("bw", 5.5 * GB, "B/s", "Storage Service, item 2", stat="max")],
+        "params": {"targets": 1},
+        "metrics": [_metric("write_bw", 5.5 * GB, "B/s", "Storage Service, item 2", stat="max")],
     },
     {
         "key": "storagebench-raid10",
@@ -535,10 +569,12 @@ RUNS = [
         "tool_version": "7.1.3",
         "label": "StorageBench maximum throughput, RAID 10 device",
         "notes": (
-            "Maximum throughput; the document does not say whether it is the read or write "
-            "test, hence bw. tool_version is the BeeGFS release."
+            "Maximum throughput. Stored as write_bw (StorageBench reports write or read): the "
+            "document sets it beside the dd write results and item 3 speaks of write "
+            "performance. tool_version is the BeeGFS release."
         ),
         "source_ref": "Storage Service (RAID 0 vs RAID 10, item 2)",
-        "metrics": [_metric("bw", 3.4 * GB, "B/s", "Storage Service, item 2", stat="max")],
+        "params": {"targets": 1},
+        "metrics": [_metric("write_bw", 3.4 * GB, "B/s", "Storage Service, item 2", stat="max")],
     },
 ]

@@ -40,7 +40,7 @@ PRESETS = [
     ),
     (
         "RAID0 vs RAID10: StorageBench per device",
-        "metric=bw&x=tool&series=raid&tool=storagebench&baseline=10",
+        "metric=write_bw&x=tool&series=raid&tool=storagebench&baseline=10",
     ),
     ("Metadata: file creates by processes", "metric=file_create&x=param:threads&series=arch"),
 ]

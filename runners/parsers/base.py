@@ -163,6 +163,9 @@ PARAMS_DOC: dict[str, str] = {
     "pattern": "'seq' or 'rand'",
     "rw": "fio rw= value or equivalent: write, read, randwrite, randread, randrw, …",
     "ops": "IOzone test list or elbencho phases",
+    "storage_targets": "BeeGFS storage targets the run used (1: one target, its limit applies)",
+    "targets": "StorageBench: storage targets benchmarked",
+    "drives": "raw drives measured without BeeGFS or RAID (1: one drive, its limit applies)",
 }
 
 

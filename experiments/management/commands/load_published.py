@@ -59,7 +59,13 @@ DRIVE_FIELDS = {
     "rand_read_iops": None,
     "rand_write_iops": None,
 }
-NIC_FIELDS = {"rate_gbps": None, "ports": 1, "count": 1}
+NIC_FIELDS = {
+    "rate_gbps": None,
+    "ports": 1,
+    "count": 1,
+    "usable_gbytes": None,
+    "usable_source": "",
+}
 NODE_FIELDS = {"hostname": "", "address": "", "os": "", "kernel": "", "notes": ""}
 TESTBED_FIELDS = {
     "name": "",
