@@ -100,6 +100,28 @@ def testbed(alice, node):
 
 
 @pytest.fixture
+def bench(testbed, node, tmp_path):
+    """alice's testbed "bench": her node stor1 is also its client, and it benchmarks in
+    tmp_path/bench (created)."""
+    workdir = tmp_path / "bench"
+    workdir.mkdir(exist_ok=True)
+    testbed.benchmark_dir = str(workdir)
+    testbed.save()
+    TestbedNode.objects.filter(testbed=testbed, node=node).update(client=True)
+    return testbed
+
+
+@pytest.fixture
+def executing_bench(bench, tmp_path, settings):
+    """``bench`` with this process as its node: run scratch under tmp_path, quick heartbeats,
+    and a node policy (BEEWEB_NODE_DIRS) that lets runs work under tmp_path only."""
+    settings.RUN_DIR = tmp_path / "runs"
+    settings.RUN_PROGRESS_SECONDS = 0.5
+    settings.NODE_DIRS = str(tmp_path)
+    return bench
+
+
+@pytest.fixture
 def tuning_set(alice):
     ts = TuningSet.objects.create(owner=alice, name="base")
     ts.replace_params([("storage", "tuneNumWorkers", "48"), ("striping", "chunksize", "512k")])

@@ -10,18 +10,9 @@ from django.urls import reverse
 
 from experiments import matrices
 from experiments.matrix_files import from_yaml, to_yaml
-from experiments.models import Matrix, Node, Run, TestbedNode
+from experiments.models import Matrix, Node, Run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def bench(testbed, node, tmp_path):
-    """The shared testbed with a client role and a benchmark directory on this machine."""
-    testbed.benchmark_dir = str(tmp_path)
-    testbed.save()
-    TestbedNode.objects.filter(testbed=testbed, node=node).update(client=True)
-    return testbed
 
 
 @pytest.fixture

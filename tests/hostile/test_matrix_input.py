@@ -31,15 +31,6 @@ QUICK = 1.0  # seconds: "well under a second" on a loaded CI machine
 
 
 @pytest.fixture
-def bench(testbed, node, tmp_path):
-    """alice's testbed with a client and a benchmark directory."""
-    testbed.benchmark_dir = str(tmp_path)
-    testbed.save()
-    TestbedNode.objects.filter(testbed=testbed, node=node).update(client=True)
-    return testbed
-
-
-@pytest.fixture
 def bob_bench(bob, tmp_path):
     """bob's own testbed (he operates it), sharing no node with alice's."""
     from experiments.models import Node

@@ -47,15 +47,6 @@ def no_broker(monkeypatch):
 
 
 @pytest.fixture
-def bench(testbed, node, tmp_path):
-    """alice's testbed "bench": her node stor1 is also its client; it benchmarks in tmp."""
-    testbed.benchmark_dir = str(tmp_path / "bench")
-    testbed.save()
-    TestbedNode.objects.filter(testbed=testbed, node=node).update(client=True)
-    return testbed
-
-
-@pytest.fixture
 def bob_bench(bob, tmp_path):
     """bob's own testbed, with a node of his."""
     profile = HardwareProfile.objects.create(owner=bob, name="bob box", architecture="x86_64")

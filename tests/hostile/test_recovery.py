@@ -37,7 +37,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from experiments import matrices
-from experiments.models import Matrix, Run, TestbedNode, Worker
+from experiments.models import Matrix, Run, Worker
 from runners import execute
 from tests.e2e import Stack, wait_for
 
@@ -50,16 +50,8 @@ needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not i
 
 
 @pytest.fixture
-def bench(testbed, node, tmp_path, settings):
-    settings.RUN_DIR = tmp_path / "runs"
-    settings.RUN_PROGRESS_SECONDS = 0.5
-    settings.NODE_DIRS = str(tmp_path)
-    workdir = tmp_path / "bench"
-    workdir.mkdir()
-    testbed.benchmark_dir = str(workdir)
-    testbed.save()
-    TestbedNode.objects.filter(testbed=testbed, node=node).update(client=True)
-    return testbed
+def bench(executing_bench):
+    return executing_bench
 
 
 def make_matrix(owner, testbed, params=None, repetitions=1, tool="fio") -> Matrix:

@@ -16,23 +16,15 @@ import pytest
 from django.utils import timezone
 
 from experiments import matrices
-from experiments.models import Matrix, Run, TestbedNode
+from experiments.models import Matrix, Run
 from runners import execute
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
 
 @pytest.fixture
-def bench(testbed, node, tmp_path, settings):
-    settings.RUN_DIR = tmp_path / "runs"
-    settings.RUN_PROGRESS_SECONDS = 0.5
-    settings.NODE_DIRS = str(tmp_path)  # the node lets runs work under tmp_path only
-    workdir = tmp_path / "bench"
-    workdir.mkdir()
-    testbed.benchmark_dir = str(workdir)
-    testbed.save()
-    TestbedNode.objects.filter(testbed=testbed, node=node).update(client=True)
-    return testbed
+def bench(executing_bench):
+    return executing_bench
 
 
 def make_matrix(owner, testbed, tool="fio", params=None, axes=None, **fields):
