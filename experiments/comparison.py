@@ -357,6 +357,7 @@ class Point:
     flags: list[str] = field(default_factory=list)
     diff_pct: float | None = None  # against the baseline series at the same x (and y)
     p_value: float | None = None
+    approximate: bool = False  # some value is one a study gives as "about" (extra.approx)
 
     @property
     def cv_pct(self) -> float | None:
@@ -655,6 +656,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
         )
         if point.noisy:
             point.flags.append(f"noisy: CV {cv * 100:.1f}% > {NOISY_CV * 100:.0f}%")
+        point.approximate = bool(row.get("approx_n"))
         context.annotate(point, row, m)
         points.append(point)
         variances[(m.name, point.series_key, point.x_key, point.y_key)] = (
@@ -750,22 +752,42 @@ def _place(key: str, value: str) -> str:
     return f" at {name} {value}" if name else f" with {value}"
 
 
+# Series values that do not say what they are get their dimension's name in a sentence
+# ("numjobs 2 writes 83% faster than numjobs 1"); "RAID0", "aarch64 (Arm)", "dd" stand alone.
+_NAMED = {"beegfs": "BeeGFS", "testbed": "testbed", "tuning": "tuning set", "matrix": "matrix"}
+
+
+def named(key: str, value: str) -> str:
+    """A series value as a sentence names it: "numjobs 2", "BeeGFS 7.4.5", "RAID0"."""
+    if key.startswith(("param:", "tuning:", "hw:")):
+        return f"{dimensions.label(key)} {value}"
+    if key in _NAMED:
+        return f"{_NAMED[key]} {value}"
+    return value
+
+
 def _sentence(m: MetricInfo, p: Point, base: Point, diff: float, test, spec) -> str:
     where = [_place(spec.x, p.x), _place(spec.y, p.y)]
     at = "".join(w for w in where if w)
-    n = f"n = {p.n}" if p.n == base.n else f"n = {p.n} vs {base.n}"
+    n = f"n = {p.n} each" if p.n == base.n else f"n = {p.n} vs {base.n}"
+    a, b = named(spec.series, p.series), named(spec.series, base.series)
+    # A value a study gives as "about 5.1 GB/s" makes the difference approximate too.
+    about = "about " if p.approximate or base.approximate else ""
+    if about:
+        which = " and ".join(f"{x.series}'s" for x in (p, base) if x.approximate)
+        n += f"; {which} value{'s are' if ' and ' in which else ' is'} approximate"
     if abs(diff) < 0.05:
-        core = f"{p.series} and {base.series} are equal in {m.name}{at}"
+        core = f"{a} and {b} are {about}equal in {m.name}{at}"
     elif m.higher_is_better:
         verb = VERBS.get(m.name)
         word = "faster" if diff > 0 else "slower"
         if verb:
-            core = f"{p.series} {verb} {_pct(diff)} {word} than {base.series}{at}"
+            core = f"{a} {verb} {about}{_pct(diff)} {word} than {b}{at}"
         else:
-            core = f"{p.series} is {_pct(diff)} {word} than {base.series} in {m.name}{at}"
+            core = f"{a} is {about}{_pct(diff)} {word} than {b} in {m.name}{at}"
     else:
         word = "lower" if diff < 0 else "higher"
-        core = f"{p.series} has {_pct(diff)} {word} {m.name} than {base.series}{at}"
+        core = f"{a} has {about}{_pct(diff)} {word} {m.name} than {b}{at}"
     if test is None:
         reason = "single values" if min(p.n, base.n) < 2 else "no spread"
         return f"{core} ({reason}, no significance test; {n})"

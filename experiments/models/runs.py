@@ -215,6 +215,7 @@ class MetricQuerySet(models.QuerySet):
 
     def _grouped_sql(self, groups: dict, value) -> tuple[str, tuple]:
         value = models.F("value") if value is None else value
+        one, zero = models.Value(1), models.Value(0)
         inner = (
             self.annotate(_v=value, **groups)
             .values(
@@ -225,6 +226,12 @@ class MetricQuerySet(models.QuerySet):
                 _tb=models.F("run__testbed_id"),
                 _tg=models.F("run__target_id"),
                 _run=models.F("run_id"),
+                # Values a study gives as "about 5.1 GB/s" (extra.approx).
+                _apx=models.Case(
+                    models.When(extra__approx=True, then=one),
+                    default=zero,
+                    output_field=models.IntegerField(),
+                ),
             )
             .order_by()
         )
@@ -236,7 +243,8 @@ class MetricQuerySet(models.QuerySet):
         """Per group and metric name: n, mean, min, max, median, stddev (PostgreSQL) or sum
         of squares (SQLite, whose STDDEV fails on one-row groups), the raw mean/max in base
         units, the number of runs, and the testbed/target id ranges that tell whether a
-        group stands on one testbed or one target.
+        group stands on one testbed or one target, and the number of approximate values
+        (``approx_n``).
 
         The median is PostgreSQL's PERCENTILE_CONT; elsewhere the mean of the one or two
         middle values, numbered by window functions in the same query."""
@@ -255,6 +263,7 @@ class MetricQuerySet(models.QuerySet):
             "MAX(_tg) AS tg_hi",
             "COUNT(_tg) AS tg_n",
             "COUNT(_run) AS runs",
+            "SUM(_apx) AS approx_n",
         ]
         cte, params = self._grouped_sql(groups, value)
         if connection.vendor == "postgresql":

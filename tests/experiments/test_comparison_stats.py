@@ -139,7 +139,7 @@ def test_baseline_difference_and_welch_p_value(lab):
     assert cmp8.p_value == pytest.approx(ss.ttest_ind(ARM, X86, equal_var=False).pvalue)
     assert cmp8.significant
     assert cmp8.sentence == (
-        "aarch64 (Arm) writes 51% faster than x86_64 at threads 8 (p < 0.001, n = 3)"
+        "aarch64 (Arm) writes 51% faster than x86_64 at threads 8 (p < 0.001, n = 3 each)"
     )
     (cmp16,) = [c for c in result.comparisons if c.x == "16"]
     assert cmp16.p_value is None and "no significance test" in cmp16.sentence
