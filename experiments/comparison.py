@@ -358,6 +358,13 @@ class Point:
     diff_pct: float | None = None  # against the baseline series at the same x (and y)
     p_value: float | None = None
     approximate: bool = False  # some value is one a study gives as "about" (extra.approx)
+    published_runs: int = 0  # how many of its runs come from published studies
+    own_runs: int = 0  # how many are the users' own (executed or imported)
+    source: str = ""  # the data source of all its runs (a study or "own runs"); "": several
+
+    @property
+    def mixed_sources(self) -> bool:
+        return not self.source
 
     @property
     def cv_pct(self) -> float | None:
@@ -656,7 +663,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
         )
         if point.noisy:
             point.flags.append(f"noisy: CV {cv * 100:.1f}% > {NOISY_CV * 100:.0f}%")
-        point.approximate = bool(row.get("approx_n"))
+        _sources(point, row)
         context.annotate(point, row, m)
         points.append(point)
         variances[(m.name, point.series_key, point.x_key, point.y_key)] = (
@@ -678,6 +685,12 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
         labels.setdefault(p.series_key, p.series)
     result.series = sorted(([k, v] for k, v in labels.items()), key=lambda kv: kv[1])
     result.colours = charts.colours(list(labels.values()))
+    if not source_chosen(spec):
+        for metric, key in sorted(_mixed_series(points)):
+            result.warnings.append(
+                f"{labels[key]} ({metric}) mixes published studies and own runs: split "
+                "(series=source) or filter (f=source:…) by data source to keep them apart."
+            )
     if spec.baseline and spec.series:
         if spec.baseline in labels:
             result.baseline_label = labels[spec.baseline]
@@ -698,6 +711,68 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     return result
 
 
+def _sources(point: Point, row: dict) -> None:
+    """The point's data source, whether its values are approximate, and a flag when it pools
+    runs of several sources (published studies and own runs, or two studies)."""
+    point.approximate = bool(row.get("approx_n"))
+    point.published_runs = int(row.get("pub_n") or 0)
+    point.own_runs = int(row.get("runs") or 0) - point.published_runs
+    lo, hi = row.get("src_lo"), row.get("src_hi")
+    point.source = lo if lo == hi and lo is not None else ""
+    if point.mixed_sources:
+        point.flags.append(f"pools {_mix(point)}")
+
+
+def _mix(point: Point) -> str:
+    """ "published studies and own runs (1 published, 3 own)" or "runs of several studies"."""
+    if point.published_runs and point.own_runs:
+        return (
+            f"published studies and own runs ({point.published_runs} published, "
+            f"{point.own_runs} own)"
+        )
+    return "runs of several published studies"
+
+
+def source_chosen(spec: ComparisonSpec) -> bool:
+    """Whether the user split (x, y, series) or filtered by data source: only then may a
+    sentence compare points of different sources, or points that pool several."""
+    return "source" in (spec.x, spec.y, spec.series) or any(
+        key == "source" for key, _ in spec.filters
+    )
+
+
+def _mixed_series(points: list[Point]) -> set[tuple[str, str]]:
+    """(metric, series key) of the series holding both published and own runs (in one point
+    or across points: own runs at threads 4 beside a study's threads 1 and 256)."""
+    kinds: dict[tuple[str, str], set[bool]] = defaultdict(set)
+    for p in points:
+        if p.published_runs:
+            kinds[(p.metric, p.series_key)].add(True)
+        if p.own_runs:
+            kinds[(p.metric, p.series_key)].add(False)
+    return {key for key, seen in kinds.items() if len(seen) == 2}
+
+
+def _source_confounder(p: Point, base: Point, mixed: set[tuple[str, str]]) -> str:
+    """Why a point and its baseline point may not be compared for their data sources ("" if
+    they may): a series mixing published and own runs, own runs against a study, or a point
+    pooling several studies. Two studies side by side (Arm in one, x86 in another) are what
+    the published presets compare; the other differences between them are named elsewhere."""
+    for x in (p, base):
+        if (x.metric, x.series_key) in mixed:
+            return f"{x.series} mixes published studies and own runs"
+    if bool(p.own_runs) != bool(base.own_runs):
+        own, study = (p, base) if p.own_runs else (base, p)
+        return (
+            f"own runs ({own.series}) vs a published study ({study.series}: "
+            f"{dimensions.short_source(study.source) or 'several'})"
+        )
+    for x in (p, base):
+        if x.mixed_sources:
+            return f"{x.series} pools {_mix(x)}"
+    return ""
+
+
 def _compare_to_baseline(
     result: ComparisonResult,
     spec: ComparisonSpec,
@@ -707,11 +782,22 @@ def _compare_to_baseline(
     """Each point against the baseline series' point at the same x (and y): difference in %,
     Welch's t-test on the runs' values, one plain-language sentence."""
     by_key = {(p.metric, p.series_key, p.x_key, p.y_key): p for p in result.points}
+    chosen = source_chosen(spec)
+    mixed = _mixed_series(result.points)
+    unclaimed: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for p in result.points:
         if p.series_key == spec.baseline:
             continue
         base = by_key.get((p.metric, spec.baseline, p.x_key, p.y_key))
         if base is None or not base.mean:
+            continue
+        confounder = "" if chosen else _source_confounder(p, base, mixed)
+        if confounder:
+            # Own runs never join a published series silently: no difference is claimed.
+            at = "".join(_place(k, v) for k, v in ((spec.x, p.x), (spec.y, p.y)))
+            unclaimed[(p.metric, f"{p.series} vs {base.series}", confounder)].append(
+                at.strip().strip("()") or "overall"
+            )
             continue
         own = variances.get((p.metric, p.series_key, p.x_key, p.y_key))
         ref = variances.get((base.metric, base.series_key, base.x_key, base.y_key))
@@ -734,6 +820,12 @@ def _compare_to_baseline(
                 n_baseline=base.n,
                 sentence=_sentence(info[p.metric], p, base, diff, test, spec),
             )
+        )
+    for (metric, pair, confounder), places in unclaimed.items():
+        result.warnings.append(
+            f"No difference claimed for {pair} in {metric} ({'; '.join(places)}): "
+            f"{confounder}. Split (series=source) or filter (f=source:…) by data source to "
+            "compare them."
         )
 
 
@@ -759,6 +851,8 @@ _NAMED = {"beegfs": "BeeGFS", "testbed": "testbed", "tuning": "tuning set", "mat
 
 def named(key: str, value: str) -> str:
     """A series value as a sentence names it: "numjobs 2", "BeeGFS 7.4.5", "RAID0"."""
+    if key == "source":
+        return dimensions.short_source(value)
     if key.startswith(("param:", "tuning:", "hw:")):
         return f"{dimensions.label(key)} {value}"
     if key in _NAMED:

@@ -24,7 +24,7 @@ from django.db.models import (
     When,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Cast, Coalesce, NullIf
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ FIXED: dict[str, Dimension] = {
         Dimension("tuning", "Tuning set", "tuning"),
         Dimension("matrix", "Matrix", "run"),
         Dimension("tool", "Tool", "run"),
-        Dimension("source", "Source (study)", "run"),
+        Dimension("source", "Data source (published study or own runs)", "run"),
     ]
 }
 
@@ -281,7 +281,7 @@ def expression(key: str, lookup: TestbedLookup | None = None):
             )
         return Coalesce(F(f"run__target__node__profile__{field}"), member(field))
     if key == "source":
-        return F("run__source")
+        return source_expression()
     if key.startswith("param:") and _safe_name(key[6:]):
         return KeyTextTransform(key[6:], "run__params")
     if key.startswith("tuning:") and _safe_name(key[7:]):
@@ -292,6 +292,31 @@ def expression(key: str, lookup: TestbedLookup | None = None):
             "digits, '.', '_' and '-', starts with a letter and has at most 80 characters"
         )
     raise ValueError(f"unknown dimension {key!r}")
+
+
+# The data source of a run that is not from a published study: the ``source`` dimension's
+# value (filter ``f=source:own runs``), so own runs never pool with a study unseen.
+OWN_RUNS = "own runs"
+
+
+def source_expression():
+    """A published run's study (``Run.source``, "published" when it names none), otherwise
+    ``OWN_RUNS``: imported or executed runs are the user's own even if they cite a document."""
+    return Case(
+        When(
+            run__published=True,
+            then=Coalesce(NullIf(F("run__source"), Value("")), Value("published")),
+        ),
+        default=Value(OWN_RUNS),
+        output_field=CharField(),
+    )
+
+
+def short_source(value: str) -> str:
+    """ "000 Huawei/ThinkParQ: Performance Evaluation …" -> "000 Huawei/ThinkParQ" (the
+    study's number and authors, for sentences and notes)."""
+    head, sep, _ = value.partition(": ")
+    return head if sep and head else value
 
 
 # A run parameter or tuning key as a dimension: ASCII, starting with a letter or "_" (a name

@@ -214,6 +214,8 @@ class MetricQuerySet(models.QuerySet):
     # ms). Elsewhere (SQLite) the rows stay MATERIALIZED.
 
     def _grouped_sql(self, groups: dict, value) -> tuple[str, tuple]:
+        from experiments import dimensions
+
         value = models.F("value") if value is None else value
         one, zero = models.Value(1), models.Value(0)
         inner = (
@@ -226,7 +228,14 @@ class MetricQuerySet(models.QuerySet):
                 _tb=models.F("run__testbed_id"),
                 _tg=models.F("run__target_id"),
                 _run=models.F("run_id"),
-                # Values a study gives as "about 5.1 GB/s" (extra.approx).
+                # Data source (a study or own runs), published runs, approximate values
+                # ("about 5.1 GB/s": extra.approx): a point says when it pools sources.
+                _src=dimensions.source_expression(),
+                _pub=models.Case(
+                    models.When(run__published=True, then=one),
+                    default=zero,
+                    output_field=models.IntegerField(),
+                ),
                 _apx=models.Case(
                     models.When(extra__approx=True, then=one),
                     default=zero,
@@ -243,7 +252,8 @@ class MetricQuerySet(models.QuerySet):
         """Per group and metric name: n, mean, min, max, median, stddev (PostgreSQL) or sum
         of squares (SQLite, whose STDDEV fails on one-row groups), the raw mean/max in base
         units, the number of runs, and the testbed/target id ranges that tell whether a
-        group stands on one testbed or one target, and the number of approximate values
+        group stands on one testbed or one target; the data source range (``src_lo``,
+        ``src_hi``), the number of published runs (``pub_n``) and of approximate values
         (``approx_n``).
 
         The median is PostgreSQL's PERCENTILE_CONT; elsewhere the mean of the one or two
@@ -263,6 +273,9 @@ class MetricQuerySet(models.QuerySet):
             "MAX(_tg) AS tg_hi",
             "COUNT(_tg) AS tg_n",
             "COUNT(_run) AS runs",
+            "MIN(_src) AS src_lo",
+            "MAX(_src) AS src_hi",
+            "SUM(_pub) AS pub_n",
             "SUM(_apx) AS approx_n",
         ]
         cte, params = self._grouped_sql(groups, value)

@@ -14,10 +14,12 @@ from django.utils import timezone
 from experiments.charts import display_unit
 from experiments.models import HardwareProfile, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
+from experiments.views.compare import DASHBOARD_PRESETS
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
+        "presets": DASHBOARD_PRESETS,
         "counts": {
             "hardware": HardwareProfile.objects.count(),
             "testbeds": Testbed.objects.count(),

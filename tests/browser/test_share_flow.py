@@ -14,6 +14,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connections
 
+from experiments.localhost import architecture
+from experiments.published import seed000, seed002
 from tests.browser.conftest import chromium, close_server_connections, new_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -99,6 +101,14 @@ def test_build_save_share_and_revoke(browser, live_server, django_user_model):
     swapped(page, lambda: page.select_option("#fv", ["aarch64", "x86_64"]))
     assert "ppc64le" not in table_text(page)
     assert "f=arch%3Aaarch64" in page.url and "f=arch%3Ax86_64" in page.url
+    if architecture() in ("aarch64", "x86_64"):
+        # The local fio runs (threads unknown) joined a published series: the page says so.
+        assert "mixes published studies and own runs" in page.inner_text("main")
+    # Published studies apart from own runs: filter by data source (the Arm and x86 studies).
+    swapped(page, lambda: page.select_option("#fk", "source"))
+    swapped(page, lambda: page.select_option("#fv", [seed000.SOURCE, seed002.SOURCE]))
+    assert "f=source%3A000" in page.url and "f=source%3A002" in page.url
+    assert "mixes published studies and own runs" not in page.inner_text("main")
     filtered_url = page.url
     swapped(page, lambda: page.select_option("#baseline", "x86_64"))
     page.wait_for_selector("#chart .main-svg")

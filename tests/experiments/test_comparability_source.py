@@ -1,28 +1,147 @@
-"""Issue 12: sentences that name their series' dimension and mark approximate published values
-(item 6), and the comparison table's 95% CI column (item 4).
+"""Issue 12, items 3 and 6 (sentences) and the table's CI column (item 4).
 
-Sentences name the dimension of their series ("numjobs 2 writes … than numjobs 1"), and values a
-study gives as "about" are marked (≈ in the table, "about" in the sentence). The table shows no
-95% CI for n < 3, as the chart does.
+Published studies stay apart from own runs: data source is a dimension (``source``: a study's
+name or "own runs"), every published preset is pinned to its studies, and a series mixing
+published and own runs gets no difference sentence unless the user split or filtered by source.
+Sentences name the dimension of their series ("numjobs 2 writes … than numjobs 1"), and values
+a study gives as "about" are marked (≈ in the table, "about" in the sentence). The table shows
+no 95% CI for n < 3, as the chart does.
 """
 
 from __future__ import annotations
 
+import html
 import re
+from urllib.parse import urlencode
 
 import pytest
 from django.core.management import call_command
 
+from experiments import dimensions
 from experiments.comparison import ComparisonSpec, compute
-from experiments.views.compare import PRESETS
+from experiments.models import Run, Target
+from experiments.published import seed000, seed002
+from experiments.views.compare import DASHBOARD_PRESETS, PRESETS
 from tests.lab import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db
+
+ARM_VS_X86 = "metric=write_bw&x=param:threads&series=arch&baseline=x86_64"
 
 
 @pytest.fixture
 def published():
     call_command("load_published", verbosity=0)
+
+
+def own_runs(owner) -> None:
+    """A user's own runs that would join every published preset if it were not pinned: fio
+    runs on localhost-like x86, Arm and POWER labs (write, read, file creates; threads 1, 4,
+    256 and none), dd and StorageBench on their RAID0/RAID10 targets."""
+    labs = [
+        make_testbed(owner, "own-x86", "x86_64", "0"),
+        make_testbed(owner, "own-x86-r10", "x86_64", "10"),
+        make_testbed(owner, "own-arm", "aarch64", "0"),
+        make_testbed(owner, "own-power", "ppc64le", "10"),
+    ]
+    for tb in labs:
+        for threads in (1, 4, 256, None):
+            extra = {} if threads is None else {"threads": threads}
+            for rep in range(3):
+                value = 1e9 + rep * 1e7
+                add_run(tb, value, **extra)
+                add_run(tb, value * 1.2, metric="read_bw", **extra)
+                add_run(tb, 5e3 + rep, metric="file_create", **extra)
+        target = Target.objects.filter(testbed=tb).first()
+        for tool in ("dd", "storagebench", "iozone"):
+            for rep in range(3):
+                run = add_run(tb, 2e9 + rep * 1e7)
+                Run.objects.filter(pk=run.pk).update(tool=tool, target=target)
+
+
+def summary(query: str) -> tuple[list[tuple], list[str]]:
+    result = compute(ComparisonSpec.from_query(query))
+    assert result.errors == []
+    points = sorted((p.metric, p.series_key, p.x_key, p.y_key, p.n) for p in result.points)
+    return points, [c.sentence for c in result.comparisons]
+
+
+def test_source_is_a_dimension(published, alice):
+    own_runs(alice)
+    result = compute(ComparisonSpec.from_query("metric=write_bw&x=&series=source"))
+    sources = {p.series for p in result.points}
+    assert dimensions.OWN_RUNS in sources
+    assert {seed000.SOURCE, seed002.SOURCE} <= sources
+    own = next(p for p in result.points if p.series == dimensions.OWN_RUNS)
+    assert own.published_runs == 0 and own.own_runs == own.n and own.source == "own runs"
+    # As a filter and on the x axis.
+    only_own = compute(
+        ComparisonSpec.from_query("metric=write_bw&x=source&series=&f=source:own runs")
+    )
+    assert [p.x for p in only_own.points] == [dimensions.OWN_RUNS]
+    assert only_own.points[0].n == own.n
+
+
+def test_every_published_preset_holds_no_own_run(published, alice):
+    before = {title: summary(query) for title, query in PRESETS}
+    assert all(points for points, _ in before.values())
+    own_runs(alice)
+    for title, query in PRESETS:
+        assert summary(query) == before[title], title
+        result = compute(ComparisonSpec.from_query(query))
+        assert all(p.own_runs == 0 and p.published_runs == p.n for p in result.points), title
+        # Unpinned, the same comparison would have taken the own runs in.
+        unpinned = "&".join(part for part in query.split("&") if not part.startswith("f=source"))
+        assert summary(unpinned)[0] != before[title][0], title
+    assert all(preset in PRESETS for preset in DASHBOARD_PRESETS)
+
+
+def test_dashboard_and_compare_page_link_the_pinned_presets(published, alice_client):
+    for url, presets in (("/", DASHBOARD_PRESETS), ("/compare/", PRESETS)):
+        page = alice_client.get(url).content.decode()
+        for title, query in presets:
+            assert f'href="{url if url != "/" else "/compare/"}?{html.escape(query)}"' in page or (
+                f'href="?{html.escape(query)}"' in page
+            ), title
+            assert "f=source" in query
+
+
+def test_own_runs_never_join_a_published_series_silently(published, alice):
+    """The finding: own fio runs at threads 4 on x86 joined the published x86 series and gave
+    "aarch64 (Arm) writes 66% slower than x86_64 at threads 4"."""
+    lab = make_testbed(alice, "localhost", "x86_64", "0")
+    for rep in range(3):
+        add_run(lab, 9e9 + rep * 1e8, threads=4)
+    result = compute(ComparisonSpec.from_query(ARM_VS_X86))
+    assert result.comparisons == []
+    assert all(p.diff_pct is None for p in result.points)
+    warnings = " ".join(result.warnings)
+    assert "x86_64 (write_bw) mixes published studies and own runs" in warnings
+    assert "No difference claimed for aarch64 (Arm) vs x86_64 in write_bw (at threads 4" in (
+        warnings
+    )
+    # Split by source: the own runs are their own series; filtered, the user chose the pair.
+    split = compute(ComparisonSpec.from_query(ARM_VS_X86 + "&y=source"))
+    assert {p.y for p in split.points if p.series == "x86_64"} == {"own runs", seed002.SOURCE}
+    chosen = (
+        ARM_VS_X86 + "&" + urlencode([("f", "source:own runs"), ("f", f"source:{seed000.SOURCE}")])
+    )
+    (sentence,) = [c.sentence for c in compute(ComparisonSpec.from_query(chosen)).comparisons]
+    assert sentence.startswith("aarch64 (Arm) writes about 66% slower than x86_64 at threads 4")
+
+
+def test_a_point_pooling_published_and_own_runs_yields_no_sentence(published, alice):
+    # Own runs with the published dd runs' parameters land in their RAID0/RAID10 points.
+    own_runs(alice)
+    query = "metric=write_bw&x=tool&series=raid&tool=dd&baseline=10"
+    result = compute(ComparisonSpec.from_query(query))
+    assert result.comparisons == []
+    raid0 = next(p for p in result.points if p.series == "RAID0")
+    assert raid0.published_runs == 1 and raid0.own_runs == 6 and raid0.source == ""
+    assert any(
+        "pools published studies and own runs (1 published, 6 own)" in f for f in raid0.flags
+    )
+    assert "RAID0 mixes published studies and own runs" in " ".join(result.warnings)
 
 
 def test_sentences_name_the_dimension(alice):
