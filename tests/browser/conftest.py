@@ -63,3 +63,27 @@ def close_server_connections() -> None:
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
+
+
+@pytest.fixture
+def browser(live_server):
+    """Chromium against the live server. Playwright's sync API runs the test inside its own
+    context, where Django may hold other connections than outside it: start from fresh ones
+    (another browser test's teardown may have terminated the live server's PostgreSQL
+    sessions) and close them before leaving."""
+    from django.db import connections
+
+    connections.close_all()
+    with chromium(on_start=connections.close_all) as browser:
+        yield browser
+    close_server_connections()
+
+
+def sign_in(page, url: str, username: str, password: str, goto: bool = True) -> None:
+    """Sign in through the login form (already open when ``goto`` is false)."""
+    if goto:
+        page.goto(f"{url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/")

@@ -6,20 +6,11 @@ from __future__ import annotations
 import html
 
 import pytest
-from django.db import connections
 
-from tests.browser.conftest import chromium, close_server_connections, new_page
+from tests.browser.conftest import new_page, sign_in
 from tests.lab import add_run, make_testbed
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def browser(live_server):
-    connections.close_all()
-    with chromium(on_start=connections.close_all) as browser:
-        yield browser
-    close_server_connections()
 
 
 def test_two_runs_draw_min_max_and_the_svg_names_its_context(
@@ -33,11 +24,7 @@ def test_two_runs_draw_min_max_and_the_svg_names_its_context(
         add_run(arm, value / 4, threads=4)
     url = live_server.url
     page = new_page(browser)
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "carol")
-    page.fill("#id_password", "carol-secret-pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
+    sign_in(page, url, "carol", "carol-secret-pw")
 
     page.goto(f"{url}/compare/?metric=write_bw&x=param:threads&series=arch&f=raid:0&f=raid:10")
     page.wait_for_selector("#chart-1 .main-svg")

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
-from django.db import connections
 
-from tests.browser.conftest import chromium, close_server_connections, new_page
+from tests.browser.conftest import new_page, sign_in
 from tests.browser.test_share_flow import local_fio_matrix
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,14 +23,6 @@ document.addEventListener("securitypolicyviolation", function (e) {
   window.__csp.push(e.violatedDirective + " " + e.blockedURI);
 });
 """
-
-
-@pytest.fixture
-def browser(live_server):
-    connections.close_all()
-    with chromium(on_start=connections.close_all) as browser:
-        yield browser
-    close_server_connections()
 
 
 def watched_page(browser, errors: list[str]):
@@ -73,11 +64,7 @@ def test_pages_run_under_the_csp(browser, live_server, django_user_model):
     violations: dict[str, list] = {}
 
     page = watched_page(browser, errors)
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "erin")
-    page.fill("#id_password", "erin-secret-pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
+    sign_in(page, url, "erin", "erin-secret-pw")
 
     visit(page, f"{url}/", "main", violations)
     visit(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from tests.browser.conftest import chromium, close_server_connections, new_page
+from tests.browser.conftest import chromium, close_server_connections, new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -28,10 +28,7 @@ def test_engineer_builds_a_testbed_and_compares(page, live_server, django_user_m
 
     page.goto(f"{url}/")
     assert "/login/" in page.url
-    page.fill("#id_username", "erin")
-    page.fill("#id_password", "erin-secret-pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
+    sign_in(page, url, "erin", "erin-secret-pw", goto=False)
 
     # Hardware profile with a drive and a NIC, added inline through htmx.
     page.goto(f"{url}/hardware/new/")

@@ -12,24 +12,12 @@ import re
 
 import pytest
 from django.core.management import call_command
-from django.db import connections
 
 from experiments.localhost import architecture
 from experiments.published import seed000, seed002
-from tests.browser.conftest import chromium, close_server_connections, new_page
+from tests.browser.conftest import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def browser(live_server):
-    # Playwright's sync API runs the test inside its own context, where Django may hold other
-    # connections than outside it: start from fresh ones (another browser test's teardown may
-    # have terminated the live server's PostgreSQL sessions) and close them before leaving.
-    connections.close_all()
-    with chromium(on_start=connections.close_all) as browser:
-        yield browser
-    close_server_connections()
 
 
 def local_fio_matrix(user):
@@ -84,11 +72,7 @@ def test_build_save_share_and_revoke(browser, live_server, django_user_model):
     url = live_server.url
 
     page = new_page(browser)
-    page.goto(f"{url}/login/")
-    page.fill("#id_username", "erin")
-    page.fill("#id_password", "erin-secret-pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
+    sign_in(page, url, "erin", "erin-secret-pw")
 
     # Arm vs x86, built with the controls: metric, x axis, series, a filter, a baseline.
     page.goto(f"{url}/compare/")
