@@ -18,6 +18,19 @@ from urllib.parse import urlparse, urlunparse
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# A fio run that lasts until it is cancelled (300 s, time based) on the localhost testbed:
+# what tests of cancel, kill and recovery launch.
+LONG_FIO = """\
+name: long fio
+tool: fio
+testbeds: [localhost]
+repetitions: 1
+drop_caches: false
+timeout_s: 600
+params: {rw: write, size: 8m, bs: 1m, runtime: 300, time_based: true}
+"""
+
+
 def wait_for(predicate, timeout: float = 60.0, interval: float = 0.3) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

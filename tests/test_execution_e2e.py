@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.e2e import Stack, wait_for
+from tests.e2e import LONG_FIO, Stack, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -33,16 +33,6 @@ params: {size: 16m, bs: 1m, direct: false}
 axes:
   rw: [write, read]
   numjobs: [1, 2, 4, 8]
-"""
-
-LONG_FIO = """\
-name: long fio
-tool: fio
-testbeds: [localhost]
-repetitions: 1
-drop_caches: false
-timeout_s: 600
-params: {rw: write, size: 64m, bs: 1m, runtime: 300, time_based: true}
 """
 
 

@@ -39,7 +39,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from experiments import matrices
 from experiments.models import Matrix, Run, Worker
 from runners import execute
-from tests.e2e import Stack, wait_for
+from tests.e2e import LONG_FIO, Stack, wait_for
 
 HOST = socket.gethostname()
 QUEUE = f"node.{HOST}"
@@ -282,16 +282,6 @@ def _alive(pid: int) -> bool:
 
 
 # --- Real workers, beat and brokers --------------------------------------------------------
-
-LONG_FIO = """\
-name: long fio
-tool: fio
-testbeds: [localhost]
-repetitions: 1
-drop_caches: false
-timeout_s: 600
-params: {rw: write, size: 8m, bs: 1m, runtime: 300, time_based: true}
-"""
 
 
 def free_port() -> int:
