@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+
 import django_filters as filters
+from django.core.exceptions import ValidationError
+from django_filters.fields import IsoDateTimeField
 
 from experiments.models import (
     HardwareProfile,
@@ -15,6 +19,24 @@ from experiments.models import (
     TuningSet,
 )
 from experiments.models.runs import Tool
+
+
+class InstantField(IsoDateTimeField):
+    """An ISO 8601 instant, in UTC before it reaches the database: PostgreSQL refuses UTC
+    offsets beyond 15:59 that Python accepts (``0728-10-28T05:52:15-17:28`` answered 500)."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value is None:
+            return None
+        try:
+            return value.astimezone(datetime.UTC)
+        except OverflowError:
+            raise ValidationError("Date and time out of range.", code="invalid") from None
+
+
+class InstantFilter(filters.IsoDateTimeFilter):
+    field_class = InstantField
 
 
 class OwnedFilter(filters.FilterSet):
@@ -67,8 +89,8 @@ class RunFilter(filters.FilterSet):
     matrix = filters.UUIDFilter(field_name="matrix__uuid")
     tool = filters.ChoiceFilter(choices=Tool.choices)
     status = filters.ChoiceFilter(choices=Run.Status.choices)
-    created_after = filters.IsoDateTimeFilter(field_name="created", lookup_expr="gte")
-    created_before = filters.IsoDateTimeFilter(field_name="created", lookup_expr="lt")
+    created_after = InstantFilter(field_name="created", lookup_expr="gte")
+    created_before = InstantFilter(field_name="created", lookup_expr="lt")
     client_key = filters.CharFilter()
     label = filters.CharFilter(lookup_expr="icontains")
 
@@ -100,10 +122,10 @@ class MetricFilter(filters.FilterSet):
 class ReportFilter(filters.FilterSet):
     owner = filters.CharFilter(field_name="owner__username", help_text="Owner's username.")
     title = filters.CharFilter(lookup_expr="icontains", help_text="Part of the title.")
-    created_after = filters.IsoDateTimeFilter(field_name="created", lookup_expr="gte")
-    created_before = filters.IsoDateTimeFilter(field_name="created", lookup_expr="lt")
-    updated_after = filters.IsoDateTimeFilter(field_name="updated", lookup_expr="gte")
-    updated_before = filters.IsoDateTimeFilter(field_name="updated", lookup_expr="lt")
+    created_after = InstantFilter(field_name="created", lookup_expr="gte")
+    created_before = InstantFilter(field_name="created", lookup_expr="lt")
+    updated_after = InstantFilter(field_name="updated", lookup_expr="gte")
+    updated_before = InstantFilter(field_name="updated", lookup_expr="lt")
 
     class Meta:
         model = Report
