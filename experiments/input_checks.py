@@ -24,6 +24,10 @@ MAX_JSON_DEPTH = 32
 INT_MAX = 2**63 - 1  # PostgreSQL bigint, SQLite integer
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+# Control characters (and lone surrogates) in a name, a parameter value or a matrix file;
+# free text (descriptions, YAML documents) may also hold tabs and line breaks.
+CONTROL_CHARS = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+CONTROL_CHARS_BUT_LINES = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 class BadInput(ValueError):

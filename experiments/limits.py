@@ -221,6 +221,24 @@ def _target_drive(target):
     return next((d for d in drives if d.purpose != "os"), None)
 
 
+def _members(testbed) -> list:
+    """A testbed's members with their nodes' profiles, NICs and drives."""
+    return list(
+        testbed.members.select_related("node__profile").prefetch_related(
+            "node__profile__nics", "node__profile__drives"
+        )
+    )
+
+
+def _storage_targets(testbed) -> list:
+    """A testbed's storage targets with their drives and their nodes' profiles."""
+    return list(
+        testbed.targets.filter(kind="storage")
+        .select_related("drive", "node__profile")
+        .prefetch_related("node__profile__drives")
+    )
+
+
 def compute_limits(
     testbed, members=None, targets=None, measured=False, network: bool = True
 ) -> Limits:
@@ -233,11 +251,7 @@ def compute_limits(
     if measured is False:
         measured = measured_links([testbed]).get(testbed.pk)
     if members is None:
-        members = list(
-            testbed.members.select_related("node__profile").prefetch_related(
-                "node__profile__nics", "node__profile__drives"
-            )
-        )
+        members = _members(testbed)
     missing: list[str] = []
     limits: list[Limit] = []
     for role in ("storage", "client") if network else ():
@@ -249,11 +263,7 @@ def compute_limits(
     drives_total = 0
     pcie_known = True
     if targets is None:
-        targets = list(
-            testbed.targets.filter(kind="storage")
-            .select_related("drive", "node__profile")
-            .prefetch_related("node__profile__drives")
-        )
+        targets = _storage_targets(testbed)
     for target in targets:
         drive = _target_drive(target)
         disks = target.disks or (1 if target.raid_level == "none" else None)
@@ -465,17 +475,9 @@ def compute_scope_limits(
         limits.scope = scope.label
         return limits
     if members is None:
-        members = list(
-            testbed.members.select_related("node__profile").prefetch_related(
-                "node__profile__nics", "node__profile__drives"
-            )
-        )
+        members = _members(testbed)
     if targets is None:
-        targets = list(
-            testbed.targets.filter(kind="storage")
-            .select_related("drive", "node__profile")
-            .prefetch_related("node__profile__drives")
-        )
+        targets = _storage_targets(testbed)
     if measured is False:
         measured = measured_links([testbed]).get(testbed.pk)
     if scope.kind == "drive":

@@ -24,17 +24,18 @@ from django.db import transaction
 from django.db.models import Avg, DurationField, ExpressionWrapper, F, Prefetch, Q
 from django.utils import timezone
 
+from experiments.input_checks import CONTROL_CHARS
 from experiments.models import Matrix, Node, Run, Target, Testbed, TestbedNode, TuningSet
 from experiments.validators import work_path_problem
 from runners.tools import get_adapter
-from runners.tools.base import Host, LaunchContext, ParamError
+from runners.tools.base import MAX_TEXT, Host, LaunchContext, ParamError
 
 TUNING_PREFIX = "tuning:"
 TARGET_AXIS = "target"
 RANGE_SCALES = ("pow2", "linear")
 MAX_AXIS_VALUES = 1000
 MAX_AXES = 16
-MAX_VALUE_LENGTH = 4096  # a text value of a parameter or an axis (the adapters' MAX_TEXT)
+MAX_VALUE_LENGTH = MAX_TEXT  # a text value of a parameter or an axis, as the adapters take
 MAX_NAME_LENGTH = 128  # a parameter or axis name
 
 
@@ -96,7 +97,7 @@ def check_scalar(value: Any, label: str) -> None:
     if isinstance(value, str):
         if len(value) > MAX_VALUE_LENGTH:
             raise MatrixError(label, f"a value is longer than {MAX_VALUE_LENGTH} characters")
-        if any(ord(ch) < 32 or ord(ch) == 127 or 0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+        if CONTROL_CHARS.search(value):
             raise MatrixError(label, "control characters (newline, NUL, ...) are not allowed")
     elif isinstance(value, float):
         if not math.isfinite(value):

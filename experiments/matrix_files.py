@@ -18,7 +18,6 @@ Testbeds and tuning sets are named (or given by UUID); the rest mirrors the matr
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import yaml
@@ -28,27 +27,16 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
+from experiments.input_checks import CONTROL_CHARS_BUT_LINES
 from experiments.matrices import MatrixError
-from experiments.matrix_validation import MatrixInvalid, validate_matrix
+from experiments.matrix_validation import FIELDS, MatrixInvalid, validate_matrix
 from experiments.models import Matrix, Testbed, TuningSet
 from experiments.utils import is_uuid
 
-KEYS = {
-    "name",
-    "description",
-    "tool",
-    "launch_mode",
-    "tasks_per_node",
-    "testbeds",
-    "tuning_sets",
-    "repetitions",
-    "drop_caches",
-    "apply_tuning",
-    "timeout_s",
-    "params",
-    "axes",
-    "exclude",
-}
+# YAML keys of the fields whose names differ from the model's.
+YAML_FIELDS = {"fixed_params": "params", "exclusions": "exclude"}
+# A matrix file's keys: the definition's fields as YAML names them.
+KEYS = {YAML_FIELDS.get(name, name) for name in FIELDS}
 
 
 def to_data(matrix: Matrix) -> dict[str, Any]:
@@ -118,8 +106,6 @@ MAX_YAML_DEPTH = 12
 MAX_YAML_SCALAR = 10_000  # characters (a description)
 MAX_YAML_ITEMS = 1000  # entries of one list or mapping
 MAX_NAMED = 100  # testbeds or tuning sets one file names
-
-_YAML_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 def too_large(size: int) -> str | None:
@@ -249,7 +235,7 @@ def _check_data(value: Any, where: str = "") -> None:
         for item in value:
             _check_data(item, where)
     elif isinstance(value, str):
-        bad = _YAML_CONTROL.search(value)
+        bad = CONTROL_CHARS_BUT_LINES.search(value)
         if bad:
             what = "a NUL character" if bad.group() == "\x00" else "a control character"
             raise MatrixError("file", f"{what}{at} (U+{ord(bad.group()):04X}) is not allowed")
@@ -278,7 +264,7 @@ def parse_yaml(text: str | bytes) -> dict[str, Any]:
     problem = too_large(len(text.encode("utf-8", "surrogatepass")))
     if problem:
         raise MatrixError("file", problem)
-    bad = _YAML_CONTROL.search(text)
+    bad = CONTROL_CHARS_BUT_LINES.search(text)
     if bad:
         line = text.count("\n", 0, bad.start()) + 1
         what = "a NUL byte" if bad.group() == "\x00" else "a control character"
@@ -309,10 +295,6 @@ def parse_yaml(text: str | bytes) -> dict[str, Any]:
     if unknown:
         raise MatrixError("file", f"unknown keys: {', '.join(sorted(map(str, unknown)))}")
     return data
-
-
-# YAML keys of the fields whose names differ from the model's.
-YAML_FIELDS = {"fixed_params": "params", "exclusions": "exclude"}
 
 
 def _axes(raw: Any) -> Any:

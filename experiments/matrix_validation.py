@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from experiments import matrices
+from experiments.input_checks import CONTROL_CHARS, CONTROL_CHARS_BUT_LINES
 from experiments.matrices import TARGET_AXIS, TUNING_PREFIX, MatrixError
 from experiments.models import LaunchMode
 from experiments.tuning_keys import SCOPE_NAMES
@@ -56,8 +57,6 @@ DEFAULTS: dict[str, Any] = {
 FIELDS = tuple(DEFAULTS)
 
 _TUNING_KEY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
-_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 class MatrixInvalid(MatrixError):
@@ -226,7 +225,7 @@ def _text(
         errors.add(field_name, "is required")
     if len(text) > limit:
         errors.add(field_name, f"is longer than {limit} characters")
-    if (_CONTROL_BUT_LINES if lines else _CONTROL).search(text):
+    if (CONTROL_CHARS_BUT_LINES if lines else CONTROL_CHARS).search(text):
         errors.add(field_name, "control characters (NUL, ...) are not allowed")
     return text
 

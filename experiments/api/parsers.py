@@ -13,7 +13,7 @@ from django.conf import settings
 from rest_framework import parsers
 from rest_framework.exceptions import APIException, ParseError
 
-from experiments.input_checks import BadInput, loads
+from experiments.input_checks import loads
 
 
 class RequestTooLarge(APIException):
@@ -56,9 +56,7 @@ class StrictJSONParser(parsers.JSONParser):
         text = _text(stream, parser_context)
         try:
             return loads(text)
-        except BadInput as exc:
-            raise ParseError(f"JSON parse error - {exc}") from None
-        except ValueError as exc:
+        except ValueError as exc:  # BadInput is a ValueError too
             raise ParseError(f"JSON parse error - {exc}") from None
 
 
