@@ -50,15 +50,6 @@ NODE_TYPE_CHOICES = [
     ("client", "client"),
     ("management", "management"),
 ]
-_TYPE_WORDS = {
-    "meta": "meta",
-    "metadata": "meta",
-    "storage": "storage",
-    "client": "client",
-    "management": "management",
-    "mgmt": "management",
-    "mgmtd": "management",
-}
 _NODE_ORDER = {"management": 0, "meta": 1, "storage": 2, "client": 3}
 
 # A command line kept in the paste: it separates outputs and may carry --nodetype. Optional
@@ -200,7 +191,7 @@ def split_outputs(text: str, node_type: str | None = None) -> list[_Section]:
             close()
             command = m.group("cmd").strip()
             typed = _NODETYPE_RE.search(command)
-            section_type = _TYPE_WORDS.get(typed.group(1).lower()) if typed else None
+            section_type = beegfs.NODE_TYPES.get(typed.group(1).lower()) if typed else None
             section_type = section_type or node_type
             current, start = [], number + 1
             continue

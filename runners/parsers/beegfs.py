@@ -43,7 +43,9 @@ from runners.parsers.base import ParseError, ParseResult, guard_parse, parse_siz
 TOOL = "beegfs"
 
 _TYPE_PREFIX = {"c": "client", "m": "meta", "s": "storage", "mg": "management"}
-_NODE_TYPES = {
+# Node type words of the CLIs' output (v7 and v8), as beeweb names the node types; the
+# topology import reads its section headers with them too.
+NODE_TYPES = {
     "meta": "meta",
     "metadata": "meta",
     "storage": "storage",
@@ -296,7 +298,7 @@ def _parse(text: str, options: dict[str, Any]) -> ParseResult:
     lines = split_lines(textwrap.dedent(text))
     node_type = options.get("node_type") or options.get("nodetype")
     if node_type is not None:
-        node_type = _NODE_TYPES.get(str(node_type).lower(), str(node_type).lower())
+        node_type = NODE_TYPES.get(str(node_type).lower(), str(node_type).lower())
     nonblank = [(i, ln) for i, ln in enumerate(lines) if ln.strip()]
     first_idx, first = nonblank[0]
 
@@ -524,7 +526,7 @@ def _v8_target(row: dict[str, str], section_type: str | None) -> dict[str, Any]:
         elif h == "UID":
             target["uid"] = int(cell) if cell.isdigit() else cell
         elif h == "TYPE":
-            target["type"] = _NODE_TYPES.get(cell.lower(), cell.lower() or None)
+            target["type"] = NODE_TYPES.get(cell.lower(), cell.lower() or None)
         elif h == "ALIAS":
             target["name"] = cell or None
         elif h in ("NODE", "ON_NODE"):
@@ -619,7 +621,7 @@ def _parse_v8_tables(lines: list[str], kind: str | None) -> dict[str, Any]:
         line = lines[i].rstrip()
         stripped = line.strip()
         if m := re.match(r"^##\s+(\w+) Targets\s*$", stripped):
-            section_type = _NODE_TYPES.get(m.group(1).lower())
+            section_type = NODE_TYPES.get(m.group(1).lower())
             i += 1
             continue
         if not (_V8_HEADER_RE.match(stripped) and line == line.lstrip()):
@@ -649,7 +651,7 @@ def _parse_v8_tables(lines: list[str], kind: str | None) -> dict[str, Any]:
                     parsed = _typed_id(row.get("ID", ""))
                     _require(parsed is not None, "node row without an ID")
                     assert parsed is not None
-                    node_type = _NODE_TYPES.get(row.get("TYPE", "").lower(), parsed[0])
+                    node_type = NODE_TYPES.get(row.get("TYPE", "").lower(), parsed[0])
                     topology["nodes"].append(
                         {"id": parsed[1], "type": node_type, "name": row.get("ALIAS") or None}
                     )
