@@ -355,3 +355,11 @@ def display_value(key: str, value: Any) -> str:
 
         return dict(Architecture.choices).get(value, value)
     return str(value)
+
+
+def sort_key(value: Any) -> tuple:
+    """Dimension values: numbers in numeric order first ("4" < "16"), then text."""
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))

@@ -174,36 +174,6 @@ class MetricQuerySet(models.QuerySet):
         """Each run's headline number per metric name (see ``Metric.primary``)."""
         return self.filter(primary=True)
 
-    def for_comparison(
-        self, metric: str, x: str | None, series: str | None, runs: models.QuerySet | None = None
-    ) -> models.QuerySet:
-        """Rows of (x, series, n, mean, min, max, stddev) for one metric, computed by the
-        database over the runs' headline values. ``x`` and ``series`` are dimension keys
-        (``experiments.dimensions``); ``runs`` narrows the runs considered."""
-        from experiments import dimensions
-
-        qs = self.primary_values().filter(name=metric)
-        if runs is not None:
-            qs = qs.filter(run__in=runs)
-        group = {
-            "x": dimensions.expression(x) if x else models.Value(""),
-            "series": dimensions.expression(series) if series else models.Value(""),
-        }
-        aggregates = {
-            "n": models.Count("id"),
-            "mean": models.Avg("value"),
-            "min": models.Min("value"),
-            "max": models.Max("value"),
-        }
-        if connection.vendor == "sqlite":
-            # SQLite's STDDEV_SAMP (Python's statistics.stdev) fails on groups of one run.
-            aggregates["stddev"] = models.Value(None, output_field=models.FloatField())
-            aggregates["sum_sq"] = models.Sum(models.F("value") * models.F("value"))
-        else:
-            aggregates["stddev"] = models.StdDev("value", sample=True)
-        rows = qs.annotate(**group).values("x", "series").annotate(**aggregates)
-        return rows.order_by("series", "x")
-
     # The comparison builder (experiments.comparison) groups by several dimensions at once
     # and by metric name; ``groups`` maps output names to SQL expressions and ``value`` is
     # the (possibly normalised) value expression. Each method is one query. The grouped rows

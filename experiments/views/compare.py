@@ -16,50 +16,9 @@ from django.views.decorators.http import require_safe
 
 from experiments import comparison, dimensions
 from experiments.comparison import ComparisonResult, ComparisonSpec
+from experiments.comparison.presets import PRESETS
 from experiments.models import Matrix, Metric, Run, Testbed
 from experiments.models.runs import Tool
-from experiments.published import seed000, seed001, seed002
-
-
-def studies(*seeds) -> str:
-    """``&f=source:<study>…``: a published preset is pinned to the studies it is about, so
-    own runs (and other studies) never join its series (issue 12, item 3)."""
-    return "&" + urlencode([("f", f"source:{seed.SOURCE}") for seed in seeds])
-
-
-# Arm (000), POWER (001) and x86 (002) studies.
-_ARCHS = studies(seed000, seed001, seed002)
-
-PRESETS = [
-    (
-        "Arm vs x86 vs POWER: write throughput by threads",
-        "metric=write_bw&x=param:threads&series=arch&baseline=x86_64" + _ARCHS,
-    ),
-    (
-        "Arm vs x86 vs POWER: read throughput by threads",
-        "metric=read_bw&x=param:threads&series=arch&baseline=x86_64" + _ARCHS,
-    ),
-    ("Arm vs x86 vs POWER: peak write by tool", "metric=write_bw&x=tool&series=arch" + _ARCHS),
-    (
-        "Arm vs x86: write per storage server",
-        "metric=write_bw&x=tool&series=arch&f=arch:aarch64&f=arch:x86_64&norm=server"
-        "&chart=bar&baseline=x86_64" + studies(seed000, seed002),
-    ),
-    (
-        "RAID0 vs RAID10: dd write per device",
-        "metric=write_bw&x=tool&series=raid&tool=dd&baseline=10" + studies(seed002),
-    ),
-    (
-        "RAID0 vs RAID10: StorageBench per device",
-        "metric=write_bw&x=tool&series=raid&tool=storagebench&baseline=10" + studies(seed002),
-    ),
-    (
-        "Metadata: file creates by processes",
-        "metric=file_create&x=param:threads&series=arch" + studies(seed001),
-    ),
-]
-# The dashboard's "Start here" links (titles as on the compare page).
-DASHBOARD_PRESETS = [PRESETS[0], PRESETS[4]]
 
 PARAM_AXES = [
     "threads",

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from experiments.charts import display_unit
+from experiments.comparison.charts import display_unit
 from experiments.forms import ImportForm
 from experiments.importing import import_output, item_problem, preview
 from runners.parsers import ParseError

@@ -11,10 +11,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
-from experiments.charts import display_unit
+from experiments.comparison.charts import display_unit
+from experiments.comparison.presets import DASHBOARD_PRESETS
 from experiments.models import HardwareProfile, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
-from experiments.views.compare import DASHBOARD_PRESETS
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:

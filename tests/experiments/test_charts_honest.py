@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from experiments.charts import metric_label, metric_title
 from experiments.comparison import MINMAX_NOTE, ComparisonSpec, compute
+from experiments.comparison.charts import metric_label, metric_title
 from tests.lab import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db

@@ -19,9 +19,9 @@ from django.core.management import call_command
 
 from experiments import dimensions
 from experiments.comparison import ComparisonSpec, compute
+from experiments.comparison.presets import DASHBOARD_PRESETS, PRESETS
 from experiments.models import Run, Target
 from experiments.published import seed000, seed002
-from experiments.views.compare import DASHBOARD_PRESETS, PRESETS
 from tests.lab import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db

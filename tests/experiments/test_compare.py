@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from experiments import charts
+from experiments.comparison import charts
 from experiments.ingest import mark_primary, replace_metrics
 from experiments.models import HardwareProfile, Metric, Node, Run, Target, Testbed, TestbedNode
 
@@ -42,34 +42,6 @@ def two_archs(alice):
     return arm, x86
 
 
-@pytest.mark.django_db
-def test_it_aggregates_headline_values_in_sql(two_archs):
-    rows = list(Metric.objects.for_comparison("write_bw", "param:threads", "arch"))
-    by_key = {(r["series"], str(r["x"])): r for r in rows}
-    arm4 = by_key[("aarch64", "4")]
-    assert (arm4["n"], arm4["mean"], arm4["min"], arm4["max"]) == (3, 2e9, 1e9, 3e9)
-    assert charts.sample_stddev(arm4) == pytest.approx(1e9)
-    assert by_key[("x86_64", "4")]["n"] == 1
-    assert by_key[("aarch64", "16")]["mean"] == 5e9
-
-
-@pytest.mark.django_db
-def test_it_groups_by_raid_level(two_archs):
-    rows = list(Metric.objects.for_comparison("write_bw", None, "raid"))
-    assert {r["series"]: r["n"] for r in rows} == {"0": 4, "10": 1}
-
-
-@pytest.mark.django_db
-def test_query_count_does_not_grow_with_runs(two_archs, django_assert_max_num_queries):
-    with django_assert_max_num_queries(1):
-        list(Metric.objects.for_comparison("write_bw", "param:threads", "arch"))
-
-
-def test_unknown_dimension_is_refused():
-    with pytest.raises(ValueError, match="unknown dimension"):
-        Metric.objects.for_comparison("write_bw", "param:x;drop", "arch")
-
-
 def test_primary_prefers_value_then_mean_and_skips_details():
     ms = [
         Metric(name="read_bw", value=1, unit="B/s", stat="mean"),
@@ -86,20 +58,6 @@ def test_display_units_follow_design_md():
     assert charts.display_unit("B/s") == ("GB/s", 1e9)
     assert charts.display_unit("B/s", binary=True) == ("GiB/s", 2**30)
     assert charts.display_unit("op/s") == ("op/s", 1.0)
-
-
-def test_figure_keeps_series_colours_and_numeric_order():
-    rows = [
-        {"series": s, "x": x, "n": 1, "mean": 1e9, "min": 1e9, "max": 1e9, "stddev": None}
-        for s in ("b", "a")
-        for x in ("16", "4", "64")
-    ]
-    points = charts.to_points(rows, 1e9, str, str)
-    assert [p.x for p in points[:3]] == ["4", "16", "64"]
-    fig = charts.figure(points, x_title="threads", y_title="GB/s", has_x=True, log_x=True)
-    assert [t["name"] for t in fig["data"]] == ["a", "b"]
-    assert fig["data"][0]["marker"]["color"] != fig["data"][1]["marker"]["color"]
-    assert fig["layout"]["xaxis"]["type"] == "log"
 
 
 @pytest.mark.django_db

@@ -1,0 +1,517 @@
+"""Plotly figures of a result: lines or grouped bars with honest error bars, heatmaps, and
+the layout of exported images; display units and human metric names."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from experiments import dimensions
+from experiments.comparison.context import raw
+from experiments.comparison.result import Chart, ComparisonResult, MetricInfo, Point
+from experiments.comparison.spec import ERRORS, ComparisonSpec
+from experiments.dimensions import sort_key
+
+# Points whose coefficient of variation is above this are flagged as noisy.
+NOISY_CV = 0.05
+ALPHA = 0.05
+MAX_METRICS = 6
+MAX_REPETITION_POINTS = 5000
+# Points whose coefficient of variation is above this are flagged as noisy.
+NOISY_CV = 0.05
+ALPHA = 0.05
+MAX_METRICS = 6
+MAX_REPETITION_POINTS = 5000
+MAX_CONFIGS = 5000
+MAX_HEATMAPS = 8
+
+# Series colours stay the same for a given series name across the charts of one page.
+PALETTE = [
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+]
+
+
+def display_unit(base_unit: str, binary: bool = False) -> tuple[str, float]:
+    """(label, divisor) to show a base unit: GB/s by default, GiB/s on request (DESIGN.md)."""
+    if base_unit == "B/s":
+        return ("GiB/s", 2**30) if binary else ("GB/s", 1e9)
+    if base_unit == "s":
+        return "ms", 1e-3
+    if base_unit == "B":
+        return ("GiB", 2**30) if binary else ("GB", 1e9)
+    return base_unit, 1.0
+
+
+# Human names of metrics for chart titles and axes; the API keeps the metric names themselves.
+METRIC_LABELS = {
+    "write_bw": "Write throughput",
+    "read_bw": "Read throughput",
+    "rewrite_bw": "Rewrite throughput",
+    "reread_bw": "Re-read throughput",
+    "randwrite_bw": "Random write throughput",
+    "randread_bw": "Random read throughput",
+    "bkwdread_bw": "Backward read throughput",
+    "recwrite_bw": "Record rewrite throughput",
+    "strideread_bw": "Stride read throughput",
+    "fwrite_bw": "fwrite() throughput",
+    "frewrite_bw": "fwrite() rewrite throughput",
+    "fread_bw": "fread() throughput",
+    "freread_bw": "fread() re-read throughput",
+    "pwrite_bw": "pwrite() throughput",
+    "pread_bw": "pread() throughput",
+    "bw": "Throughput, direction not stated",
+    "write_iops": "Write IOPS",
+    "read_iops": "Read IOPS",
+    "trim_iops": "Trim IOPS",
+    "write_lat": "Write latency",
+    "read_lat": "Read latency",
+    "write_open_lat": "Write open latency",
+    "read_open_lat": "Read open latency",
+    "write_close_lat": "Write close latency",
+    "read_close_lat": "Read close latency",
+    "write_time": "Write time",
+    "read_time": "Read time",
+    "dir_create": "Directory creates",
+    "dir_stat": "Directory stats",
+    "dir_rename": "Directory renames",
+    "dir_remove": "Directory removals",
+    "file_create": "File creates",
+    "file_stat": "File stats",
+    "file_read": "File reads",
+    "file_remove": "File removals",
+    "file_rename": "File renames",
+    "tree_create": "Tree creates",
+    "tree_remove": "Tree removals",
+    "io500_score": "IO500 score",
+    "io500_bw_score": "IO500 bandwidth score",
+    "io500_md_score": "IO500 metadata score",
+}
+_SUFFIXES = {"bw": "bandwidth", "lat": "latency", "iops": "IOPS", "msg_rate": "message rate"}
+_WORDS = {
+    "tcp": "TCP",
+    "udp": "UDP",
+    "sdp": "SDP",
+    "rc": "RC",
+    "uc": "UC",
+    "ud": "UD",
+    "rdma": "RDMA",
+    "ib": "InfiniBand",
+    "ior": "IOR",
+    "rnd4k": "random 4k",
+    "rnd1m": "random 1m",
+}
+
+
+def metric_label(name: str) -> str:
+    """ "write_bw" -> "Write throughput"; names without an entry are spelled out from their
+    parts ("rc_rdma_write_bw" -> "RC RDMA write bandwidth")."""
+    if name in METRIC_LABELS:
+        return METRIC_LABELS[name]
+    words = name.split("_")
+    tail = ""
+    for suffix, text in _SUFFIXES.items():
+        if name.endswith("_" + suffix):
+            words = name[: -len(suffix) - 1].split("_")
+            tail = text
+            break
+    text = " ".join([_WORDS.get(w, w) for w in words if w] + ([tail] if tail else []))
+    return text[:1].upper() + text[1:] if text else name
+
+
+def metric_title(name: str, unit: str) -> str:
+    """ "Write throughput (GB/s)" """
+    return f"{metric_label(name)} ({unit})" if unit else metric_label(name)
+
+
+def colours(series_names: list[str]) -> dict[str, str]:
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(series_names)))}
+
+
+# A 95% confidence interval of fewer than three values says little (with n = 2 its t factor is
+# 12.7: two runs of 3 and 121 GB/s give -687 to 811 GB/s); such points show min-max instead.
+MIN_CI_N = 3
+MINMAX_NOTE = "n < 3: min–max shown"
+MAX_LISTED = 6  # testbeds and filter values named in an exported image
+
+
+@dataclass
+class _Bars:
+    error_y: dict | None
+    texts: list[str]  # per point, for the hover
+    minmax: bool  # some point shows min-max instead of a confidence interval
+    clipped: bool  # some lower end was clipped at zero
+
+
+def _g(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _error_bars(pts: list[Point], kind: str) -> _Bars:
+    """Error bars of one series. Every metric beeweb knows is non-negative (throughput, IOPS,
+    latency, times, scores), so a bar's lower end is clipped at zero; the hover says so."""
+    plus: list[float | None] = []
+    minus: list[float | None] = []
+    texts: list[str] = []
+    minmax = clipped = False
+    for p in pts:
+        hi = lo = None
+        name = ""
+        if kind == "none" or p.n < 2:
+            pass
+        elif kind == "ci" and p.n >= MIN_CI_N and p.ci_low is not None:
+            hi, lo, name = p.ci_high, p.ci_low, "95% CI"
+        elif kind == "ci":
+            hi, lo, name = p.max, p.min, f"min–max (n = {p.n} < {MIN_CI_N}: no CI)"
+            minmax = True
+        elif kind == "sd" and p.stddev is not None:
+            hi, lo, name = p.mean + p.stddev, p.mean - p.stddev, "± std. dev."
+        elif kind == "minmax":
+            hi, lo, name = p.max, p.min, "min–max"
+        text = ""
+        if lo is not None and lo < 0:
+            text = f"{name} {_g(lo)}–{_g(hi)}, drawn from 0 (the metric is never negative)"
+            lo = 0.0
+            clipped = True
+        elif lo is not None:
+            text = f"{name} {_g(lo)}–{_g(hi)}"
+        plus.append(None if hi is None else round(max(hi - p.mean, 0.0), 6))
+        minus.append(None if lo is None else round(max(p.mean - lo, 0.0), 6))
+        texts.append(text)
+    error = None
+    if any(v for v in plus + minus):
+        error = {
+            "type": "data",
+            "symmetric": False,
+            "array": plus,
+            "arrayminus": minus,
+            "visible": True,
+        }
+    return _Bars(error, texts, minmax, clipped)
+
+
+def _number(value: float) -> str:
+    """4.0 -> "4" (integer parameters get integer labels), 0.5 -> "0.5"."""
+    return str(int(value)) if value.is_integer() else f"{value:g}"
+
+
+def _integer_step(span: float, ticks: int = 8) -> int:
+    """A 1-2-5 step of at least 1 giving about ``ticks`` ticks over ``span``."""
+    raw = max(span / ticks, 1.0)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if factor * magnitude >= raw:
+            return int(factor * magnitude)
+    return int(10 * magnitude)
+
+
+def _numeric_values(x_values: list[str]) -> list[float] | None:
+    """The x values as finite numbers, or None when any is not a number (categorical)."""
+    try:
+        values = [float(x) for x in x_values]
+    except ValueError:
+        return None
+    return values if all(math.isfinite(v) for v in values) else None
+
+
+def _x_axis(x_values: list[str], title: str, has_x: bool, bars: bool) -> dict:
+    """Categories for bars and text values; a log axis (ticks at the values, integer labels)
+    for sweeps spanning 16x or more such as 1, 2, 4 … 256 threads; otherwise a linear axis,
+    whose ticks are integers when the parameter is (numjobs 1 and 2 never get a 1.5)."""
+    axis: dict[str, Any] = {"title": {"text": title}}
+    if not has_x:
+        return axis
+    values = _numeric_values(x_values)
+    if bars or values is None:
+        axis.update(type="category", categoryorder="array", categoryarray=x_values)
+        return axis
+    if len(values) >= 3 and min(values) > 0 and max(values) / min(values) >= 16:
+        axis.update(
+            type="log", tickmode="array", tickvals=values, ticktext=[_number(v) for v in values]
+        )
+    elif all(v.is_integer() for v in values):
+        axis.update(type="linear")
+        if len(values) <= 12:
+            axis.update(tickmode="array", tickvals=values, ticktext=[_number(v) for v in values])
+        else:
+            step = _integer_step(max(values) - min(values))
+            axis.update(tickmode="linear", tick0=0, dtick=step, tickformat="d")
+    else:
+        axis.update(type="linear")
+    return axis
+
+
+def _layout(x_axis: dict, y_title: str, **extra) -> dict:
+    layout = {
+        "xaxis": x_axis,
+        # Every metric is non-negative: the axis starts at zero and never shows negatives.
+        "yaxis": {
+            "title": {"text": y_title},
+            "rangemode": "tozero",
+            "autorangeoptions": {"minallowed": 0},
+        },
+        "barmode": "group",
+        "legend": {"orientation": "h", "y": -0.22},
+        "margin": {"l": 70, "r": 20, "t": 50, "b": 70},
+        "height": 440,
+    }
+    layout.update(extra)
+    return layout
+
+
+def _esc(text: str) -> str:
+    """Plotly reads a little HTML in titles: names from users are shown as text."""
+    return html.escape(text, quote=False)
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:MAX_LISTED])
+    more = len(names) - MAX_LISTED
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def filter_summary(spec: ComparisonSpec, testbed_names: dict[str, str]) -> str:
+    """The spec's filters in words: "architecture: aarch64 (Arm) or x86_64; tool: dd"."""
+    parts = []
+    for key, values in spec.filter_groups().items():
+        shown = " or ".join(dimensions.display_value(key, v) for v in values)
+        parts.append(f"{dimensions.label(key)}: {shown}")
+    if spec.tools:
+        parts.append("tool: " + " or ".join(spec.tools))
+    if spec.testbeds:
+        parts.append("testbed: " + " or ".join(testbed_names.get(t, t) for t in spec.testbeds))
+    if spec.matrices:
+        from experiments.models import Matrix
+
+        names = dict(Matrix.objects.filter(uuid__in=spec.matrices).values_list("uuid", "name"))
+        parts.append("matrix: " + " or ".join(str(names.get(_uuid(m), m)) for m in spec.matrices))
+    if spec.date_from or spec.date_to:
+        since = spec.date_from.isoformat() if spec.date_from else "…"
+        until = spec.date_to.isoformat() if spec.date_to else "…"
+        parts.append(f"runs from {since} to {until}")
+    return "; ".join(parts) or "none"
+
+
+def _uuid(text: str):
+    import uuid
+
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return text
+
+
+def _export_layout(
+    title: str, spec: ComparisonSpec, result: ComparisonResult, testbeds: list[str], filters: str
+) -> dict:
+    """Layout changes for exported images (PNG/SVG): the title says what is compared, and
+    the filters and testbeds are named, so that an image stands on its own."""
+    what = title + (f" by {result.x_label}" if spec.x else "")
+    if spec.series:
+        what += f", series: {result.series_label}"
+    lines = [f"Filters: {filters}", f"Testbeds: {_listed(testbeds) or 'none'}"]
+    return {
+        "title": {
+            "text": _esc(what),
+            "subtitle": {"text": "<br>".join(_esc(line) for line in lines)},
+            "x": 0,
+            "xref": "paper",
+            "xanchor": "left",
+            "font": {"size": 15},
+        },
+        "margin": {"l": 70, "r": 20, "t": 110, "b": 70},
+    }
+
+
+def chart_figures(
+    result: ComparisonResult,
+    spec: ComparisonSpec,
+    qs,
+    groups,
+    value,
+    testbeds: dict[str, list[str]] | None = None,
+    testbed_names: dict[str, str] | None = None,
+) -> list[Chart]:
+    out: list[Chart] = []
+    testbeds = testbeds or {}
+    filters = filter_summary(spec, testbed_names or {})
+    reps: dict[tuple, list[float]] = defaultdict(list)
+    if spec.reps and spec.chart != "heatmap" and result.points:
+        values = list(qs.repetitions(groups, value)[: MAX_REPETITION_POINTS + 1])
+        if len(values) > MAX_REPETITION_POINTS:
+            result.warnings.append(
+                f"More than {MAX_REPETITION_POINTS} repetitions: not all are drawn as points."
+            )
+            values = values[:MAX_REPETITION_POINTS]
+        for row in values:
+            reps[(row["name"], raw(row["series"]), raw(row["x"]))].append(row["_v"])
+    for m, pts in result.tables():
+        if not pts:
+            continue
+        title = metric_title(m.name, m.unit)
+        if spec.chart == "heatmap":
+            out += _heatmaps(m, pts, spec, result)
+            continue
+        has_x = bool(spec.x)
+        plotted = [p for p in pts if not has_x or p.x != dimensions.UNKNOWN]
+        if not plotted:
+            continue
+        x_values = sorted({p.x for p in plotted}, key=sort_key)
+        # Text categories (tool, RAID level…) and a single x value are grouped bars: lines
+        # between categories, or two floating dots, suggest a trend that is not there.
+        bars = (
+            spec.chart == "bar"
+            or not has_x
+            or len(x_values) == 1
+            or _numeric_values(x_values) is None
+        )
+        traces = []
+        minmax = clipped = drawn = False
+        for label in sorted({p.series for p in plotted}):
+            sp = sorted((p for p in plotted if p.series == label), key=lambda p: sort_key(p.x))
+            colour = result.colours.get(label, PALETTE[0])
+            errors = _error_bars(sp, spec.error)
+            trace: dict[str, Any] = {
+                "name": label,
+                "legendgroup": label,
+                "x": [p.x for p in sp] if has_x else [label] * len(sp),
+                "y": [round(p.mean, 6) for p in sp],
+                "marker": {"color": colour},
+                "customdata": [
+                    [p.n, _r(p.median), _r(p.min), _r(p.max), _r(p.cv_pct), text]
+                    for p, text in zip(sp, errors.texts, strict=True)
+                ],
+                "hovertemplate": "%{y:.3f} (n=%{customdata[0]}, median %{customdata[1]:.3f}, "
+                "min %{customdata[2]:.3f}, max %{customdata[3]:.3f}, "
+                "CV %{customdata[4]:.1f}%)<br>%{customdata[5]}<extra>%{fullData.name}</extra>",
+                "type": "bar" if bars else "scatter",
+            }
+            if bars and has_x:
+                trace["offsetgroup"] = label
+            elif not bars:
+                trace["mode"] = "lines+markers"
+            if errors.error_y:
+                trace["error_y"] = errors.error_y
+                drawn = True
+                minmax |= errors.minmax
+                clipped |= errors.clipped
+            traces.append(trace)
+            if reps:
+                xs, ys = [], []
+                for p in sp:
+                    for v in reps.get((m.name, p.series_key, p.x_key), []):
+                        xs.append(p.x if has_x else label)
+                        ys.append(round(v / m.divisor, 6))
+                if xs:
+                    run_trace = {
+                        "name": f"{label} (runs)",
+                        "legendgroup": label,
+                        "showlegend": False,
+                        "type": "scatter",
+                        "mode": "markers",
+                        "x": xs,
+                        "y": ys,
+                        "marker": {
+                            "color": colour,
+                            "size": 6,
+                            "opacity": 0.45,
+                            "symbol": "circle-open",
+                        },
+                        "hovertemplate": "%{y:.3f} (one run)<extra>%{fullData.name}</extra>",
+                    }
+                    if bars and has_x:
+                        run_trace["offsetgroup"] = label  # over its own bar (scattermode group)
+                    traces.append(run_trace)
+        x_axis = _x_axis(x_values, result.x_label if has_x else "", has_x, bars)
+        extra: dict[str, Any] = {"title": {"text": _esc(title), "font": {"size": 14}}}
+        if bars and has_x and reps:
+            extra["scattermode"] = "group"
+        if not has_x:
+            extra["barmode"] = "overlay"  # one bar per category (the series): centred
+        notes = []
+        if drawn:
+            notes.append(f"Error bars: {ERRORS[spec.error]}")
+            if minmax:
+                notes.append(MINMAX_NOTE)
+            if clipped:
+                notes.append("clipped at 0")
+        if notes:
+            extra["annotations"] = [
+                {
+                    "text": "; ".join(notes),
+                    "xref": "paper",
+                    "yref": "paper",
+                    "x": 1,
+                    "y": 1,
+                    "xanchor": "right",
+                    "yanchor": "bottom",
+                    "showarrow": False,
+                    "font": {"size": 11, "color": "#555"},
+                }
+            ]
+        layout = _layout(x_axis, _esc(title), **extra)
+        figure = {
+            "data": traces,
+            "layout": layout,
+            "export": _export_layout(title, spec, result, testbeds.get(m.name, []), filters),
+        }
+        out.append(Chart(m.name, title, "bar" if bars else "line", figure))
+    return out
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _heatmaps(
+    m: MetricInfo, pts: list[Point], spec: ComparisonSpec, result: ComparisonResult
+) -> list[Chart]:
+    out = []
+    labels = sorted({p.series for p in pts})
+    if len(labels) > MAX_HEATMAPS:
+        result.warnings.append(f"Only the first {MAX_HEATMAPS} series are drawn as heatmaps.")
+    for label in labels[:MAX_HEATMAPS]:
+        sp = [p for p in pts if p.series == label]
+        xs = sorted({p.x for p in sp}, key=sort_key)
+        ys = sorted({p.y for p in sp}, key=sort_key)
+        cell = {(p.x, p.y): p for p in sp}
+        z = [[_r(cell[(x, y)].mean) if (x, y) in cell else None for x in xs] for y in ys]
+        text = [[f"{cell[(x, y)].mean:.3g}" if (x, y) in cell else "" for x in xs] for y in ys]
+        title = metric_title(m.name, m.unit) + (f": {label}" if spec.series else "")
+        figure = {
+            "data": [
+                {
+                    "type": "heatmap",
+                    "x": xs,
+                    "y": ys,
+                    "z": z,
+                    "text": text,
+                    "texttemplate": "%{text}",
+                    "colorscale": "Viridis",
+                    "colorbar": {"title": {"text": m.unit}},
+                    "hovertemplate": f"{result.x_label} %{{x}}, {result.y_label} %{{y}}: "
+                    "%{z:.3f}<extra></extra>",
+                    "name": label,
+                }
+            ],
+            "layout": {
+                "title": {"text": _esc(title), "font": {"size": 14}},
+                "xaxis": {"title": {"text": result.x_label}, "type": "category"},
+                "yaxis": {"title": {"text": result.y_label}, "type": "category"},
+                "margin": {"l": 80, "r": 20, "t": 40, "b": 60},
+                "height": 420,
+            },
+        }
+        out.append(Chart(m.name, title, "heatmap", figure))
+    return out

@@ -1,0 +1,139 @@
+"""Each point's theoretical limit (of its scope: the testbed, one target, one drive), its
+efficiency and the flags of values above it."""
+
+from __future__ import annotations
+
+from experiments.comparison.comparability import direct, working_set
+from experiments.comparison.result import MetricInfo, Point
+
+# Points whose coefficient of variation is above this are flagged as noisy.
+NOISY_CV = 0.05
+ALPHA = 0.05
+MAX_METRICS = 6
+MAX_REPETITION_POINTS = 5000
+MAX_CONFIGS = 5000
+MAX_HEATMAPS = 8
+
+NORMALISATIONS = {
+    "": "total",
+    "server": "per storage server",
+    "target": "per storage target",
+    "client": "per client node",
+    "core": "per core (storage servers)",
+}
+CHARTS = {"line": "lines", "bar": "grouped bars", "heatmap": "heatmap (x × y)"}
+ERRORS = {
+    "ci": "95% confidence interval",
+    "minmax": "min / max",
+    "sd": "± std. dev.",
+    "none": "none",
+}
+FILTER_PREFIXES = ("param", "tuning", "hw")
+
+# Bandwidth metrics and the direction whose theoretical limit applies.
+LIMIT_OPS = {
+    "write_bw": "write",
+    "read_bw": "read",
+    "rewrite_bw": "write",
+    "reread_bw": "read",
+    "randwrite_bw": "write",
+    "randread_bw": "read",
+}
+
+
+def scope_limits(ctx, scope):
+    """The limits of a run scope (experiments.limits.run_scope), computed once."""
+    from experiments.limits import compute_scope_limits
+
+    key = ("scope", scope)
+    if key not in ctx.limits:
+        testbed = ctx.testbeds.get(scope.testbed_id)
+        target = ctx.target_by_id.get(scope.target_id) if scope.target_id else None
+        if testbed is None or (scope.kind == "target" and target is None):
+            ctx.limits[key] = None
+        else:
+            pk = testbed.pk
+            members, targets = ctx.members[pk], ctx.targets[pk]
+            ctx.limits[key] = compute_scope_limits(
+                scope, testbed, members, targets, target, ctx.measured.get(pk)
+            )
+    return ctx.limits[key]
+
+
+def point_scope(ctx, point: Point, row: dict):
+    """The one scope of the runs behind a point, from their targets and parameters (none
+    when they differ); without configurations, from the target/testbed id ranges."""
+    from experiments.limits import Scope, run_scope
+
+    configs = ctx.by_group.get((point.metric, point.series_key, point.x_key, point.y_key))
+    if configs:
+        scopes = {
+            run_scope(c["run__tool"], c["run__params"], c["run__target_id"], c["run__testbed_id"])
+            for c in configs
+        }
+        return scopes.pop() if len(scopes) == 1 else None
+    if row["tg_n"] == row["runs"] and row["tg_lo"] == row["tg_hi"] and row["tg_lo"]:
+        return Scope("target", row["tb_lo"], row["tg_lo"], network=False)
+    if row["tb_lo"] == row["tb_hi"] and not row["tg_n"]:
+        return Scope("testbed", row["tb_lo"])
+    return None
+
+
+def annotate(ctx, point: Point, row: dict, m: MetricInfo) -> None:
+    single_testbed = row["tb_lo"] == row["tb_hi"]
+    if single_testbed and row["tb_lo"] in ctx.testbeds:
+        point.testbed = ctx.testbeds[row["tb_lo"]].name
+    elif not single_testbed:
+        point.testbed = "(several)"
+    op = LIMIT_OPS.get(m.name)
+    if op is None:
+        working_set_flag(ctx, point, row, m)
+        return
+    from experiments.limits import above_limit
+
+    scope = point_scope(ctx, point, row)
+    limits = scope_limits(ctx, scope) if scope is not None else None
+    bottleneck = limits.bottleneck(op) if limits else None
+    if bottleneck is not None:
+        limit = getattr(bottleneck, op)
+        point.limit_name = bottleneck.name
+        point.limit_detail = bottleneck.detail
+        point.limit_scope = limits.scope
+        point.limit_value = limit / m.divisor
+        point.efficiency = row["raw_mean"] / limit * 100
+        of = f"{bottleneck.name}, {limits.scope}"
+        if above_limit(row["raw_mean"], limit):
+            why = "likely a cache effect"
+            if limits.scope != "testbed":
+                why = (
+                    "more than its scope allows (a cache effect, a wider scope than "
+                    "stated or an understated limit)"
+                )
+            point.flags.append(
+                f"above the theoretical limit ({point.efficiency:.0f}% of {of}): {why}"
+            )
+        elif above_limit(row["raw_max"], limit):
+            point.flags.append(
+                f"some repetitions above the {bottleneck.name} limit ({limits.scope}): "
+                "likely a cache effect"
+            )
+    working_set_flag(ctx, point, row, m)
+
+
+def working_set_flag(ctx, point: Point, row: dict, m: MetricInfo) -> None:
+    if m.base_unit not in ("B/s", "op/s"):
+        return
+    smallest: tuple[float, float] | None = None
+    for c in ctx.by_group.get((point.metric, point.series_key, point.x_key, point.y_key), []):
+        params = c["run__params"] or {}
+        if not isinstance(params, dict) or direct(params):
+            continue
+        ws = working_set(c["run__tool"], params)
+        memory = ctx.client_memory(c["run__testbed_id"], params)
+        if ws and memory and ws < memory and (smallest is None or ws < smallest[0]):
+            smallest = (ws, memory)
+    if smallest:
+        point.flags.append(
+            f"working set {smallest[0] / 2**30:,.1f} GiB is smaller than the clients' "
+            f"memory ({smallest[1] / 2**30:,.0f} GiB): results may come from the page cache"
+        )

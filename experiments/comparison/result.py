@@ -1,0 +1,200 @@
+"""What a comparison gives: points, baseline comparisons, configuration differences, charts;
+``ComparisonResult`` round-trips through JSON (a share link's frozen snapshot, the API's body)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Point:
+    metric: str
+    series: str
+    series_key: str
+    x: str
+    x_key: str
+    y: str
+    y_key: str
+    n: int
+    mean: float
+    median: float | None
+    min: float
+    max: float
+    stddev: float | None
+    cv: float | None
+    ci_low: float | None
+    ci_high: float | None
+    noisy: bool
+    unit: str
+    efficiency: float | None = None  # % of the theoretical limit
+    limit_name: str = ""
+    limit_value: float | None = None  # display units, before normalisation
+    limit_detail: str = ""
+    limit_scope: str = ""  # what the limit is of: testbed, one target, one drive
+    testbed: str = ""
+    flags: list[str] = field(default_factory=list)
+    diff_pct: float | None = None  # against the baseline series at the same x (and y)
+    p_value: float | None = None
+    approximate: bool = False  # some value is one a study gives as "about" (extra.approx)
+    published_runs: int = 0  # how many of its runs come from published studies
+    own_runs: int = 0  # how many are the users' own (executed or imported)
+    source: str = ""  # the data source of all its runs (a study or "own runs"); "": several
+
+    @property
+    def mixed_sources(self) -> bool:
+        return not self.source
+
+    @property
+    def cv_pct(self) -> float | None:
+        return None if self.cv is None else self.cv * 100
+
+
+@dataclass
+class BaselineComparison:
+    metric: str
+    series: str
+    baseline: str
+    x: str
+    y: str
+    diff_pct: float | None
+    p_value: float | None
+    significant: bool | None
+    n: int
+    n_baseline: int
+    sentence: str
+
+
+@dataclass
+class Difference:
+    series: str
+    baseline: str
+    rows: list[list[str]]  # [group, attribute, value in series, value in baseline]
+
+    @property
+    def areas(self) -> str:
+        """ "hardware 7, testbed 9, tuning 20" """
+        counts: dict[str, int] = {}
+        for row in self.rows:
+            counts[row[0]] = counts.get(row[0], 0) + 1
+        return ", ".join(f"{area} {n}" for area, n in counts.items())
+
+
+@dataclass
+class Chart:
+    metric: str
+    title: str
+    kind: str
+    figure: dict
+
+
+@dataclass
+class MetricInfo:
+    name: str
+    base_unit: str
+    unit: str
+    divisor: float
+    higher_is_better: bool
+    title: str = ""  # human name: "Write throughput"
+
+
+@dataclass
+class ComparisonResult:
+    query: str
+    metrics: list[MetricInfo] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)
+    comparisons: list[BaselineComparison] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
+    colours: dict[str, str] = field(default_factory=dict)
+    series: list[list[str]] = field(default_factory=list)  # [[raw key, label], …]
+    baseline_label: str = ""
+    n_runs: int = 0
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    generated_at: str = ""
+    x_label: str = ""
+    y_label: str = ""
+    series_label: str = ""
+    norm_label: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ComparisonResult:
+        data = dict(data)
+        data["metrics"] = [MetricInfo(**m) for m in data.get("metrics", [])]
+        data["points"] = [Point(**p) for p in data.get("points", [])]
+        data["comparisons"] = [BaselineComparison(**c) for c in data.get("comparisons", [])]
+        data["differences"] = [Difference(**d) for d in data.get("differences", [])]
+        data["charts"] = [Chart(**c) for c in data.get("charts", [])]
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def tables(self) -> list[tuple[MetricInfo, list[Point]]]:
+        return [(m, [p for p in self.points if p.metric == m.name]) for m in self.metrics]
+
+    @property
+    def generated(self) -> dt.datetime | None:
+        try:
+            return dt.datetime.fromisoformat(self.generated_at)
+        except (TypeError, ValueError):
+            return None
+
+    CSV_HEADER = [
+        "metric",
+        "series",
+        "x",
+        "y",
+        "n",
+        "mean",
+        "median",
+        "min",
+        "max",
+        "stddev",
+        "cv_percent",
+        "ci95_low",
+        "ci95_high",
+        "noisy",
+        "unit",
+        "efficiency_percent",
+        "limit",
+        "limit_value",
+        "testbed",
+        "diff_vs_baseline_percent",
+        "p_value",
+        "flags",
+    ]
+
+    def csv_rows(self) -> list[list[Any]]:
+        rows: list[list[Any]] = [list(self.CSV_HEADER)]
+        for p in self.points:
+            rows.append(
+                [
+                    p.metric,
+                    p.series,
+                    p.x,
+                    p.y,
+                    p.n,
+                    p.mean,
+                    p.median,
+                    p.min,
+                    p.max,
+                    p.stddev,
+                    p.cv_pct,
+                    p.ci_low,
+                    p.ci_high,
+                    "yes" if p.noisy else "",
+                    p.unit,
+                    p.efficiency,
+                    p.limit_name,
+                    p.limit_value,
+                    p.testbed,
+                    p.diff_pct,
+                    p.p_value,
+                    "; ".join(p.flags),
+                ]
+            )
+        return rows
