@@ -282,9 +282,9 @@ def expression(key: str, lookup: TestbedLookup | None = None):
         return Coalesce(F(f"run__target__node__profile__{field}"), member(field))
     if key == "source":
         return source_expression()
-    if key.startswith("param:") and _safe_name(key[6:]):
+    if key.startswith("param:") and safe_name(key[6:]):
         return KeyTextTransform(key[6:], "run__params")
-    if key.startswith("tuning:") and _safe_name(key[7:]):
+    if key.startswith("tuning:") and safe_name(key[7:]):
         return KeyTextTransform(key[7:], "run__tuning_set__effective")
     if key.startswith(("param:", "tuning:")):
         raise ValueError(
@@ -325,7 +325,7 @@ def short_source(value: str) -> str:
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,79}\Z")
 
 
-def _safe_name(name: str) -> bool:
+def safe_name(name: str) -> bool:
     return _NAME_RE.match(name) is not None
 
 

@@ -5,28 +5,17 @@ from __future__ import annotations
 
 import html
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from experiments import dimensions
-from experiments.comparison.context import raw
 from experiments.comparison.result import Chart, ComparisonResult, MetricInfo, Point
 from experiments.comparison.spec import ERRORS, ComparisonSpec
 from experiments.dimensions import sort_key
 
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
-MAX_METRICS = 6
 MAX_REPETITION_POINTS = 5000
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
-MAX_METRICS = 6
-MAX_REPETITION_POINTS = 5000
-MAX_CONFIGS = 5000
 MAX_HEATMAPS = 8
+
 
 # Series colours stay the same for a given series name across the charts of one page.
 PALETTE = [
@@ -201,6 +190,15 @@ def _error_bars(pts: list[Point], kind: str) -> _Bars:
     return _Bars(error, texts, minmax, clipped)
 
 
+def _hover_notes(points: list[Point], texts: list[str]) -> list[str]:
+    """The error bar's note and, in peak mode, where the peak was reached."""
+    out = []
+    for p, text in zip(points, texts, strict=True):
+        peak = f"peak of {p.peak_of}: {p.peak_at}" if p.peak_of else ""
+        out.append("<br>".join(_esc(t) for t in (text, peak) if t))
+    return out
+
+
 def _number(value: float) -> str:
     """4.0 -> "4" (integer parameters get integer labels), 0.5 -> "0.5"."""
     return str(int(value)) if value.is_integer() else f"{value:g}"
@@ -337,25 +335,15 @@ def _export_layout(
 def chart_figures(
     result: ComparisonResult,
     spec: ComparisonSpec,
-    qs,
-    groups,
-    value,
+    reps: dict[int, list[float]],
     testbeds: dict[str, list[str]] | None = None,
     testbed_names: dict[str, str] | None = None,
 ) -> list[Chart]:
     out: list[Chart] = []
     testbeds = testbeds or {}
     filters = filter_summary(spec, testbed_names or {})
-    reps: dict[tuple, list[float]] = defaultdict(list)
-    if spec.reps and spec.chart != "heatmap" and result.points:
-        values = list(qs.repetitions(groups, value)[: MAX_REPETITION_POINTS + 1])
-        if len(values) > MAX_REPETITION_POINTS:
-            result.warnings.append(
-                f"More than {MAX_REPETITION_POINTS} repetitions: not all are drawn as points."
-            )
-            values = values[:MAX_REPETITION_POINTS]
-        for row in values:
-            reps[(row["name"], raw(row["series"]), raw(row["x"]))].append(row["_v"])
+    # Peak over a parameter sweep: one bar per series (the hover says where it peaked).
+    peak_sweep = spec.stat == "peak" and spec.x.startswith("param:")
     for m, pts in result.tables():
         if not pts:
             continue
@@ -363,7 +351,7 @@ def chart_figures(
         if spec.chart == "heatmap":
             out += _heatmaps(m, pts, spec, result)
             continue
-        has_x = bool(spec.x)
+        has_x = bool(spec.x) and not peak_sweep
         plotted = [p for p in pts if not has_x or p.x != dimensions.UNKNOWN]
         if not plotted:
             continue
@@ -390,7 +378,7 @@ def chart_figures(
                 "marker": {"color": colour},
                 "customdata": [
                     [p.n, _r(p.median), _r(p.min), _r(p.max), _r(p.cv_pct), text]
-                    for p, text in zip(sp, errors.texts, strict=True)
+                    for p, text in zip(sp, _hover_notes(sp, errors.texts), strict=True)
                 ],
                 "hovertemplate": "%{y:.3f} (n=%{customdata[0]}, median %{customdata[1]:.3f}, "
                 "min %{customdata[2]:.3f}, max %{customdata[3]:.3f}, "
@@ -410,9 +398,9 @@ def chart_figures(
             if reps:
                 xs, ys = [], []
                 for p in sp:
-                    for v in reps.get((m.name, p.series_key, p.x_key), []):
+                    for v in reps.get(id(p), []):
                         xs.append(p.x if has_x else label)
-                        ys.append(round(v / m.divisor, 6))
+                        ys.append(round(v, 6))
                 if xs:
                     run_trace = {
                         "name": f"{label} (runs)",

@@ -3,10 +3,10 @@ between series."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 from experiments import dimensions
-from experiments.comparison.context import raw
 from experiments.comparison.result import ComparisonResult, Difference, Point
 from experiments.comparison.spec import ComparisonSpec
 
@@ -157,6 +157,13 @@ def facts(ctx, config: dict) -> dict[tuple[str, str], str]:
     facts[("testbed", "disks per array")] = many(t.disks for t in targets)
     facts[("testbed", "local file system")] = many(t.filesystem for t in targets)
     facts[("testbed", "mount options")] = many(t.mount_options for t in targets)
+    stated = _stated_targets(config["run__params"])
+    if target is None and stated:
+        facts[("testbed", "storage targets")] = f"{stated} (stated by the run)"
+    facts[("run", "tool")] = config["run__tool"] or "—"
+    for key, value in config.get("attributes", {}).items():
+        if key.startswith("param:"):
+            facts[("run", attribute_name(key))] = value
     tuning = ctx.tunings.get(config["run__tuning_set_id"])
     facts[("tuning", "tuning set")] = tuning.name if tuning else "(none)"
     for key, value in sorted((tuning.effective if tuning else {}).items()):
@@ -165,46 +172,374 @@ def facts(ctx, config: dict) -> dict[tuple[str, str], str]:
 
 
 def differences(ctx, spec: ComparisonSpec, result: ComparisonResult) -> list[Difference]:
+    """Hardware, testbed, run and tuning facts that differ between each series (variant) and
+    the baseline series (its closest variant)."""
     if not spec.series or len(result.series) < 2 or not ctx.configs:
         return []
     per_series: dict[str, dict[tuple[str, str], set[str]]] = defaultdict(lambda: defaultdict(set))
     seen: set[tuple] = set()
     for c in ctx.configs:
-        key = (
-            raw(c["series"]),
-            c["run__testbed_id"],
-            c["run__tuning_set_id"],
-            c["run__target_id"],
-        )
+        label = c.get("label")
+        if label is None:
+            continue  # not shown (peak mode keeps each series' best configuration)
+        key = (label, c["run__testbed_id"], c["run__tuning_set_id"], c["run__target_id"])
+        key += (json.dumps(c["run__params"], sort_keys=True), c["run__tool"])
         if key in seen:
             continue
         seen.add(key)
         for attr, value in facts(ctx, c).items():
-            per_series[key[0]][attr].add(value)
-    labels = dict((k, v) for k, v in result.series)
-    base = spec.baseline if spec.baseline in labels else result.series[0][0]
+            per_series[label][attr].add(value)
+    keys = {label: key for key, label in result.series}
+    bases = [label for key, label in result.series if key == spec.baseline] or [result.series[0][1]]
     out = []
-    for key, label in result.series:
-        if key == base:
+    for _key, label in result.series:
+        if label in bases:
             continue
-        a, b = per_series.get(key, {}), per_series.get(base, {})
-        rows = []
-        # dict.fromkeys keeps the order _facts() lists attributes in (a set would not,
-        # and the rows would come out in a different order in every process).
-        for attr in sorted(dict.fromkeys([*a, *b]), key=_attr_order):
-            va, vb = (
-                " | ".join(sorted(a.get(attr, {"—"}))),
-                " | ".join(sorted(b.get(attr, {"—"}))),
-            )
-            if va != vb:
-                rows.append([attr[0], attr[1], va, vb])
-        out.append(Difference(series=label, baseline=labels[base], rows=rows))
+        options = [_rows(per_series.get(label, {}), per_series.get(b, {})) for b in bases]
+        rows, base = min(zip(options, bases, strict=True), key=lambda t: len(t[0]))
+        if keys.get(label) is not None:
+            out.append(Difference(series=label, baseline=base, rows=rows))
     return out
 
 
-_GROUP_ORDER = {"hardware": 0, "testbed": 1, "tuning": 2}
+def _rows(a: dict, b: dict) -> list[list[str]]:
+    rows = []
+    # dict.fromkeys keeps the order facts() lists attributes in (a set would not, and the
+    # rows would come out in a different order in every process).
+    for attr in sorted(dict.fromkeys([*a, *b]), key=_attr_order):
+        va, vb = " | ".join(sorted(a.get(attr, {"—"}))), " | ".join(sorted(b.get(attr, {"—"})))
+        if va != vb:
+            rows.append([attr[0], attr[1], va, vb])
+    return rows
+
+
+def _stated_targets(params: dict) -> str:
+    """The number of storage targets a run states it used ("" when it does not)."""
+    for key in ("storage_targets", "targets", "num_targets", "stripe_count"):
+        value = params.get(key) if isinstance(params, dict) else None
+        if value not in (None, "", True, False):
+            return _param_text(value)
+    return ""
+
+
+_GROUP_ORDER = {"hardware": 0, "testbed": 1, "run": 2, "tuning": 3}
 
 
 def _attr_order(attr: tuple[str, str]) -> tuple:
     fixed = attr[0] != "tuning" or attr[1] == "tuning set"
     return (_GROUP_ORDER.get(attr[0], 9), 0 if fixed else 1, "" if fixed else attr[1])
+
+
+# --- Alike runs and confounders (DESIGN.md) ------------------------------------------------
+#
+# Runs are alike when they share tool, every parameter, testbed, target, tuning set and data
+# source. A point pools only alike runs apart from the dimensions on its axes, series and
+# filters and the attributes the user ignores (``ignore=`` in the URL); two compared points
+# may differ only in what the series dimension implies (an Arm and an x86 testbed are two
+# testbeds). Anything else is a confounder: named, and no difference is claimed across it.
+
+SETUP = ("tool", "testbed", "target", "tuning", "source")
+SETUP_LABELS = {
+    "tool": "tool",
+    "testbed": "testbed",
+    "target": "target",
+    "tuning": "tuning set",
+    "source": "data source",
+    "memory": "working set vs clients' memory",
+}
+# Parameters that describe the bookkeeping of a run, not what it measured: IOzone's list of
+# the tests one invocation ran (its write phase is the same whether a read test follows).
+NOT_CONFIGURATION = frozenset({"ops"})
+# Series dimensions that are properties of a testbed (or of its targets): two series of
+# different values are necessarily different testbeds, targets and, for published data,
+# studies; those differences are what the user compares.
+TESTBED_LEVEL = frozenset({"arch", "cpu", "hardware", "beegfs", "fabric", "testbed"})
+TARGET_LEVEL = frozenset({"raid", "fs"})
+NOT_STATED = "not stated"
+WHOLE_TESTBED = "whole testbed"
+
+
+def attribute_name(key: str) -> str:
+    """ "param:threads" -> "threads", "tool" -> "tool" (for sentences)."""
+    if key.startswith("param:"):
+        return key[6:].replace("_", " ")
+    return SETUP_LABELS.get(key, key)
+
+
+def valid_attribute(key: str) -> bool:
+    """An attribute name the URL may ignore: a setup attribute or ``param:<name>``."""
+    if key in SETUP_LABELS:
+        return True
+    head, _, name = key.partition(":")
+    return head == "param" and dimensions.safe_name(name)
+
+
+def _param_text(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return str(value)
+
+
+def attributes(ctx, config: dict) -> dict[str, str]:
+    """What a configuration is, attribute by attribute (a parameter it does not state is
+    absent: "not stated" differs from any value)."""
+    testbed = ctx.testbeds.get(config["run__testbed_id"])
+    target = ctx.target_by_id.get(config["run__target_id"]) if config["run__target_id"] else None
+    tuning = ctx.tunings.get(config["run__tuning_set_id"])
+    attrs = {
+        "tool": config["run__tool"] or "",
+        "testbed": testbed.name if testbed else str(config["run__testbed_id"]),
+        "target": (target.name or f"target {target.pk}") if target else WHOLE_TESTBED,
+        "tuning": tuning.name if tuning else "(none)",
+        "source": dimensions.short_source(config.get("source") or ""),
+    }
+    params = config["run__params"] if isinstance(config["run__params"], dict) else {}
+    for key, value in params.items():
+        if key not in NOT_CONFIGURATION:
+            attrs[f"param:{key}"] = _param_text(value)
+    if params and not direct(params):
+        ws = working_set(config["run__tool"], params)
+        memory = ctx.client_memory(config["run__testbed_id"], params)
+        if ws and memory:
+            attrs["memory"] = "fits in" if ws < memory else "exceeds"
+    return attrs
+
+
+def _dimension_attributes(key: str) -> set[str]:
+    """The attributes a dimension on an axis, the series or a filter stands for."""
+    if not key:
+        return set()
+    if key == "tool" or key == "source":
+        return {key}
+    if key == "testbed":
+        return {"testbed", "target"}
+    if key == "tuning" or key.startswith("tuning:"):
+        return {"tuning"}
+    if key.startswith("param:"):
+        return {key}
+    return set()
+
+
+def exempt_within(spec: ComparisonSpec) -> set[str]:
+    """Attributes a point may pool different values of: its axes, series, filters (more than
+    one value) and what the user ignores."""
+    keys = {spec.x, spec.y, spec.series}
+    keys |= {k for k, values in spec.filter_groups().items() if len(values) > 1}
+    if len(spec.tools) > 1:
+        keys.add("tool")
+    if len(spec.testbeds) > 1:
+        keys.add("testbed")
+    out = set(spec.ignore)
+    for key in keys:
+        out |= _dimension_attributes(key)
+    return out
+
+
+def exempt_between(spec: ComparisonSpec) -> set[str]:
+    """Attributes two compared series may differ in: the within-point ones and those the
+    series dimension implies (two architectures are two testbeds, and their targets)."""
+    out = exempt_within(spec)
+    series = spec.series
+    if series in TESTBED_LEVEL or series.startswith("hw:"):
+        # Each system as configured for its study: its testbed, targets and tuning set (the
+        # configuration differences table lists what the tuning sets set differently).
+        out |= {"testbed", "target", "tuning"}
+    elif series in TARGET_LEVEL:
+        out |= {"target"}
+    return out
+
+
+def signature(attrs: dict[str, str], exempt: set[str]) -> tuple:
+    """What must be equal for two configurations to share a point."""
+    return tuple(sorted((k, v) for k, v in attrs.items() if k not in exempt and k != "memory"))
+
+
+def _shown(key: str, value: str | None) -> str:
+    return NOT_STATED if value is None else value
+
+
+def confounders(
+    a: dict[str, str], b: dict[str, str], exempt: set[str], studies_differ_ok: bool
+) -> list[tuple[str, str, str]]:
+    """(attribute, value in a, value in b) of every attribute the two differ in that is not
+    exempt. Two published studies may differ when the series dimension implies different
+    testbeds (``studies_differ_ok``); own runs against a study never, unless exempt."""
+    out = []
+    for key in sorted(set(a) | set(b), key=_attribute_order):
+        if key in exempt:
+            continue
+        va, vb = a.get(key), b.get(key)
+        if va == vb:
+            continue
+        if key == "memory" and (va is None or vb is None):
+            continue  # unknown on one side: the parameters and testbeds are compared
+        if key == "source" and studies_differ_ok:
+            pooled = f"{va} | {vb}".split(" | ")
+            if dimensions.OWN_RUNS not in pooled:
+                continue  # two studies, as two testbeds: what the series compares
+        out.append((key, _shown(key, va), _shown(key, vb)))
+    return out
+
+
+def _attribute_order(key: str) -> tuple:
+    if key in SETUP:
+        return (0, SETUP.index(key), key)
+    return (1, 0, key) if key != "memory" else (2, 0, key)
+
+
+_SIZE_WORDS = ("size", "bs", "block", "record", "transfer", "xfer", "chunk")
+
+
+def shown(key: str, value: str | None) -> str:
+    """An attribute's value for people: byte counts of size parameters in binary units
+    (10737418240 -> "10 GiB"), "not stated" for a parameter a run does not state."""
+    if value is None:
+        return NOT_STATED
+    if value == NOT_STATED:
+        return value
+    if key.startswith("param:") and any(w in key[6:].lower() for w in _SIZE_WORDS):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        if number >= 1000 and number.is_integer():
+            binary = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+            decimal = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
+            exact = [(number / s, u) for u, s in (*binary, *decimal) if number % s == 0]
+            if exact:  # the largest exact unit: 8 TB, 10 GiB
+                value, unit = min(exact)
+                return f"{value:g} {unit}"
+            unit, scale = next(((u, s) for u, s in binary if number >= s), ("B", 1))
+            return f"{number / scale:.4g} {unit}"
+    return value
+
+
+def describe(differing: list[tuple[str, str, str]], limit: int = 6) -> str:
+    """ "tool fio vs dd; direct yes vs not stated" """
+    parts = [
+        f"{attribute_name(k)} {shown(k, va)} vs {shown(k, vb)}" for k, va, vb in differing[:limit]
+    ]
+    more = len(differing) - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+# Parameters that make a different experiment, not a point further along a sweep.
+ALONG_A_LINE = frozenset(
+    {
+        "param:storage_targets",
+        "param:targets",
+        "param:drives",
+        "param:direct",
+        "param:pattern",
+        "param:rw",
+        "param:api",
+        "param:file_per_process",
+    }
+)
+
+
+def label_variants(points: list[Point], exempt: set[str] = frozenset(), lines: bool = False):
+    """Points of one series that share x (and y) but not their configuration are different
+    variants, and so, on a line chart, are points along a series whose setup changes (tool,
+    target, number of targets, direct I/O…). Each series is labelled by the fewest
+    attributes that tell its variants apart ("aarch64 (Arm) · fio", "aarch64 (Arm) ·
+    iozone"), on every point of the series."""
+    by_series: dict[tuple[str, str], list[Point]] = defaultdict(list)
+    for p in points:
+        by_series[(p.metric, p.series_key)].append(p)
+    for pts in by_series.values():
+        keys = sorted(set().union(*(p.attributes for p in pts)), key=_attribute_order)
+        keys = [k for k in keys if k != "memory"]
+        line_keys = [k for k in keys if (k in SETUP or k in ALONG_A_LINE) and k not in exempt]
+
+        def apart(p: Point, q: Point, line_keys: list[str] = line_keys) -> bool:
+            """Whether two points must be in different variants."""
+            if (p.x_key, p.y_key) == (q.x_key, q.y_key):
+                return True
+            # A line joins points that differ only in x (and in how many clients and
+            # processes): one target at 4 threads and forty at 48 are two experiments.
+            return lines and any(p.attributes.get(k) != q.attributes.get(k) for k in line_keys)
+
+        pairs = [(p, q) for i, p in enumerate(pts) for q in pts[i + 1 :] if apart(p, q)]
+        chosen: list[str] = []
+        for key in keys:
+            if not pairs:
+                break
+            if any(p.attributes.get(key) != q.attributes.get(key) for p, q in pairs):
+                chosen.append(key)
+                pairs = [(p, q) for p, q in pairs if p.attributes.get(key) == q.attributes.get(key)]
+        if not chosen:
+            continue
+        for p in pts:
+            p.variant = ", ".join(_variant_text(k, p.attributes.get(k)) for k in chosen)
+            p.series_name = p.series_name or p.series
+            p.series = f"{p.series_name} · {p.variant}"
+
+
+def _variant_text(key: str, value: str | None) -> str:
+    if key == "tool":
+        return value or NOT_STATED
+    if key == "target":
+        return value or WHOLE_TESTBED
+    if key == "source":
+        return value or NOT_STATED
+    return f"{attribute_name(key)} {shown(key, value)}"
+
+
+# Parameters over which a series' peak is taken when the x axis is not one of them: how many
+# clients, processes and outstanding requests a run used.
+CONCURRENCY = frozenset(
+    {"param:threads", "param:nodes", "param:tasks_per_node", "param:numjobs", "param:iodepth"}
+)
+
+
+def sweep_axis(key: str) -> bool:
+    """Whether an axis is a sweep a peak is taken over (a run parameter), not a category."""
+    return key.startswith("param:")
+
+
+def peaks(points: list[Point], spec: ComparisonSpec, higher_is_better: dict[str, bool]):
+    """Each series' best point over its sweep (the parameters that vary between points of
+    the same tool, testbed, target, tuning set and data source, and a parameter x axis),
+    with where it was reached. Returns the peak points."""
+    exempt = exempt_within(spec)
+    groups: dict[tuple, list[Point]] = defaultdict(list)
+    for p in points:
+        # A peak is taken over how many clients, processes and requests a setup used, not
+        # across tools, targets or access modes (those are different experiments).
+        setup = tuple(
+            p.attributes.get(k) for k in sorted(set(SETUP) | ALONG_A_LINE) if k not in exempt
+        )
+        x = "" if sweep_axis(spec.x) else p.x_key
+        y = "" if sweep_axis(spec.y) else p.y_key
+        groups[(p.metric, p.series_key, x, y, setup)].append(p)
+    out = []
+    for (metric, *_), group in groups.items():
+        better = max if higher_is_better.get(metric, True) else min
+        best = better(group, key=lambda p: p.mean)
+        swept = {
+            k
+            for k in set().union(*(p.attributes for p in group))
+            if k.startswith("param:") and len({p.attributes.get(k) for p in group}) > 1
+        }
+        for axis in (spec.x, spec.y):
+            if sweep_axis(axis):
+                swept.add(axis)
+        best.sweep = sorted(swept | (CONCURRENCY & set(best.attributes)))
+        where = [
+            f"{attribute_name(k)} {shown(k, best.attributes.get(k))}"
+            for k in sorted(swept | (CONCURRENCY & set(best.attributes)))
+            if k not in (spec.x, spec.y)
+        ]
+        if sweep_axis(spec.x) and best.x:
+            where.insert(0, f"{dimensions.label(spec.x)} {best.x}")
+        best.peak_at = ", ".join(where)
+        best.peak_of = len(group)
+        out.append(best)
+    return out

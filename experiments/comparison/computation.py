@@ -3,7 +3,11 @@ comparability, baseline statements and charts."""
 
 from __future__ import annotations
 
+import json
 import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Case, CharField, F, FloatField, Q, QuerySet, Value, When
 from django.db.models.fields.json import KeyTextTransform
@@ -11,14 +15,15 @@ from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 
 from experiments import dimensions, stats
-from experiments.comparison import charts
-from experiments.comparison.charts import chart_figures
+from experiments.comparison import charts, comparability
+from experiments.comparison.charts import MAX_REPETITION_POINTS, chart_figures
 from experiments.comparison.comparability import differences, mixed_series, source_chosen, sources
-from experiments.comparison.context import Context, raw
+from experiments.comparison.context import MAX_CONFIGS, Context, raw
 from experiments.comparison.limits import annotate
 from experiments.comparison.result import ComparisonResult, MetricInfo, Point
 from experiments.comparison.spec import NORMALISATIONS, ComparisonSpec, metric_unit
 from experiments.comparison.statements import compare_to_baseline
+from experiments.dimensions import sort_key
 
 # Points whose coefficient of variation is above this are flagged as noisy.
 NOISY_CV = 0.05
@@ -81,6 +86,102 @@ def filtered_metrics(
     return qs
 
 
+# The configuration of a run (DESIGN.md, "Alike runs"): the summary groups by these besides
+# the spec's axes, so that each row holds alike runs only; points pool rows in Python.
+CONFIGURATION = {
+    "cf_tool": F("run__tool"),
+    "cf_tb": F("run__testbed_id"),
+    "cf_tg": F("run__target_id"),
+    "cf_tn": F("run__tuning_set_id"),
+    "cf_params": F("run__params"),
+}
+
+
+def _params(value: Any) -> dict:
+    """A run's parameters as the database cursor returns them (a dict from PostgreSQL's
+    jsonb, JSON text from SQLite)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _config(row: dict) -> dict:
+    return {
+        "name": row["name"],
+        "series": row["series"],
+        "x": row["x"],
+        "y": row["y"],
+        "run__tool": row["cf_tool"],
+        "run__testbed_id": row["cf_tb"],
+        "run__target_id": row["cf_tg"],
+        "run__tuning_set_id": row["cf_tn"],
+        "run__params": _params(row["cf_params"]),
+        "source": row["cf_src"],
+    }
+
+
+def _config_key(config: dict) -> tuple:
+    """One configuration's identity (also of the rows of the repetitions query)."""
+    return (
+        config["name"],
+        raw(config["series"]),
+        raw(config["x"]),
+        raw(config["y"]),
+        config["run__tool"],
+        config["run__testbed_id"],
+        config["run__target_id"],
+        config["run__tuning_set_id"],
+        json.dumps(config["run__params"], sort_keys=True),
+        config["source"],
+    )
+
+
+def _sum_sq(row: dict) -> float:
+    """Sum of squared values of a row, from PostgreSQL's sample deviation or SQLite's sum."""
+    if row.get("sum_sq") is not None:
+        return row["sum_sq"]
+    n, mean, sd = row["n"], row["mean"], row.get("stddev") or 0.0
+    return (n - 1) * sd * sd + n * mean * mean
+
+
+def _merge(rows: list[dict]) -> dict:
+    """The summary of several configurations' rows as one row (exact but for the median,
+    which needs the values: ``median`` is None then)."""
+    if len(rows) == 1:
+        return rows[0]
+    rows = [r for r in rows if r["n"]]
+    n = sum(r["n"] for r in rows)
+    if not n:
+        return {**rows[0], "n": 0} if rows else {"n": 0}
+    merged = dict(rows[0])
+    weighted = lambda key: sum(r[key] * r["n"] for r in rows) / n  # noqa: E731
+    merged.update(
+        n=n,
+        mean=weighted("mean"),
+        min=min(r["min"] for r in rows),
+        max=max(r["max"] for r in rows),
+        raw_mean=weighted("raw_mean"),
+        raw_max=max(r["raw_max"] for r in rows),
+        tb_lo=min(r["tb_lo"] for r in rows),
+        tb_hi=max(r["tb_hi"] for r in rows),
+        tg_lo=min((r["tg_lo"] for r in rows if r["tg_lo"] is not None), default=None),
+        tg_hi=max((r["tg_hi"] for r in rows if r["tg_hi"] is not None), default=None),
+        tg_n=sum(r["tg_n"] for r in rows),
+        runs=sum(r["runs"] for r in rows),
+        src_lo=min(r["src_lo"] for r in rows),
+        src_hi=max(r["src_hi"] for r in rows),
+        pub_n=sum(r["pub_n"] or 0 for r in rows),
+        approx_n=sum(r["approx_n"] or 0 for r in rows),
+        sum_sq=sum(_sum_sq(r) for r in rows),
+        stddev=None,
+        median=None,
+    )
+    return merged
+
+
 def _stddev(row: dict) -> float | None:
     if row["n"] < 2:
         return None
@@ -91,9 +192,55 @@ def _stddev(row: dict) -> float | None:
     return math.sqrt(stats.sample_variance(row["n"], row["mean"], row["sum_sq"]))
 
 
+def _median(values: list[float]) -> float | None:
+    values = sorted(values)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+@dataclass
+class _Pool:
+    """The configurations one point pools, and their summary rows."""
+
+    configs: list[dict]
+    rows: list[dict]
+    attributes: dict[str, str]
+
+
+def _pools(rows: list[dict], ctx: Context, spec: ComparisonSpec) -> list[_Pool]:
+    """Rows (one per configuration) grouped into points: alike but for what is exempt."""
+    exempt = comparability.exempt_within(spec)
+    pools: dict[tuple, _Pool] = {}
+    for row in rows:
+        config = _config(row)
+        attrs = comparability.attributes(ctx, config)
+        config["attributes"] = attrs
+        key = (
+            row["name"],
+            raw(row["series"]),
+            raw(row["x"]),
+            raw(row["y"]),
+            comparability.signature(attrs, exempt),
+        )
+        pool = pools.get(key)
+        if pool is None:
+            pools[key] = _Pool([config], [row], dict(attrs))
+            continue
+        pool.configs.append(config)
+        pool.rows.append(row)
+        for k in set(pool.attributes) | set(attrs):
+            if pool.attributes.get(k) != attrs.get(k):
+                values = set(pool.attributes.get(k, comparability.NOT_STATED).split(" | "))
+                values.add(attrs.get(k, comparability.NOT_STATED))
+                pool.attributes[k] = " | ".join(sorted(values))
+    return list(pools.values())
+
+
 def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonResult:
     """Aggregate the spec's metrics over ``runs`` (all runs when None) in the database and
-    derive statistics, efficiency, baseline tests, configuration differences and charts."""
+    derive statistics, efficiency, comparability, baseline statements and charts."""
     result = ComparisonResult(
         query=spec.to_query(), errors=list(spec.errors), generated_at=timezone.now().isoformat()
     )
@@ -101,6 +248,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     result.y_label = dimensions.label(spec.y) if spec.y else ""
     result.series_label = dimensions.label(spec.series) if spec.series else ""
     result.norm_label = NORMALISATIONS[spec.norm] if spec.norm else ""
+    result.statistic = spec.stat
     if not spec.metrics:
         if not result.errors:
             result.errors.append("Choose a metric.")
@@ -123,16 +271,29 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     divisor = _normaliser(spec.norm, lookup)
     value = F("value") if divisor is None else F("value") / NullIf(divisor, 0.0)
     qs = filtered_metrics(spec, runs, lookup)
-    rows = qs.summary(groups, value)
-    context = Context.load(rows, groups, qs)
+    configuration = {**CONFIGURATION, "cf_src": dimensions.source_expression()}
+    rows = [r for r in qs.summary({**groups, **configuration}, value) if r["n"]]
+    if len(rows) > MAX_CONFIGS:
+        result.errors.append(
+            f"The runs selected hold {len(rows):,} configurations (more than {MAX_CONFIGS:,}): "
+            "narrow the comparison with filters (tool, testbed, matrix, parameters)."
+        )
+        return result
+    context = Context.load(rows)
+    pools = _pools(rows, context, spec)
+    context.configs = [c for pool in pools for c in pool.configs]
+    # Repetition values: every run as a point, and exact medians of points pooling several
+    # configurations (one bounded query, only when needed).
+    reps = _repetitions(spec, qs, {**groups, **configuration}, value, pools, result)
     points: list[Point] = []
-    variances: dict[tuple, tuple[int, float, float]] = {}
-    for row in rows:
-        if not row["n"]:
-            continue
+    for pool in pools:
+        row = _merge(pool.rows)
         m = info[row["name"]]
         sd = _stddev(row)
         median = row["median"]
+        key = id(pool)
+        if median is None and key in reps:
+            median = _median(reps[key])
         d = m.divisor
         ci = stats.confidence_interval(row["n"], row["mean"], sd)
         cv = stats.cv(row["mean"], sd)
@@ -155,18 +316,29 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
             ci_high=None if ci is None else ci[1] / d,
             noisy=cv is not None and cv > NOISY_CV,
             unit=m.unit,
+            attributes=pool.attributes,
         )
+        point.series_name = point.series
         if point.noisy:
             point.flags.append(f"noisy: CV {cv * 100:.1f}% > {NOISY_CV * 100:.0f}%")
         sources(point, row)
-        annotate(context, point, row, m)
         points.append(point)
-        variances[(m.name, point.series_key, point.x_key, point.y_key)] = (
-            row["n"],
-            row["mean"],
-            sd * sd if sd is not None else math.nan,
+        context.pools[id(point)] = (pool, row)
+    if spec.stat == "peak":
+        points = comparability.peaks(
+            points, spec, {m.name: m.higher_is_better for m in info.values()}
         )
-    points.sort(key=lambda p: (p.metric, p.series, charts.sort_key(p.x), charts.sort_key(p.y)))
+    lines = spec.chart == "line" and spec.x.startswith("param:") and spec.stat == "mean"
+    comparability.label_variants(points, comparability.exempt_within(spec), lines)
+    for point in points:
+        pool, row = context.pools[id(point)]
+        for config in pool.configs:
+            config["label"] = point.series
+        annotate(context, point, row, info[point.metric], pool.configs)
+        if reps and spec.reps:
+            point_reps = reps.get(id(pool), [])
+            context.repetitions[id(point)] = [v / info[point.metric].divisor for v in point_reps]
+    points.sort(key=lambda p: (p.metric, p.series, sort_key(p.x), sort_key(p.y)))
     # Order the table by the metrics' order in the spec.
     order = {name: i for i, name in enumerate(spec.metrics)}
     points.sort(key=lambda p: order[p.metric])
@@ -177,30 +349,56 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
 
     labels = {}
     for p in points:
-        labels.setdefault(p.series_key, p.series)
-    result.series = sorted(([k, v] for k, v in labels.items()), key=lambda kv: kv[1])
-    result.colours = charts.colours(list(labels.values()))
+        labels.setdefault(p.series, p.series_key)
+    result.series = sorted(([key, label] for label, key in labels.items()), key=lambda kv: kv[1])
+    result.colours = charts.colours(list(labels))
     if not source_chosen(spec):
         for metric, key in sorted(mixed_series(points)):
+            name = next(p.series for p in points if p.series_key == key)
             result.warnings.append(
-                f"{labels[key]} ({metric}) mixes published studies and own runs: split "
+                f"{name} ({metric}) mixes published studies and own runs: split "
                 "(series=source) or filter (f=source:…) by data source to keep them apart."
             )
     if spec.baseline and spec.series:
-        if spec.baseline in labels:
-            result.baseline_label = labels[spec.baseline]
-            compare_to_baseline(result, spec, variances, info)
+        if spec.baseline in {p.series_key for p in points}:
+            result.baseline_label = ", ".join(
+                sorted({p.series for p in points if p.series_key == spec.baseline})
+            )
+            compare_to_baseline(result, spec, info)
         else:
             result.warnings.append(f"The baseline {spec.baseline!r} is not among the series shown.")
     result.differences = differences(context, spec, result)
     result.charts = chart_figures(
         result,
         spec,
-        qs,
-        groups,
-        value,
+        {id(p): context.repetitions.get(id(p), []) for p in points} if spec.reps else {},
         testbeds={m: context.testbed_names(m, result.points) for m in spec.metrics},
         testbed_names={str(tb.uuid): tb.name for tb in context.testbeds.values()},
     )
     result.warnings += context.warnings
     return result
+
+
+def _repetitions(
+    spec: ComparisonSpec, qs, groups: dict, value, pools: list[_Pool], result: ComparisonResult
+) -> dict[int, list[float]]:
+    """Each pool's run values (keyed by id(pool)), read when every run is drawn or a point
+    pools several configurations (its median needs the values)."""
+    pooled = [p for p in pools if len(p.rows) > 1]
+    if not (spec.reps and spec.chart != "heatmap") and not pooled:
+        return {}
+    owner = {_config_key(c): id(pool) for pool in pools for c in pool.configs}
+    values = list(qs.repetitions(groups, value)[: MAX_REPETITION_POINTS + 1])
+    if len(values) > MAX_REPETITION_POINTS:
+        result.warnings.append(
+            f"More than {MAX_REPETITION_POINTS} runs: not all are drawn as points, and "
+            "medians of points that pool several configurations are not shown."
+        )
+        return {}
+    out: dict[int, list[float]] = defaultdict(list)
+    for row in values:
+        config = _config({**row, "n": 1})
+        key = owner.get(_config_key(config))
+        if key is not None:
+            out[key].append(row["_v"])
+    return out

@@ -6,16 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import QuerySet
-
 from experiments.comparison.result import Point
-
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
-MAX_METRICS = 6
-MAX_REPETITION_POINTS = 5000
-MAX_CONFIGS = 5000
 
 
 def raw(value: Any) -> str:
@@ -24,98 +15,70 @@ def raw(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+# A comparison reads every configuration (tool, parameters, testbed, target, tuning set,
+# source) of the runs it selects; beyond this many it asks for a narrower selection.
+MAX_CONFIGS = 20000
+
+
 @dataclass
 class Context:
-    """Testbeds, targets and tuning sets of the runs in a result, loaded in bulk."""
+    """Testbeds, targets and tuning sets of the runs in a result, loaded in bulk, and the
+    configurations behind each point."""
 
-    testbeds: dict[int, Any]
-    members: dict[int, list]
-    targets: dict[int, list]
-    target_by_id: dict[int, Any]
-    limits: dict[tuple[str, int], Any]
-    by_group: dict[tuple, list[dict]]
-    configs: list[dict]
-    tunings: dict[int, Any]
-    warnings: list[str]
+    testbeds: dict[int, Any] = field(default_factory=dict)
+    members: dict[int, list] = field(default_factory=lambda: defaultdict(list))
+    targets: dict[int, list] = field(default_factory=lambda: defaultdict(list))
+    target_by_id: dict[int, Any] = field(default_factory=dict)
+    limits: dict[tuple[str, int], Any] = field(default_factory=dict)
+    configs: list[dict] = field(default_factory=list)
+    tunings: dict[int, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
     measured: dict[int, Any] = field(default_factory=dict)  # limits.measured_links
+    pools: dict[int, Any] = field(default_factory=dict)  # id(point) -> (pool, merged row)
+    repetitions: dict[int, list[float]] = field(default_factory=dict)  # id(point) -> values
 
     @classmethod
-    def load(cls, rows: list[dict], groups: dict[str, Any], qs: QuerySet) -> Context:
-        ctx = cls({}, defaultdict(list), defaultdict(list), {}, {}, defaultdict(list), [], {}, [])
-        if rows:
-            ctx._load(rows, groups, qs)
-        return ctx
-
-    def _load(self, rows: list[dict], groups: dict[str, Any], qs: QuerySet) -> None:
-        """A fixed number of queries, whatever the number of runs or testbeds."""
+    def load(cls, rows: list[dict]) -> Context:
+        """From the summary rows (one per configuration: ``cf_tb``, ``cf_tg``, ``cf_tn``); a
+        fixed number of queries, whatever the number of runs or testbeds."""
+        from experiments.limits import measured_links
         from experiments.models import Target, Testbed, TestbedNode, TuningSet
 
-        testbed_ids = {r["tb_lo"] for r in rows} | {r["tb_hi"] for r in rows}
-        # Configurations per group: (testbed, tuning set, target) and, for the working-set
-        # check, the distinct parameter sets (cells of a matrix, not its repetitions).
-        self.configs = list(
-            qs.annotate(**groups)
-            .values(
-                "name",
-                "series",
-                "x",
-                "y",
-                "run__testbed_id",
-                "run__tuning_set_id",
-                "run__target_id",
-                "run__tool",
-                "run__params",
-            )
-            .order_by()
-            .distinct()[: MAX_CONFIGS + 1]
-        )
-        if len(self.configs) > MAX_CONFIGS:
-            self.warnings.append(
-                "Too many distinct configurations: working-set and "
-                "configuration checks are skipped."
-            )
-            self.configs = []
-        testbed_ids |= {c["run__testbed_id"] for c in self.configs}
-        self.testbeds = Testbed.objects.in_bulk(testbed_ids)
-        from experiments.limits import measured_links
-
-        self.measured = measured_links(self.testbeds.values())
+        ctx = cls()
+        if not rows:
+            return ctx
+        testbed_ids = {r["cf_tb"] for r in rows}
+        ctx.testbeds = Testbed.objects.in_bulk(testbed_ids)
+        ctx.measured = measured_links(ctx.testbeds.values())
         for member in (
             TestbedNode.objects.filter(testbed_id__in=testbed_ids)
             .select_related("node__profile")
             .prefetch_related("node__profile__nics", "node__profile__drives")
         ):
-            self.members[member.testbed_id].append(member)
+            ctx.members[member.testbed_id].append(member)
         for target in (
             Target.objects.filter(testbed_id__in=testbed_ids, kind="storage")
             .select_related("drive", "node__profile")
             .prefetch_related("node__profile__drives", "node__profile__nics")
         ):
-            self.targets[target.testbed_id].append(target)
-            self.target_by_id[target.pk] = target
-        target_ids = {r["tg_lo"] for r in rows if r["tg_lo"]} | {
-            c["run__target_id"] for c in self.configs if c["run__target_id"]
-        }
-        missing = target_ids - set(self.target_by_id)
+            ctx.targets[target.testbed_id].append(target)
+            ctx.target_by_id[target.pk] = target
+        missing = {r["cf_tg"] for r in rows if r["cf_tg"]} - set(ctx.target_by_id)
         if missing:
             for target in (
                 Target.objects.filter(pk__in=missing)
                 .select_related("drive", "node__profile")
                 .prefetch_related("node__profile__drives", "node__profile__nics")
             ):
-                self.target_by_id[target.pk] = target
-        tuning_ids = {c["run__tuning_set_id"] for c in self.configs if c["run__tuning_set_id"]}
-        self.tunings = TuningSet.objects.in_bulk(tuning_ids) if tuning_ids else {}
-        for c in self.configs:
-            self.by_group[(c["name"], raw(c["series"]), raw(c["x"]), raw(c["y"]))].append(c)
+                ctx.target_by_id[target.pk] = target
+        tuning_ids = {r["cf_tn"] for r in rows if r["cf_tn"]}
+        ctx.tunings = TuningSet.objects.in_bulk(tuning_ids) if tuning_ids else {}
+        return ctx
 
     def testbed_names(self, metric: str, points: list[Point]) -> list[str]:
         """Names of the testbeds whose runs a metric's points hold (for exported images)."""
         ids = {c["run__testbed_id"] for c in self.configs if c["name"] == metric}
         names = {self.testbeds[i].name for i in ids if i in self.testbeds}
-        if not self.configs:  # too many configurations: the points' own testbeds
-            names = {p.testbed for p in points if p.metric == metric and p.testbed}
-            names.discard("(several)")
         return sorted(names)
 
     def client_memory(self, testbed_id: int, params: dict) -> float | None:

@@ -6,30 +6,6 @@ from __future__ import annotations
 from experiments.comparison.comparability import direct, working_set
 from experiments.comparison.result import MetricInfo, Point
 
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
-MAX_METRICS = 6
-MAX_REPETITION_POINTS = 5000
-MAX_CONFIGS = 5000
-MAX_HEATMAPS = 8
-
-NORMALISATIONS = {
-    "": "total",
-    "server": "per storage server",
-    "target": "per storage target",
-    "client": "per client node",
-    "core": "per core (storage servers)",
-}
-CHARTS = {"line": "lines", "bar": "grouped bars", "heatmap": "heatmap (x × y)"}
-ERRORS = {
-    "ci": "95% confidence interval",
-    "minmax": "min / max",
-    "sd": "± std. dev.",
-    "none": "none",
-}
-FILTER_PREFIXES = ("param", "tuning", "hw")
-
 # Bandwidth metrics and the direction whose theoretical limit applies.
 LIMIT_OPS = {
     "write_bw": "write",
@@ -60,26 +36,21 @@ def scope_limits(ctx, scope):
     return ctx.limits[key]
 
 
-def point_scope(ctx, point: Point, row: dict):
+def point_scope(configs: list[dict]):
     """The one scope of the runs behind a point, from their targets and parameters (none
-    when they differ); without configurations, from the target/testbed id ranges."""
-    from experiments.limits import Scope, run_scope
+    when they differ)."""
+    from experiments.limits import run_scope
 
-    configs = ctx.by_group.get((point.metric, point.series_key, point.x_key, point.y_key))
-    if configs:
-        scopes = {
-            run_scope(c["run__tool"], c["run__params"], c["run__target_id"], c["run__testbed_id"])
-            for c in configs
-        }
-        return scopes.pop() if len(scopes) == 1 else None
-    if row["tg_n"] == row["runs"] and row["tg_lo"] == row["tg_hi"] and row["tg_lo"]:
-        return Scope("target", row["tb_lo"], row["tg_lo"], network=False)
-    if row["tb_lo"] == row["tb_hi"] and not row["tg_n"]:
-        return Scope("testbed", row["tb_lo"])
-    return None
+    scopes = {
+        run_scope(c["run__tool"], c["run__params"], c["run__target_id"], c["run__testbed_id"])
+        for c in configs
+    }
+    return scopes.pop() if len(scopes) == 1 else None
 
 
-def annotate(ctx, point: Point, row: dict, m: MetricInfo) -> None:
+def annotate(ctx, point: Point, row: dict, m: MetricInfo, configs: list[dict]) -> None:
+    """The point's testbed, theoretical limit (of the scope of its runs), efficiency, flags
+    for values above the limit and for working sets that fit in the clients' memory."""
     single_testbed = row["tb_lo"] == row["tb_hi"]
     if single_testbed and row["tb_lo"] in ctx.testbeds:
         point.testbed = ctx.testbeds[row["tb_lo"]].name
@@ -87,11 +58,11 @@ def annotate(ctx, point: Point, row: dict, m: MetricInfo) -> None:
         point.testbed = "(several)"
     op = LIMIT_OPS.get(m.name)
     if op is None:
-        working_set_flag(ctx, point, row, m)
+        working_set_flag(ctx, point, m, configs)
         return
     from experiments.limits import above_limit
 
-    scope = point_scope(ctx, point, row)
+    scope = point_scope(configs)
     limits = scope_limits(ctx, scope) if scope is not None else None
     bottleneck = limits.bottleneck(op) if limits else None
     if bottleneck is not None:
@@ -117,14 +88,14 @@ def annotate(ctx, point: Point, row: dict, m: MetricInfo) -> None:
                 f"some repetitions above the {bottleneck.name} limit ({limits.scope}): "
                 "likely a cache effect"
             )
-    working_set_flag(ctx, point, row, m)
+    working_set_flag(ctx, point, m, configs)
 
 
-def working_set_flag(ctx, point: Point, row: dict, m: MetricInfo) -> None:
+def working_set_flag(ctx, point: Point, m: MetricInfo, configs: list[dict]) -> None:
     if m.base_unit not in ("B/s", "op/s"):
         return
     smallest: tuple[float, float] | None = None
-    for c in ctx.by_group.get((point.metric, point.series_key, point.x_key, point.y_key), []):
+    for c in configs:
         params = c["run__params"] or {}
         if not isinstance(params, dict) or direct(params):
             continue

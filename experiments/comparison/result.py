@@ -41,6 +41,15 @@ class Point:
     published_runs: int = 0  # how many of its runs come from published studies
     own_runs: int = 0  # how many are the users' own (executed or imported)
     source: str = ""  # the data source of all its runs (a study or "own runs"); "": several
+    # What its runs are (comparability.attributes): tool, testbed, target, tuning set, data
+    # source, every parameter ("param:bs"), working set against memory; values pooled
+    # across exempt attributes are joined with " | ".
+    attributes: dict[str, str] = field(default_factory=dict)
+    series_name: str = ""  # the series' value without the variant ("aarch64 (Arm)")
+    variant: str = ""  # what tells it apart from other points of its series ("fio")
+    peak_at: str = ""  # peak mode: where the series' best point was reached
+    peak_of: int = 0  # peak mode: over how many points of the sweep
+    sweep: list[str] = field(default_factory=list)  # peak mode: the attributes swept
 
     @property
     def mixed_sources(self) -> bool:
@@ -64,6 +73,12 @@ class BaselineComparison:
     n: int
     n_baseline: int
     sentence: str
+    # [attribute, value in the series, value in the baseline] of what else differs; a
+    # difference is claimed only without confounders (diff_pct is None otherwise).
+    confounders: list[list[str]] = field(default_factory=list)
+    ignored: list[list[str]] = field(default_factory=list)  # differences the user ignores
+    claimed: bool = True
+    statistic: str = "mean"  # "mean" (same x) or "peak" (peak vs peak)
 
 
 @dataclass
@@ -118,6 +133,7 @@ class ComparisonResult:
     y_label: str = ""
     series_label: str = ""
     norm_label: str = ""
+    statistic: str = "mean"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,6 +182,8 @@ class ComparisonResult:
         "diff_vs_baseline_percent",
         "p_value",
         "flags",
+        "variant",
+        "peak_at",
     ]
 
     def csv_rows(self) -> list[list[Any]]:
@@ -195,6 +213,8 @@ class ComparisonResult:
                     p.diff_pct,
                     p.p_value,
                     "; ".join(p.flags),
+                    p.variant,
+                    p.peak_at,
                 ]
             )
         return rows

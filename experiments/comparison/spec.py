@@ -18,49 +18,8 @@ from experiments.dimensions import sort_key
 from experiments.input_checks import clean_text, text_problem
 from experiments.utils import is_uuid
 
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
 MAX_METRICS = 6
-
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
-MAX_METRICS = 6
-MAX_REPETITION_POINTS = 5000
-MAX_CONFIGS = 5000
-MAX_HEATMAPS = 8
-
-NORMALISATIONS = {
-    "": "total",
-    "server": "per storage server",
-    "target": "per storage target",
-    "client": "per client node",
-    "core": "per core (storage servers)",
-}
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
-MAX_METRICS = 6
-MAX_REPETITION_POINTS = 5000
-MAX_CONFIGS = 5000
-MAX_HEATMAPS = 8
-
-NORMALISATIONS = {
-    "": "total",
-    "server": "per storage server",
-    "target": "per storage target",
-    "client": "per client node",
-    "core": "per core (storage servers)",
-}
-CHARTS = {"line": "lines", "bar": "grouped bars", "heatmap": "heatmap (x × y)"}
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
-MAX_METRICS = 6
-MAX_REPETITION_POINTS = 5000
-MAX_CONFIGS = 5000
-MAX_HEATMAPS = 8
+MAX_IGNORED = 40
 
 NORMALISATIONS = {
     "": "total",
@@ -76,28 +35,8 @@ ERRORS = {
     "sd": "± std. dev.",
     "none": "none",
 }
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
-MAX_METRICS = 6
-MAX_REPETITION_POINTS = 5000
-MAX_CONFIGS = 5000
-MAX_HEATMAPS = 8
-
-NORMALISATIONS = {
-    "": "total",
-    "server": "per storage server",
-    "target": "per storage target",
-    "client": "per client node",
-    "core": "per core (storage servers)",
-}
-CHARTS = {"line": "lines", "bar": "grouped bars", "heatmap": "heatmap (x × y)"}
-ERRORS = {
-    "ci": "95% confidence interval",
-    "minmax": "min / max",
-    "sd": "± std. dev.",
-    "none": "none",
-}
+# What a point shows: the mean over repetitions, or each series' best point over its sweep.
+STATS = {"mean": "mean over repetitions", "peak": "peak over the sweep"}
 FILTER_PREFIXES = ("param", "tuning", "hw")
 
 
@@ -159,6 +98,8 @@ class ComparisonSpec:
     date_from: dt.date | None = None
     date_to: dt.date | None = None
     norm: str = ""
+    stat: str = "mean"  # STATS: mean over repetitions, or each series' peak over its sweep
+    ignore: list[str] = field(default_factory=list)  # attributes allowed to differ
     chart: str = "line"
     error: str = "ci"
     reps: bool = False
@@ -226,6 +167,27 @@ class ComparisonSpec:
                 setattr(spec, attr, value)
         norm = query.get("norm", "")
         spec.norm = norm if norm in NORMALISATIONS else ""
+        stat = query.get("stat", "mean")
+        if stat not in STATS:
+            errors.append(f"stat: {stat[:40]!r} is not one of {', '.join(STATS)}.")
+            stat = "mean"
+        spec.stat = stat
+        from experiments.comparison.comparability import valid_attribute
+
+        for name in query.getlist("ignore"):
+            name = name.strip()
+            if not name or name in spec.ignore:
+                continue
+            if not valid_attribute(name):
+                errors.append(
+                    f"ignore: {name[:60]!r} is not an attribute (tool, testbed, target, tuning, "
+                    "source, memory or param:<name>)."
+                )
+            elif len(spec.ignore) >= MAX_IGNORED:
+                errors.append(f"At most {MAX_IGNORED} ignored attributes.")
+                break
+            else:
+                spec.ignore.append(name)
         chart = query.get("chart", "line")
         spec.chart = chart if chart in CHARTS else "line"
         err = query.get("err", "ci")
@@ -253,6 +215,9 @@ class ComparisonSpec:
             pairs.append(("to", self.date_to.isoformat()))
         if self.norm:
             pairs.append(("norm", self.norm))
+        if self.stat != "mean":
+            pairs.append(("stat", self.stat))
+        pairs += [("ignore", name) for name in self.ignore]
         return pairs + [
             (k, v) for k, v in self.chart_settings().items() if v not in ("", None, False)
         ]
@@ -291,6 +256,8 @@ class ComparisonSpec:
             parts.append(f"series: {dimensions.label(self.series)}")
         if self.norm:
             parts.append(NORMALISATIONS[self.norm])
+        if self.stat == "peak":
+            parts.append("peak over the sweep")
         return ", ".join(parts)
 
 

@@ -2,49 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from experiments import dimensions, stats
-from experiments.comparison.comparability import mixed_series, source_chosen, source_confounder
+from experiments.comparison.comparability import (
+    CONCURRENCY,
+    attribute_name,
+    confounders,
+    describe,
+    exempt_between,
+    sweep_axis,
+)
 from experiments.comparison.result import BaselineComparison, ComparisonResult, MetricInfo, Point
-from experiments.comparison.spec import ComparisonSpec
+from experiments.comparison.spec import NORMALISATIONS, ComparisonSpec
 
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
 ALPHA = 0.05
-# Points whose coefficient of variation is above this are flagged as noisy.
-NOISY_CV = 0.05
-ALPHA = 0.05
-MAX_METRICS = 6
-MAX_REPETITION_POINTS = 5000
-MAX_CONFIGS = 5000
-MAX_HEATMAPS = 8
 
-NORMALISATIONS = {
-    "": "total",
-    "server": "per storage server",
-    "target": "per storage target",
-    "client": "per client node",
-    "core": "per core (storage servers)",
-}
-CHARTS = {"line": "lines", "bar": "grouped bars", "heatmap": "heatmap (x × y)"}
-ERRORS = {
-    "ci": "95% confidence interval",
-    "minmax": "min / max",
-    "sd": "± std. dev.",
-    "none": "none",
-}
-FILTER_PREFIXES = ("param", "tuning", "hw")
 
-# Bandwidth metrics and the direction whose theoretical limit applies.
-LIMIT_OPS = {
-    "write_bw": "write",
-    "read_bw": "read",
-    "rewrite_bw": "write",
-    "reread_bw": "read",
-    "randwrite_bw": "write",
-    "randread_bw": "read",
-}
 VERBS = {
     "write_bw": "writes",
     "read_bw": "reads",
@@ -68,39 +43,72 @@ VERBS = {
 }
 
 
+def _place_key(point: Point, spec: ComparisonSpec) -> tuple[str, str]:
+    """Where two points must both be to be compared: the same x and y, except for a peak
+    over a parameter sweep (peak vs peak, wherever each series reached it)."""
+    peak = spec.stat == "peak"
+    x = "" if peak and sweep_axis(spec.x) else point.x_key
+    y = "" if peak and sweep_axis(spec.y) else point.y_key
+    return x, y
+
+
 def compare_to_baseline(
-    result: ComparisonResult,
-    spec: ComparisonSpec,
-    variances: dict[tuple, tuple[int, float, float]],
-    info: dict[str, MetricInfo],
+    result: ComparisonResult, spec: ComparisonSpec, info: dict[str, MetricInfo]
 ) -> None:
-    """Each point against the baseline series' point at the same x (and y): difference in %,
-    Welch's t-test on the runs' values, one plain-language sentence."""
-    by_key = {(p.metric, p.series_key, p.x_key, p.y_key): p for p in result.points}
-    chosen = source_chosen(spec)
-    mixed = mixed_series(result.points)
-    unclaimed: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    """Each point against the baseline series' point at the same x (and y), or peak against
+    peak: when the two are alike but for what the series compares (and what the user
+    ignores), the difference in %, Welch's t-test on the runs' values and one sentence;
+    otherwise the confounders, named, and no difference."""
+    exempt = exempt_between(spec)
+    ignored = set(spec.ignore)
+    # Two published studies may differ when the series dimension implies different testbeds.
+    studies_ok = "testbed" in exempt and "testbed" not in spec.ignore
+    baseline: dict[tuple, list[Point]] = defaultdict(list)
+    # A sentence names a variant ("aarch64 (Arm) · fio") only where its series has several
+    # at the same place; elsewhere the series value says enough.
+    crowded: dict[tuple, int] = defaultdict(int)
+    for q in result.points:
+        crowded[(q.metric, q.series_key, *_place_key(q, spec))] += 1
+    for b in result.points:
+        if b.series_key == spec.baseline:
+            baseline[(b.metric, *_place_key(b, spec))].append(b)
     for p in result.points:
         if p.series_key == spec.baseline:
             continue
-        base = by_key.get((p.metric, spec.baseline, p.x_key, p.y_key))
-        if base is None or not base.mean:
+        candidates = baseline.get((p.metric, *_place_key(p, spec)))
+        if not candidates:
             continue
-        confounder = "" if chosen else source_confounder(p, base, mixed)
-        if confounder:
-            # Own runs never join a published series silently: no difference is claimed.
-            at = "".join(_place(k, v) for k, v in ((spec.x, p.x), (spec.y, p.y)))
-            unclaimed[(p.metric, f"{p.series} vs {base.series}", confounder)].append(
-                at.strip().strip("()") or "overall"
-            )
+
+        def allowed(b: Point, p: Point = p) -> set[str]:
+            if spec.stat != "peak":
+                return exempt
+            return exempt | CONCURRENCY | set(p.sweep) | set(b.sweep)
+
+        scored = sorted(
+            (
+                (confounders(p.attributes, b.attributes, allowed(b), studies_ok), i, b)
+                for i, b in enumerate(candidates)
+            ),
+            key=lambda t: (len(t[0]), t[1]),
+        )
+        found, _, base = scored[0]
+        names = {
+            x.series: x.series
+            if crowded[(x.metric, x.series_key, *_place_key(x, spec))] > 1
+            else (x.series_name or x.series)
+            for x in (p, base)
+        }
+        if not base.mean:
             continue
-        own = variances.get((p.metric, p.series_key, p.x_key, p.y_key))
-        ref = variances.get((base.metric, base.series_key, base.x_key, base.y_key))
+        if found:
+            result.comparisons.append(_unclaimed(info[p.metric], p, base, found, spec, names))
+            continue
+        skipped = confounders(p.attributes, base.attributes, allowed(base) - ignored, studies_ok)
+        skipped = [c for c in skipped if c[0] in ignored]
         diff = (p.mean - base.mean) / abs(base.mean) * 100
-        test = stats.welch(*own, *ref) if own and ref else None
+        test = stats.welch(*_variance(p), *_variance(base))
         p.diff_pct = diff
         p.p_value = None if test is None else test.p
-        significant = None if test is None else test.p < ALPHA
         result.comparisons.append(
             BaselineComparison(
                 metric=p.metric,
@@ -110,18 +118,56 @@ def compare_to_baseline(
                 y=p.y,
                 diff_pct=diff,
                 p_value=p.p_value,
-                significant=significant,
+                significant=None if test is None else test.p < ALPHA,
                 n=p.n,
                 n_baseline=base.n,
-                sentence=_sentence(info[p.metric], p, base, diff, test, spec),
+                sentence=_sentence(info[p.metric], p, base, diff, test, spec, skipped, names),
+                ignored=[[attribute_name(k), va, vb] for k, va, vb in skipped],
+                statistic=spec.stat,
             )
         )
-    for (metric, pair, confounder), places in unclaimed.items():
-        result.warnings.append(
-            f"No difference claimed for {pair} in {metric} ({'; '.join(places)}): "
-            f"{confounder}. Split (series=source) or filter (f=source:…) by data source to "
-            "compare them."
-        )
+
+
+def _variance(p: Point) -> tuple[int, float, float]:
+    return p.n, p.mean, (p.stddev * p.stddev if p.stddev is not None else math.nan)
+
+
+def _unclaimed(
+    m: MetricInfo, p: Point, base: Point, found: list[tuple[str, str, str]], spec, names
+) -> BaselineComparison:
+    a, b = named(spec.series, names[p.series]), named(spec.series, names[base.series])
+    at = _where(p, spec)
+    how = " (peak vs peak)" if spec.stat == "peak" else ""
+    sentence = (
+        f"No difference claimed between {a} and {b}{at}{how} in {m.title or m.name}: they "
+        f"also differ in {describe(found)}. Ignore an attribute (ignore=…) or filter to "
+        "compare like with like."
+    )
+    return BaselineComparison(
+        metric=p.metric,
+        series=p.series,
+        baseline=base.series,
+        x=p.x,
+        y=p.y,
+        diff_pct=None,
+        p_value=None,
+        significant=None,
+        n=p.n,
+        n_baseline=base.n,
+        sentence=sentence,
+        confounders=[[attribute_name(k), va, vb] for k, va, vb in found],
+        claimed=False,
+        statistic=spec.stat,
+    )
+
+
+def _where(p: Point, spec: ComparisonSpec) -> str:
+    peak = spec.stat == "peak"
+    where = [
+        "" if peak and sweep_axis(spec.x) else _place(spec.x, p.x),
+        "" if peak and sweep_axis(spec.y) else _place(spec.y, p.y),
+    ]
+    return "".join(w for w in where if w)
 
 
 def _pct(value: float) -> str:
@@ -155,15 +201,22 @@ def named(key: str, value: str) -> str:
     return value
 
 
-def _sentence(m: MetricInfo, p: Point, base: Point, diff: float, test, spec) -> str:
-    where = [_place(spec.x, p.x), _place(spec.y, p.y)]
-    at = "".join(w for w in where if w)
+def _sentence(
+    m: MetricInfo, p: Point, base: Point, diff: float, test, spec, ignored=(), names=None
+) -> str:
+    names = names or {}
+    at = _where(p, spec)
+    if spec.norm:
+        at = f" {NORMALISATIONS[spec.norm]}{at}"
     n = f"n = {p.n} each" if p.n == base.n else f"n = {p.n} vs {base.n}"
-    a, b = named(spec.series, p.series), named(spec.series, base.series)
+    a = named(spec.series, names.get(p.series, p.series))
+    b = named(spec.series, names.get(base.series, base.series))
     # A value a study gives as "about 5.1 GB/s" makes the difference approximate too.
     about = "about " if p.approximate or base.approximate else ""
     if about:
-        which = " and ".join(f"{x.series}'s" for x in (p, base) if x.approximate)
+        which = " and ".join(
+            f"{names.get(x.series, x.series)}'s" for x in (p, base) if x.approximate
+        )
         n += f"; {which} value{'s are' if ' and ' in which else ' is'} approximate"
     if abs(diff) < 0.05:
         core = f"{a} and {b} are {about}equal in {m.name}{at}"
@@ -177,6 +230,12 @@ def _sentence(m: MetricInfo, p: Point, base: Point, diff: float, test, spec) -> 
     else:
         word = "lower" if diff < 0 else "higher"
         core = f"{a} has {about}{_pct(diff)} {word} {m.name} than {b}{at}"
+    if spec.stat == "peak":
+        core += (
+            f", peak vs peak ({a}: {p.peak_at or 'one point'}; {b}: {base.peak_at or 'one point'})"
+        )
+    if ignored:
+        n += f"; ignoring {describe(list(ignored))}"
     if test is None:
         reason = "single values" if min(p.n, base.n) < 2 else "no spread"
         return f"{core} ({reason}, no significance test; {n})"

@@ -122,12 +122,24 @@ def builder_context(request: HttpRequest, spec: ComparisonSpec, result: Comparis
         "norms": comparison.NORMALISATIONS.items(),
         "chart_kinds": comparison.CHARTS.items(),
         "error_kinds": comparison.ERRORS.items(),
+        "stats": comparison.STATS.items(),
+        "ignore_choices": ignore_choices(params, spec),
         "presets": PRESETS,
         "export_csv": f"{reverse('experiments:compare_export', args=['csv'])}?{query}",
         "export_json": f"{reverse('experiments:compare_export', args=['json'])}?{query}",
         "print_url": f"{reverse('experiments:compare_print')}?{query}",
         "charts_json": charts_payload(result),
     }
+
+
+def ignore_choices(params: list[str], spec: ComparisonSpec) -> list[tuple[str, str]]:
+    """(attribute, label) a user may let compared runs differ in: the setup attributes and
+    the parameters the builder knows (and whatever the URL already ignores)."""
+    from experiments.comparison.comparability import SETUP_LABELS, attribute_name
+
+    keys = list(SETUP_LABELS) + [f"param:{p}" for p in dict.fromkeys(params) if ":" not in p]
+    keys += [k for k in spec.ignore if k not in keys]
+    return [(k, attribute_name(k)) for k in keys]
 
 
 def charts_payload(result: ComparisonResult) -> list[dict]:
