@@ -18,6 +18,11 @@ Public interface
     ``tool``, ``testbed`` (uuid), ``matrix`` (uuid): repeatable shortcuts, as before
     ``from``/``to`` run creation date range (YYYY-MM-DD, inclusive)
     ``norm``        ``server`` | ``target`` | ``client`` | ``core`` (per storage server…)
+    ``stat``        ``mean`` (default: means at the same x) | ``peak`` (each series' best
+                    point over its sweep, compared peak with peak)
+    ``ignore``      attribute compared runs may differ in, repeatable: ``tool``, ``testbed``,
+                    ``target``, ``tuning``, ``source``, ``hardware``, ``memory``,
+                    ``param:<name>`` (sentences name what they ignore)
     ``chart``       ``line`` | ``bar`` | ``heatmap``;  ``err``: ``ci`` | ``minmax`` | ``sd`` |
                     ``none``;  ``reps=1`` all repetitions as points;  ``unit=GiB``
     ==============  ==========================================================================

@@ -238,13 +238,14 @@ def _attr_order(attr: tuple[str, str]) -> tuple:
 # may differ only in what the series dimension implies (an Arm and an x86 testbed are two
 # testbeds). Anything else is a confounder: named, and no difference is claimed across it.
 
-SETUP = ("tool", "testbed", "target", "tuning", "source")
+SETUP = ("tool", "testbed", "target", "tuning", "source", "hardware")
 SETUP_LABELS = {
     "tool": "tool",
     "testbed": "testbed",
     "target": "target",
     "tuning": "tuning set",
     "source": "data source",
+    "hardware": "hardware",
     "memory": "working set vs clients' memory",
 }
 # Parameters that describe the bookkeeping of a run, not what it measured: IOzone's list of
@@ -297,6 +298,8 @@ def attributes(ctx, config: dict) -> dict[str, str]:
         "tuning": tuning.name if tuning else "(none)",
         "source": dimensions.short_source(config.get("source") or ""),
     }
+    if testbed is not None:
+        attrs["hardware"] = ctx.hardware(testbed.pk)
     params = config["run__params"] if isinstance(config["run__params"], dict) else {}
     for key, value in params.items():
         if key not in NOT_CONFIGURATION:
@@ -345,11 +348,13 @@ def exempt_between(spec: ComparisonSpec) -> set[str]:
     out = exempt_within(spec)
     series = spec.series
     if series in TESTBED_LEVEL or series.startswith("hw:"):
-        # Each system as configured for its study: its testbed, targets and tuning set (the
-        # configuration differences table lists what the tuning sets set differently).
-        out |= {"testbed", "target", "tuning"}
+        # Each system as configured for its study: its hardware, testbed, targets and tuning
+        # set (the configuration differences table lists what the tuning sets set apart).
+        out |= {"hardware", "testbed", "target", "tuning"}
     elif series in TARGET_LEVEL:
-        out |= {"target"}
+        # Two RAID levels (file systems) are two targets, often two testbed records of the
+        # same machines: the hardware must match.
+        out |= {"testbed", "target"}
     return out
 
 
@@ -483,7 +488,7 @@ def label_variants(points: list[Point], exempt: set[str] = frozenset(), lines: b
 
 
 def _variant_text(key: str, value: str | None) -> str:
-    if key == "tool":
+    if key in ("tool", "hardware"):
         return value or NOT_STATED
     if key == "target":
         return value or WHOLE_TESTBED

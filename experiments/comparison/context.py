@@ -81,6 +81,21 @@ class Context:
         names = {self.testbeds[i].name for i in ids if i in self.testbeds}
         return sorted(names)
 
+    def hardware(self, testbed_id: int) -> str:
+        """The machines of a testbed as a comparison tells them apart: storage servers (count,
+        architecture, CPU, cores, memory, drives, network) and clients (count, memory), by
+        what they are, not by their profiles' names."""
+        key = ("hardware", testbed_id)
+        if key not in self.limits:
+            members = self.members.get(testbed_id, [])
+            servers = sorted(_machine(m.node.profile) for m in members if m.storage)
+            clients = sorted(f"{m.node.profile.memory_gib or '?'} GiB" for m in members if m.client)
+            parts = [f"{len(servers)} servers: " + " + ".join(sorted(set(servers))) or "?"]
+            if clients:
+                parts.append(f"{len(clients)} clients ({', '.join(sorted(set(clients)))})")
+            self.limits[key] = "; ".join(parts)
+        return self.limits[key]
+
     def client_memory(self, testbed_id: int, params: dict) -> float | None:
         clients = [m for m in self.members.get(testbed_id, []) if m.client]
         memories = [m.node.profile.memory_gib for m in clients if m.node.profile.memory_gib]
@@ -92,3 +107,13 @@ class Context:
         except (TypeError, ValueError):
             used = len(clients)
         return per_client * min(max(used, 1), len(clients)) * 2**30
+
+
+def _machine(profile) -> str:
+    drives = ", ".join(sorted(str(d) for d in profile.drives.all() if d.purpose == "data"))
+    nics = ", ".join(sorted(str(n) for n in profile.nics.all()))
+    cores = profile.total_cores or "?"
+    return (
+        f"{profile.architecture or '?'} {profile.cpu_model or '?'} ({cores} cores, "
+        f"{profile.memory_gib or '?'} GiB; {drives or 'no data drives'}; {nics or 'no NICs'})"
+    )

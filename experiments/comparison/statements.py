@@ -52,6 +52,16 @@ def _place_key(point: Point, spec: ComparisonSpec) -> tuple[str, str]:
     return x, y
 
 
+def _unplaced(point: Point, spec: ComparisonSpec) -> bool:
+    """Whether a point's place is unknown (its runs do not state the x or y parameter) where
+    a comparison needs one."""
+    peak = spec.stat == "peak"
+    return any(
+        key and not (peak and sweep_axis(key)) and value == dimensions.UNKNOWN
+        for key, value in ((spec.x, point.x), (spec.y, point.y))
+    )
+
+
 def compare_to_baseline(
     result: ComparisonResult, spec: ComparisonSpec, info: dict[str, MetricInfo]
 ) -> None:
@@ -76,8 +86,8 @@ def compare_to_baseline(
         if p.series_key == spec.baseline:
             continue
         candidates = baseline.get((p.metric, *_place_key(p, spec)))
-        if not candidates:
-            continue
+        if not candidates or _unplaced(p, spec):
+            continue  # runs that do not state x are not "at the same x" as others
 
         def allowed(b: Point, p: Point = p) -> set[str]:
             if spec.stat != "peak":
