@@ -24,7 +24,10 @@ from django.db.models import (
     When,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce, NullIf
+from django.db.models.functions import Cast, Coalesce
+
+from experiments.models.runs import OWN_RUNS as OWN_RUNS
+from experiments.models.runs import source_expression
 
 
 @dataclass(frozen=True)
@@ -292,24 +295,6 @@ def expression(key: str, lookup: TestbedLookup | None = None):
             "digits, '.', '_' and '-', starts with a letter and has at most 80 characters"
         )
     raise ValueError(f"unknown dimension {key!r}")
-
-
-# The data source of a run that is not from a published study: the ``source`` dimension's
-# value (filter ``f=source:own runs``), so own runs never pool with a study unseen.
-OWN_RUNS = "own runs"
-
-
-def source_expression():
-    """A published run's study (``Run.source``, "published" when it names none), otherwise
-    ``OWN_RUNS``: imported or executed runs are the user's own even if they cite a document."""
-    return Case(
-        When(
-            run__published=True,
-            then=Coalesce(NullIf(F("run__source"), Value("")), Value("published")),
-        ),
-        default=Value(OWN_RUNS),
-        output_field=CharField(),
-    )
 
 
 def short_source(value: str) -> str:

@@ -31,9 +31,26 @@ def chart_settings(spec: ComparisonSpec) -> dict:
     return {k: v for k, v in spec.chart_settings().items() if v}
 
 
+def full_query(report: Report) -> str:
+    """A report's whole state as a query string: its data selection plus its chart settings
+    (in the spec's order: jsonb does not keep the order of keys)."""
+    order = list(ComparisonSpec().chart_settings())
+    chart = sorted(
+        (report.chart or {}).items(),
+        key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]),
+    )
+    extra = urlencode([(k, v) for k, v in chart if v not in ("", None)])
+    return "&".join(part for part in (report.query, extra) if part)
+
+
+def report_spec(report: Report) -> ComparisonSpec:
+    """What a report compares (the models know nothing of comparisons)."""
+    return ComparisonSpec.from_query(full_query(report))
+
+
 def snapshot(report: Report, result: ComparisonResult | None = None) -> dict:
     """What a share link shows: the comparison computed now over every run, frozen."""
-    spec = report.spec()
+    spec = report_spec(report)
     if result is None:
         result = comparison.compute(spec, Run.objects.all())
     return {

@@ -742,14 +742,17 @@ class ReportSerializer(OwnedSerializer):
         help_text=f"Chart settings ({', '.join(CHART_KEYS)}); unknown values fall back to "
         "the defaults.",
     )
-    full_query = serializers.CharField(
-        read_only=True, help_text="query plus chart settings: the query string for /api/compare/."
+    full_query = serializers.SerializerMethodField(
+        help_text="query plus chart settings: the query string for /api/compare/."
     )
     url = serializers.SerializerMethodField(help_text="The report's page.")
 
     class Meta:
         model = Report
         fields = [*OWNED, "title", "description", "query", "chart", "full_query", "url"]
+
+    def get_full_query(self, obj) -> str:
+        return report_ops.full_query(obj)
 
     @extend_schema_field(OpenApiTypes.URI)
     def get_url(self, obj) -> str:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from experiments import dimensions
 from experiments.comparison.result import ComparisonResult, Difference, Point
-from experiments.comparison.spec import ComparisonSpec
+
+if TYPE_CHECKING:
+    from experiments.comparison.spec import ComparisonSpec
 
 
 def sources(point: Point, row: dict) -> None:

@@ -32,27 +32,6 @@ class Report(OwnedModel):
     def get_absolute_url(self) -> str:
         return reverse("experiments:report", args=[self.uuid])
 
-    @property
-    def full_query(self) -> str:
-        """Query string of the whole state: data selection plus chart settings (in the
-        spec's order: jsonb does not keep the order of keys)."""
-        from urllib.parse import urlencode
-
-        from experiments.comparison import ComparisonSpec
-
-        order = list(ComparisonSpec().chart_settings())
-        chart = sorted(
-            (self.chart or {}).items(),
-            key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]),
-        )
-        extra = urlencode([(k, v) for k, v in chart if v not in ("", None)])
-        return "&".join(part for part in (self.query, extra) if part)
-
-    def spec(self):
-        from experiments.comparison import ComparisonSpec
-
-        return ComparisonSpec.from_query(self.full_query)
-
 
 def new_share_key() -> str:
     return secrets.token_urlsafe(32)

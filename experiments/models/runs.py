@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import connection, models
+from django.db.models.functions import Coalesce, NullIf
 from django.urls import reverse
 
 from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
@@ -169,6 +170,26 @@ class Run(OwnedModel, PublishedModel):
         return reverse("experiments:run", args=[self.uuid])
 
 
+# The data source of a run that is not from a published study: the ``source`` dimension's
+# value (filter ``f=source:own runs``), so own runs never pool with a study unseen.
+OWN_RUNS = "own runs"
+
+
+def source_expression():
+    """A published run's study (``Run.source``, "published" when it names none), otherwise
+    ``OWN_RUNS``: imported or executed runs are the user's own even if they cite a document."""
+    return models.Case(
+        models.When(
+            run__published=True,
+            then=Coalesce(
+                NullIf(models.F("run__source"), models.Value("")), models.Value("published")
+            ),
+        ),
+        default=models.Value(OWN_RUNS),
+        output_field=models.CharField(),
+    )
+
+
 class MetricQuerySet(models.QuerySet):
     def primary_values(self) -> MetricQuerySet:
         """Each run's headline number per metric name (see ``Metric.primary``)."""
@@ -184,8 +205,6 @@ class MetricQuerySet(models.QuerySet):
     # ms). Elsewhere (SQLite) the rows stay MATERIALIZED.
 
     def _grouped_sql(self, groups: dict, value) -> tuple[str, tuple]:
-        from experiments import dimensions
-
         value = models.F("value") if value is None else value
         one, zero = models.Value(1), models.Value(0)
         inner = (
@@ -200,7 +219,7 @@ class MetricQuerySet(models.QuerySet):
                 _run=models.F("run_id"),
                 # Data source (a study or own runs), published runs, approximate values
                 # ("about 5.1 GB/s": extra.approx): a point says when it pools sources.
-                _src=dimensions.source_expression(),
+                _src=source_expression(),
                 _pub=models.Case(
                     models.When(run__published=True, then=one),
                     default=zero,

@@ -28,6 +28,7 @@ from experiments.reports import (
     chart_settings,
     create_share_link,
     data_query,
+    report_spec,
     revoke_share_link,
 )
 from experiments.views.common import get_for_user
@@ -59,7 +60,7 @@ def report_new(request: HttpRequest) -> HttpResponse:
 
 
 def _report_context(request: HttpRequest, report: Report) -> dict:
-    spec = report.spec()
+    spec = report_spec(report)
     result = comparison.compute(spec, Run.objects.visible_to(request.user))
     return {
         "report": report,

@@ -14,6 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from experiments.models import Report, ShareLink
+from experiments.reports import full_query
 from tests.lab import RAID_QUERY as QUERY
 from tests.lab import add_run
 
@@ -46,7 +47,7 @@ def test_create_report_splits_query_and_chart_like_the_page(api, alice, report):
     assert report["url"] == f"http://testserver/reports/{report['uuid']}/"
     stored = Report.objects.get(uuid=report["uuid"])
     assert stored.owner == alice and stored.chart == report["chart"]
-    assert report["full_query"] == stored.full_query
+    assert report["full_query"] == full_query(stored)
     # The full query is the one /api/compare/ takes.
     data = api.get(f"/api/compare/?{report['full_query']}").json()
     assert {p["series"] for p in data["points"]} == {"RAID0", "RAID10"}

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from experiments.models import Report, ShareLink
+from experiments.reports import report_spec
 from tests.lab import RAID_QUERY as QUERY
 from tests.lab import add_run
 
@@ -43,7 +44,7 @@ def test_saving_a_report_keeps_filters_and_chart_settings(report, alice):
     assert report.owner == alice
     assert report.query.startswith("metric=write_bw&x=param%3Athreads&series=raid")
     assert report.chart == {"chart": "bar", "err": "ci", "unit": "GiB"}
-    spec = report.spec()
+    spec = report_spec(report)
     assert (spec.chart, spec.binary, spec.baseline) == ("bar", True, "10")
 
 
