@@ -149,6 +149,14 @@ class ComparisonResult:
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 
+    @property
+    def series_names(self) -> list[list[str]]:
+        """[raw key, name] of each series without its variants (the baseline's choices)."""
+        names: dict[str, str] = {}
+        for p in self.points:
+            names.setdefault(p.series_key, p.series_name or p.series)
+        return sorted(([k, v] for k, v in names.items()), key=lambda kv: kv[1])
+
     def tables(self) -> list[tuple[MetricInfo, list[Point]]]:
         return [(m, [p for p in self.points if p.metric == m.name]) for m in self.metrics]
 
