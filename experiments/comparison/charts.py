@@ -12,6 +12,7 @@ from experiments import dimensions
 from experiments.comparison.result import Chart, ComparisonResult, MetricInfo, Point
 from experiments.comparison.spec import ERRORS, ComparisonSpec
 from experiments.dimensions import sort_key
+from runners import metrics
 
 MAX_REPETITION_POINTS = 5000
 MAX_HEATMAPS = 8
@@ -43,80 +44,15 @@ def display_unit(base_unit: str, binary: bool = False) -> tuple[str, float]:
     return base_unit, 1.0
 
 
-# Human names of metrics for chart titles and axes; the API keeps the metric names themselves.
-METRIC_LABELS = {
-    "write_bw": "Write throughput",
-    "read_bw": "Read throughput",
-    "rewrite_bw": "Rewrite throughput",
-    "reread_bw": "Re-read throughput",
-    "randwrite_bw": "Random write throughput",
-    "randread_bw": "Random read throughput",
-    "bkwdread_bw": "Backward read throughput",
-    "recwrite_bw": "Record rewrite throughput",
-    "strideread_bw": "Stride read throughput",
-    "fwrite_bw": "fwrite() throughput",
-    "frewrite_bw": "fwrite() rewrite throughput",
-    "fread_bw": "fread() throughput",
-    "freread_bw": "fread() re-read throughput",
-    "pwrite_bw": "pwrite() throughput",
-    "pread_bw": "pread() throughput",
-    "bw": "Throughput, direction not stated",
-    "write_iops": "Write IOPS",
-    "read_iops": "Read IOPS",
-    "trim_iops": "Trim IOPS",
-    "write_lat": "Write latency",
-    "read_lat": "Read latency",
-    "write_open_lat": "Write open latency",
-    "read_open_lat": "Read open latency",
-    "write_close_lat": "Write close latency",
-    "read_close_lat": "Read close latency",
-    "write_time": "Write time",
-    "read_time": "Read time",
-    "dir_create": "Directory creates",
-    "dir_stat": "Directory stats",
-    "dir_rename": "Directory renames",
-    "dir_remove": "Directory removals",
-    "file_create": "File creates",
-    "file_stat": "File stats",
-    "file_read": "File reads",
-    "file_remove": "File removals",
-    "file_rename": "File renames",
-    "tree_create": "Tree creates",
-    "tree_remove": "Tree removals",
-    "io500_score": "IO500 score",
-    "io500_bw_score": "IO500 bandwidth score",
-    "io500_md_score": "IO500 metadata score",
-}
-_SUFFIXES = {"bw": "bandwidth", "lat": "latency", "iops": "IOPS", "msg_rate": "message rate"}
-_WORDS = {
-    "tcp": "TCP",
-    "udp": "UDP",
-    "sdp": "SDP",
-    "rc": "RC",
-    "uc": "UC",
-    "ud": "UD",
-    "rdma": "RDMA",
-    "ib": "InfiniBand",
-    "ior": "IOR",
-    "rnd4k": "random 4k",
-    "rnd1m": "random 1m",
-}
+# Human names of metrics for chart titles and axes (runners.metrics); the API keeps the metric
+# names themselves.
+METRIC_LABELS = metrics.LABELS
 
 
 def metric_label(name: str) -> str:
-    """ "write_bw" -> "Write throughput"; names without an entry are spelled out from their
-    parts ("rc_rdma_write_bw" -> "RC RDMA write bandwidth")."""
-    if name in METRIC_LABELS:
-        return METRIC_LABELS[name]
-    words = name.split("_")
-    tail = ""
-    for suffix, text in _SUFFIXES.items():
-        if name.endswith("_" + suffix):
-            words = name[: -len(suffix) - 1].split("_")
-            tail = text
-            break
-    text = " ".join([_WORDS.get(w, w) for w in words if w] + ([tail] if tail else []))
-    return text[:1].upper() + text[1:] if text else name
+    """ "write_bw" -> "Write throughput"; names outside the vocabulary are spelled out from
+    their parts ("rc_rdma_write_bw" -> "RC RDMA write bandwidth")."""
+    return metrics.label(name)
 
 
 def metric_title(name: str, unit: str) -> str:

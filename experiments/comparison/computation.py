@@ -24,6 +24,7 @@ from experiments.comparison.result import ComparisonResult, MetricInfo, Point
 from experiments.comparison.spec import NORMALISATIONS, ComparisonSpec, metric_unit
 from experiments.comparison.statements import compare_to_baseline
 from experiments.dimensions import sort_key
+from runners import metrics
 
 # Points whose coefficient of variation is above this are flagged as noisy.
 NOISY_CV = 0.05
@@ -261,7 +262,14 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
         if spec.norm:
             label = f"{label} {NORMALISATIONS[spec.norm]}"
         result.metrics.append(
-            MetricInfo(name, base, label, divisor, base != "s", charts.metric_label(name))
+            MetricInfo(
+                name,
+                base,
+                label,
+                divisor,
+                metrics.higher_is_better(name),
+                charts.metric_label(name),
+            )
         )
     info = {m.name: m for m in result.metrics}
 

@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from experiments.comparison.comparability import direct, working_set
 from experiments.comparison.result import MetricInfo, Point
+from runners import metrics
 
-# Bandwidth metrics and the direction whose theoretical limit applies.
-LIMIT_OPS = {
-    "write_bw": "write",
-    "read_bw": "read",
-    "rewrite_bw": "write",
-    "reread_bw": "read",
-    "randwrite_bw": "write",
-    "randread_bw": "read",
-}
+# Bandwidth metrics and the direction whose theoretical limit applies (runners.metrics).
+LIMIT_OPS = metrics.LIMIT_OPS
 
 
 def scope_limits(ctx, scope):

@@ -17,6 +17,7 @@ from experiments import dimensions
 from experiments.dimensions import sort_key
 from experiments.input_checks import clean_text, text_problem
 from experiments.utils import is_uuid
+from runners import metrics
 
 MAX_METRICS = 6
 MAX_IGNORED = 40
@@ -41,9 +42,7 @@ FILTER_PREFIXES = ("param", "tuning", "hw")
 
 
 def metric_unit(name: str) -> str | None:
-    from runners.parsers.base import METRIC_UNITS
-
-    return METRIC_UNITS.get(name)
+    return metrics.unit(name)
 
 
 def _parse_filter(text: str) -> tuple[str, str] | None:

@@ -1,7 +1,8 @@
 """Shared vocabulary for the pure output parsers: result objects, units and ParseError.
 
 Nothing here imports Django: a parser takes text and returns a validated ``ParseResult``.
-Names and units follow ../shared/DESIGN.md ("Metrics: one vocabulary, base units").
+Names and units follow ../shared/DESIGN.md ("Metrics: one vocabulary, base units"), as
+``runners.metrics`` lists them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from runners import metrics
 
 
 class ParseError(ValueError):
@@ -28,97 +31,10 @@ class ParseError(ValueError):
         return f"{who}{where}{self.message}"
 
 
-# Metric name -> base unit. Parsers may only emit these names (plus per-job extras through
-# ``Metric.extra``); ``ParseResult.validate`` enforces it.
-METRIC_UNITS: dict[str, str] = {
-    "write_bw": "B/s",
-    "read_bw": "B/s",
-    "rewrite_bw": "B/s",
-    "reread_bw": "B/s",
-    "randwrite_bw": "B/s",
-    "randread_bw": "B/s",
-    "bkwdread_bw": "B/s",
-    "recwrite_bw": "B/s",
-    "strideread_bw": "B/s",
-    "fwrite_bw": "B/s",
-    "frewrite_bw": "B/s",
-    "fread_bw": "B/s",
-    "freread_bw": "B/s",
-    "pwrite_bw": "B/s",
-    "pread_bw": "B/s",
-    "bw": "B/s",
-    "write_iops": "op/s",
-    "read_iops": "op/s",
-    "trim_iops": "op/s",
-    "write_lat": "s",
-    "read_lat": "s",
-    "write_open_lat": "s",
-    "read_open_lat": "s",
-    "write_close_lat": "s",
-    "read_close_lat": "s",
-    "write_time": "s",
-    "read_time": "s",
-    "dir_create": "op/s",
-    "dir_stat": "op/s",
-    "dir_rename": "op/s",
-    "dir_remove": "op/s",
-    "file_create": "op/s",
-    "file_stat": "op/s",
-    "file_read": "op/s",
-    "file_remove": "op/s",
-    "file_rename": "op/s",
-    "tree_create": "op/s",
-    "tree_remove": "op/s",
-    "tcp_bw": "B/s",
-    "udp_bw": "B/s",
-    "udp_send_bw": "B/s",
-    "udp_recv_bw": "B/s",
-    "sdp_bw": "B/s",
-    "rc_bw": "B/s",
-    "uc_bw": "B/s",
-    "ud_bw": "B/s",
-    "rc_rdma_write_bw": "B/s",
-    "rc_rdma_read_bw": "B/s",
-    "uc_rdma_write_bw": "B/s",
-    "tcp_lat": "s",
-    "udp_lat": "s",
-    "sdp_lat": "s",
-    "rc_lat": "s",
-    "uc_lat": "s",
-    "ud_lat": "s",
-    "rc_rdma_write_lat": "s",
-    "rc_rdma_read_lat": "s",
-    "uc_rdma_write_lat": "s",
-    "ib_write_bw": "B/s",
-    "ib_read_bw": "B/s",
-    "ib_send_bw": "B/s",
-    "ib_write_msg_rate": "op/s",
-    "ib_read_msg_rate": "op/s",
-    "ib_send_msg_rate": "op/s",
-    # io500 phases (bandwidth phases in B/s, metadata phases in op/s) and its scores.
-    "io500_score": "score",
-    "io500_bw_score": "B/s",
-    "io500_md_score": "op/s",
-    "ior_easy_write": "B/s",
-    "ior_easy_read": "B/s",
-    "ior_hard_write": "B/s",
-    "ior_hard_read": "B/s",
-    "ior_rnd4k_read": "B/s",
-    "ior_rnd1m_read": "B/s",
-    "mdtest_easy_write": "op/s",
-    "mdtest_easy_stat": "op/s",
-    "mdtest_easy_delete": "op/s",
-    "mdtest_hard_write": "op/s",
-    "mdtest_hard_read": "op/s",
-    "mdtest_hard_stat": "op/s",
-    "mdtest_hard_delete": "op/s",
-    "find": "op/s",
-    "find_easy": "op/s",
-    "find_hard": "op/s",
-    # Elapsed time of a whole phase as a tool prints it (elbencho, dd, mdtest, io500).
-    "elapsed": "s",
-    "cpu_util": "%",
-}
+# Metric name -> base unit (``runners.metrics``, the one vocabulary). Parsers may only emit
+# these names (plus per-job extras through ``Metric.extra``); ``ParseResult.validate``
+# enforces it.
+METRIC_UNITS: dict[str, str] = metrics.UNITS
 
 STATS = {
     "value",
