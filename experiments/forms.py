@@ -455,11 +455,11 @@ class ImportForm(forms.Form):
     )
 
     def __init__(self, *args, user=None, **kwargs):
-        from runners.parsers import PARSER_MODULES
+        from runners import registry
 
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["tool"].choices += [(name, name) for name in PARSER_MODULES if name != "beegfs"]
+        self.fields["tool"].choices += [(t.name, t.label) for t in registry.parsed()]
         if user is not None:
             # Offered: the testbeds the user operates. Accepted: any, so that another one gets
             # a message saying why (clean_testbed) instead of "not a valid choice".

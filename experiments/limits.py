@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from runners import registry
+
 # Usable GB/s per lane after encoding (PCIe 1/2: 8b/10b, 3 to 5: 128b/130b, 6: FLIT).
 PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
@@ -30,7 +32,7 @@ GB = 1e9
 TOLERANCE = 0.02
 
 # Tools that run on the storage servers themselves: their data crosses no network.
-LOCAL_TOOLS = frozenset({"storagebench"})
+LOCAL_TOOLS = registry.on_servers()
 
 # Link bandwidth measured by network benchmarks, per tool; RDMA metrics for RDMA fabrics.
 LINK_METRICS = {

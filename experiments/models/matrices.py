@@ -8,8 +8,8 @@ from django.urls import reverse
 
 from experiments.models.common import OwnedModel
 from experiments.models.inventory import Testbed
-from experiments.models.runs import Tool
 from experiments.models.tuning import TuningSet
+from runners import registry
 
 
 class LaunchMode(models.TextChoices):
@@ -24,7 +24,7 @@ class Matrix(OwnedModel):
 
     name = models.CharField(max_length=160)
     description = models.TextField(blank=True)
-    tool = models.CharField(max_length=16, choices=Tool.choices)
+    tool = models.CharField(max_length=registry.MAX_NAME, choices=registry.runnable_choices)
     launch_mode = models.CharField(
         max_length=10, choices=LaunchMode.choices, default=LaunchMode.SINGLE
     )

@@ -9,20 +9,14 @@ from django.urls import reverse
 from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
 from experiments.models.inventory import Node, Target, Testbed
 from experiments.models.tuning import TuningSet
+from runners import registry
 
-
-class Tool(models.TextChoices):
-    IOR = "ior", "IOR"
-    MDTEST = "mdtest", "mdtest"
-    IOZONE = "iozone", "IOzone"
-    FIO = "fio", "fio"
-    DD = "dd", "dd"
-    ELBENCHO = "elbencho", "elbencho"
-    QPERF = "qperf", "qperf"
-    PERFTEST = "perftest", "perftest"
-    STORAGEBENCH = "storagebench", "BeeGFS StorageBench"
-    IO500 = "io500", "IO500"
-    OTHER = "other", "other"
+# The tools of runners.registry as choices: ``Tool.values``, ``Tool.choices``, ``Tool.FIO``,
+# ``Tool.OTHER``. The fields take ``registry.tool_choices`` (a callable): adding a tool to the
+# registry changes no migration.
+Tool = models.TextChoices(
+    "Tool", [(t.name.upper(), (t.name, t.label)) for t in registry.TOOLS], module=__name__
+)
 
 
 class RunQuerySet(models.QuerySet):
@@ -67,7 +61,7 @@ class Run(OwnedModel, PublishedModel):
         related_name="runs",
         help_text="Set when the run measured one target (dd on a device, StorageBench).",
     )
-    tool = models.CharField(max_length=16, choices=Tool.choices)
+    tool = models.CharField(max_length=registry.MAX_NAME, choices=registry.tool_choices)
     tool_version = models.CharField(max_length=60, blank=True)
     label = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PLANNED)

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_http_methods
 from experiments.comparison.charts import display_unit
 from experiments.forms import ImportForm
 from experiments.importing import import_output, item_problem, preview
+from runners import registry
 from runners.parsers import ParseError
 
 
@@ -36,7 +37,8 @@ def run_import(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and request.POST.get("action") == "save":
         return _save(request)
     form = ImportForm(request.POST or None, request.FILES or None, user=request.user)
-    context: dict = {"form": form}
+    labels = [t.label for t in registry.parsed()]
+    context: dict = {"form": form, "tool_labels": f"{', '.join(labels[:-1])} or {labels[-1]}"}
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         context["items"] = _preview_items(data["items"], data["tool"] or None, data["op"] or None)

@@ -1,4 +1,5 @@
-"""Registry of output parsers: one pure module per tool, detection of the tool from content.
+"""Output parsers: one pure module per tool (named in ``runners.registry``), detection of the
+tool from content.
 
 Each module in ``PARSER_MODULES`` exposes:
 
@@ -16,32 +17,28 @@ import importlib
 import inspect
 from types import ModuleType
 
+from runners import registry
 from runners.parsers.base import Metric, ParseError, ParseResult
 
 __all__ = ["Metric", "ParseError", "ParseResult", "detect_tool", "get_parser", "parse"]
 
-PARSER_MODULES = [
-    "ior",
-    "mdtest",
-    "io500",
-    "fio",
-    "dd",
-    "elbencho",
-    "iozone",
-    "qperf",
-    "perftest",
-    "storagebench",
-    "beegfs",
-]
+# Parsers that are not a benchmark tool's: the topology of a BeeGFS file system.
+TOPOLOGY_PARSERS = {"beegfs": "runners.parsers.beegfs"}
+_MODULES: dict[str, str] = {
+    **{t.name: t.parser for t in registry.parsed() if t.parser},
+    **TOPOLOGY_PARSERS,
+}
+# Names get_parser() takes, in detection order.
+PARSER_MODULES = list(_MODULES)
 
 
 def get_parser(tool: str) -> ModuleType:
     """The parser module for ``tool``; ParseError for an unknown name."""
     name = tool.strip().lower().replace("-", "_")
-    if name not in PARSER_MODULES:
+    if name not in _MODULES:
         known = ", ".join(PARSER_MODULES)
         raise ParseError(f"unknown tool {tool!r} (known: {known})")
-    return importlib.import_module(f"runners.parsers.{name}")
+    return importlib.import_module(_MODULES[name])
 
 
 def detect_tool(text: str) -> str:

@@ -1,7 +1,8 @@
 """Tool adapters: validated parameters in, a shell-free ``Command`` out, one module per tool.
 
-Each module ``runners/tools/<tool>.py`` exposes ``ADAPTER``, an ``Adapter`` subclass instance
-with the same shape as every other (see ``runners.tools.base``).
+Each adapter module ``runners.registry`` names (``runners/tools/<tool>.py``) exposes
+``ADAPTER``, an ``Adapter`` subclass instance with the same shape as every other (see
+``runners.tools.base``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from runners import registry
 from runners.tools.base import (
     Adapter,
     Command,
@@ -31,10 +33,11 @@ __all__ = [
     "get_adapter",
 ]
 
-TOOL_MODULES = ["fio", "dd", "ior", "mdtest", "iozone", "qperf", "elbencho", "storagebench"]
+# The runnable tools, in the registry's order.
+TOOL_MODULES = [t.name for t in registry.runnable()]
 
 ADAPTERS: dict[str, Adapter] = {
-    name: importlib.import_module(f"runners.tools.{name}").ADAPTER for name in TOOL_MODULES
+    t.name: importlib.import_module(t.adapter).ADAPTER for t in registry.runnable() if t.adapter
 }
 
 

@@ -18,6 +18,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from runners import registry
+
 KINDS = ("int", "size", "choice", "bool", "path", "seconds", "host", "list", "str")
 MODES = ("single", "mpi", "multihost")
 
@@ -439,13 +441,13 @@ KEEP_RETIRED = (
 class Adapter:
     """One benchmark tool: its parameters and how they become a Command.
 
-    Subclasses set ``tool``, ``binary``, ``modes`` and ``params``, implement ``_build`` and may
-    override ``_check`` for rules that span several parameters.
+    Subclasses set ``tool``, ``binary`` and ``params``, implement ``_build`` and may override
+    ``_check`` for rules that span several parameters. The launch modes and the version
+    command are the tool's entry in ``runners.registry``.
     """
 
     tool: str = ""
     binary: str = ""
-    modes: tuple[str, ...] = ("single",)
     params: dict[str, Param] = {}
     # Parameters an adapter no longer takes -> why (shown instead of "unknown parameter").
     retired: dict[str, str] = {}
@@ -489,10 +491,16 @@ class Adapter:
     def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
         raise NotImplementedError
 
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The modes it can be launched in (``runners.registry``)."""
+        return registry.get(self.tool).modes
+
     def version_argv(self) -> list[str] | None:
-        """argv that prints the tool's version (``<binary> --version`` unless a tool says
-        otherwise), or None when its output already shows it."""
-        return [self.binary, "--version"]
+        """argv that prints the tool's version (``runners.registry``), or None when its output
+        already shows it."""
+        version = registry.get(self.tool).version
+        return list(version) if version else None
 
     def describe(self) -> list[dict[str, Any]]:
         """Parameter descriptions for forms and docs, in declaration order."""

@@ -29,7 +29,6 @@ class DdAdapter(Adapter):
 
     tool = "dd"
     binary = "dd"
-    modes = ("single",)
     retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param(

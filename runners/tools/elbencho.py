@@ -48,7 +48,6 @@ class ElbenchoAdapter(Adapter):
 
     tool = "elbencho"
     binary = "elbencho"
-    modes = ("single", "multihost")
     retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param("mkdirs", "bool", "create the directories first (-d)", default=True),

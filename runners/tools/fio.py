@@ -31,7 +31,6 @@ class FioAdapter(Adapter):
 
     tool = "fio"
     binary = "fio"
-    modes = ("single", "multihost")
     retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param(

@@ -27,7 +27,6 @@ class IorAdapter(Adapter):
 
     tool = "ior"
     binary = "ior"
-    modes = ("single", "mpi")
     retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param(

@@ -43,7 +43,6 @@ class IozoneAdapter(Adapter):
 
     tool = "iozone"
     binary = "iozone"
-    modes = ("single", "multihost")
     retired = {"keep": KEEP_RETIRED}
     params = params_dict(
         Param(
@@ -76,9 +75,6 @@ class IozoneAdapter(Adapter):
         Param("no_retests", "bool", "skip rewrite/reread (-+n)", default=False),
         Param("directory", "path", "directory for the files, relative to the workdir", default="."),
     )
-
-    def version_argv(self) -> list[str]:
-        return [self.binary, "-v"]
 
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
         if not p["tests"]:

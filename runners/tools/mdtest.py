@@ -25,7 +25,6 @@ class MdtestAdapter(Adapter):
 
     tool = "mdtest"
     binary = "mdtest"
-    modes = ("single", "mpi")
     params = params_dict(
         Param(
             "items",
@@ -61,10 +60,6 @@ class MdtestAdapter(Adapter):
             default="mdtest",
         ),
     )
-
-    def version_argv(self) -> None:
-        """None: mdtest prints its version in its own banner."""
-        return None
 
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
         if p["items"] is not None and p["items_per_dir"] is not None:

@@ -38,7 +38,6 @@ class QperfAdapter(Adapter):
 
     tool = "qperf"
     binary = "qperf"
-    modes = ("single",)
     params = params_dict(
         Param("server", "host", "node running the qperf server", required=True),
         Param("tests", "list", "tests to run", default=("tcp_bw", "tcp_lat"), choices=TESTS),

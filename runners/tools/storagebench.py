@@ -31,7 +31,6 @@ class StoragebenchAdapter(Adapter):
 
     tool = "storagebench"
     binary = "beegfs-ctl"
-    modes = ("single",)
     params = params_dict(
         Param(
             "direction",
@@ -70,10 +69,6 @@ class StoragebenchAdapter(Adapter):
         ),
         Param("keep", "bool", "skip --cleanup so a read benchmark can follow", default=False),
     )
-
-    def version_argv(self) -> None:
-        """None: beegfs-ctl has no --version option; the testbed records the BeeGFS version."""
-        return None
 
     def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
         argv = [sys.executable, "-m", DRIVER, "--ctl", self.binary]
