@@ -152,6 +152,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         modes=("single",),
         on_servers=True,
     ),
+    _tool(
+        "ioping",
+        "ioping",
+        version=("ioping", "-v"),
+        metrics=("read_lat", "read_iops", "write_lat", "write_iops"),
+        modes=("single",),
+        package="ioping",
+    ),
     ToolSpec(OTHER, "other"),
 )
 
