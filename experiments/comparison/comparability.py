@@ -45,35 +45,16 @@ def source_chosen(spec: ComparisonSpec) -> bool:
 
 
 def mixed_series(points: list[Point]) -> set[tuple[str, str]]:
-    """(metric, series key) of the series holding both published and own runs (in one point
-    or across points: own runs at threads 4 beside a study's threads 1 and 256)."""
+    """(metric, series label) of the series (variants included: what a line or a bar group
+    shows) holding both published and own runs, in one point or across points: own runs at
+    threads 4 on the line of a study's threads 1 and 256."""
     kinds: dict[tuple[str, str], set[bool]] = defaultdict(set)
     for p in points:
         if p.published_runs:
-            kinds[(p.metric, p.series_key)].add(True)
+            kinds[(p.metric, p.series)].add(True)
         if p.own_runs:
-            kinds[(p.metric, p.series_key)].add(False)
+            kinds[(p.metric, p.series)].add(False)
     return {key for key, seen in kinds.items() if len(seen) == 2}
-
-
-def source_confounder(p: Point, base: Point, mixed: set[tuple[str, str]]) -> str:
-    """Why a point and its baseline point may not be compared for their data sources ("" if
-    they may): a series mixing published and own runs, own runs against a study, or a point
-    pooling several studies. Two studies side by side (Arm in one, x86 in another) are what
-    the published presets compare; the other differences between them are named elsewhere."""
-    for x in (p, base):
-        if (x.metric, x.series_key) in mixed:
-            return f"{x.series} mixes published studies and own runs"
-    if bool(p.own_runs) != bool(base.own_runs):
-        own, study = (p, base) if p.own_runs else (base, p)
-        return (
-            f"own runs ({own.series}) vs a published study ({study.series}: "
-            f"{dimensions.short_source(study.source) or 'several'})"
-        )
-    for x in (p, base):
-        if x.mixed_sources:
-            return f"{x.series} pools {_mix(x)}"
-    return ""
 
 
 def working_set(tool: str, params: dict) -> float | None:

@@ -361,8 +361,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     result.series = sorted(([key, label] for label, key in labels.items()), key=lambda kv: kv[1])
     result.colours = charts.colours(list(labels))
     if not source_chosen(spec):
-        for metric, key in sorted(mixed_series(points)):
-            name = next(p.series for p in points if p.series_key == key)
+        for metric, name in sorted(mixed_series(points)):
             result.warnings.append(
                 f"{name} ({metric}) mixes published studies and own runs: split "
                 "(series=source) or filter (f=source:…) by data source to keep them apart."
