@@ -368,8 +368,8 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
             )
     if spec.baseline and spec.series:
         if spec.baseline in {p.series_key for p in points}:
-            result.baseline_label = ", ".join(
-                sorted({p.series for p in points if p.series_key == spec.baseline})
+            result.baseline_label = next(
+                p.series_name or p.series for p in points if p.series_key == spec.baseline
             )
             compare_to_baseline(result, spec, info)
         else:
