@@ -1,16 +1,21 @@
-"""Importing existing benchmark output: the raw text is stored first, then parsed."""
+"""Importing existing benchmark output (browser, ``manage.py import_results``): each item is
+checked, stored as a run with its raw text, then parsed through ``experiments.results``."""
 
 from __future__ import annotations
 
-from django.db import transaction
-
-from experiments.ingest import replace_metrics
-from experiments.input_checks import json_problem, text_problem
+from experiments.input_checks import text_problem
 from experiments.models import Run
 from experiments.models.runs import Tool
-from runners.parsers import ParseError, ParseResult, parse
+from experiments.results import (
+    MAX_OUTPUT_BYTES,
+    parse_options,
+    parse_output,
+    parse_stored,
+    record_launch,
+)
+from runners.parsers import ParseResult
 
-MAX_IMPORT_BYTES = 20 * 1024 * 1024
+MAX_IMPORT_BYTES = MAX_OUTPUT_BYTES
 
 
 def item_problem(name: str, text: str) -> str | None:
@@ -27,46 +32,13 @@ def item_problem(name: str, text: str) -> str | None:
     return f"the output {problem}" if problem else None
 
 
+def preview(text: str, tool: str | None = None, op: str | None = None) -> ParseResult:
+    """What importing ``text`` would store, saving nothing; ParseError for unusable input."""
+    return parse_output(text, tool, parse_options(op))
+
+
 class ImportRefused(ValueError):
     """The testbed takes no runs (published study data)."""
-
-
-def preview(text: str, tool: str | None = None, op: str | None = None) -> ParseResult:
-    """Parse without saving anything; ParseError for unusable input."""
-    options = {"op": op} if op else {}
-    result = parse(text, tool=tool or None, **options)
-    if result.extra.get("topology") and not result.metrics:
-        raise ParseError(
-            "this is BeeGFS topology output (nodes/targets), not a benchmark "
-            "result: paste it into a testbed instead"
-        )
-    if result.tool not in Tool.values:
-        raise ParseError(f"results of {result.tool} cannot be stored as runs")
-    problem = json_problem(result.params, max_depth=20, where="params") or next(
-        (
-            p
-            for m in result.metrics
-            if (p := json_problem(m.extra or {}, max_depth=20, where=f"{m.name}.extra"))
-        ),
-        None,
-    )
-    if problem:
-        raise ParseError(f"the output holds values that cannot be stored: {problem}")
-    return result
-
-
-def apply_result(run: Run, result: ParseResult) -> None:
-    """Copy a parsed result onto a run and replace its metrics."""
-    run.tool = result.tool
-    run.tool_version = (result.tool_version or "")[:60]
-    run.command = result.command or run.command
-    run.params = result.params
-    run.parse_error = ""
-    with transaction.atomic():
-        run.save(
-            update_fields=["tool", "tool_version", "command", "params", "parse_error", "updated"]
-        )
-        replace_metrics(run, [m.to_dict() for m in result.metrics])
 
 
 def import_output(
@@ -94,25 +66,7 @@ def import_output(
         tool=tool if tool in Tool.values else Tool.OTHER,
         status=Run.Status.IMPORTED,
         raw_output=text,
+        launch=record_launch({}, {}, parse_options(op)),
     )
-    try:
-        result = preview(text, tool=tool, op=op)
-    except ParseError as exc:
-        run.parse_error = str(exc)
-        run.save(update_fields=["parse_error", "updated"])
-        return run
-    apply_result(run, result)
+    parse_stored(run, tool)
     return run
-
-
-def reparse(run: Run, op: str | None = None) -> str | None:
-    """Re-derive a run's metrics from its stored raw output; the error text, or None."""
-    tool = run.tool if run.tool != Tool.OTHER else None
-    try:
-        result = preview(run.raw_output, tool=tool, op=op)
-    except ParseError as exc:
-        run.parse_error = str(exc)
-        run.save(update_fields=["parse_error", "updated"])
-        return str(exc)
-    apply_result(run, result)
-    return None

@@ -39,12 +39,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from experiments.importing import MAX_IMPORT_BYTES
-from experiments.ingest import replace_metrics
 from experiments.matrices import context_from_launch
 from experiments.models import Run, Worker
+from experiments.results import MAX_OUTPUT_BYTES, parse_stored, record_launch
 from runners import nodeconfig, nodepolicy
-from runners.parsers import ParseError, parse
 from runners.tools import get_adapter
 from runners.tools.base import Command, ParamError
 
@@ -122,7 +120,7 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
     metrics, then the final status. Nothing when the run was deleted meanwhile."""
     if not _update(
         run,
-        raw_output=output[-MAX_IMPORT_BYTES:],
+        raw_output=output[-MAX_OUTPUT_BYTES:],
         exit_code=exit_code,
         finished_at=timezone.now(),
         heartbeat_at=timezone.now(),
@@ -131,7 +129,7 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
         return
     if output.strip():
         try:
-            parse_run_output(run)
+            parse_stored(run)
         except IntegrityError:
             if Run.objects.filter(pk=run.pk).exists():
                 raise
@@ -141,21 +139,6 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
         status = Run.Status.FAILED
         error = f"the output could not be parsed: {run.parse_error}"
     _update(run, status=status, error=error)
-
-
-def parse_run_output(run: Run) -> None:
-    """Parse the stored raw output into metrics; parameters the matrix set stay as they are
-    and the parser's own (threads, transfer_size, …) are added."""
-    options = dict(run.launch.get("parse_options") or {})
-    try:
-        result = parse(run.raw_output, tool=run.tool, **options)
-    except ParseError as exc:
-        _update(run, parse_error=str(exc))
-        return
-    params = {**result.params, **run.params}
-    with transaction.atomic():
-        _update(run, tool_version=(result.tool_version or "")[:60], params=params, parse_error="")
-        replace_metrics(run, [m.to_dict() for m in result.metrics])
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -323,7 +306,7 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
         applied = config["applied"] = nodeconfig.apply_tuning(
             _tuning_for(run), ctx.workdir, allowed
         )
-    launch = {**launch, "parse_options": command.parse_options}
+    launch = record_launch(launch, run.params, command.parse_options)
     _update(
         run,
         argv=command.argv,
@@ -485,7 +468,7 @@ def _read(path: Path) -> str:
     with open(path, "rb") as fh:
         fh.seek(0, os.SEEK_END)
         size = fh.tell()
-        fh.seek(max(0, size - MAX_IMPORT_BYTES))
+        fh.seek(max(0, size - MAX_OUTPUT_BYTES))
         return fh.read().decode("utf-8", errors="replace")
 
 

@@ -2,22 +2,23 @@
 
 Each item is a run that already happened somewhere (a site without a worker, another lab's
 archive, a push from a cluster node). It names its testbed (UUID or name), optionally its
-tuning set, and carries either raw tool output (stored as given, then parsed with the same
-parsers as imports and executions) or explicit metrics in DESIGN.md's vocabulary (validated
-against ``METRIC_UNITS``), or both (explicit metrics win; the raw text is kept).
+tuning set, and carries either raw tool output (stored as given, then parsed by
+``experiments.results`` as imports and executions are) or explicit metrics in DESIGN.md's
+vocabulary (validated against ``METRIC_UNITS``), or both (explicit metrics win; the raw text
+is kept).
 
 Idempotency: an item's ``key`` becomes the run's ``client_key``, unique per owner. Sending
 the same key again returns the existing run and creates nothing, so a client may retry a
 whole batch after a timeout.
 
 Speed: validation is plain Python (no serializer per item), references are resolved with one
-query per kind, runs and metrics are written in bulk (PostgreSQL's COPY, else ``bulk_create``
-in large batches), all in one transaction per request: no query per item.
+query per kind, runs and metrics are written in bulk (``experiments.results.insert``:
+PostgreSQL's COPY, else ``bulk_create`` in large batches), all in one transaction per
+request: no query per item.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import uuid as uuidlib
@@ -26,16 +27,23 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from experiments.ingest import mark_primary
 from experiments.input_checks import clean_text, json_problem, text_problem
 from experiments.models import Metric, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
-from runners.parsers import ParseError, parse
+from experiments.results import (
+    MAX_OUTPUT_BYTES,
+    apply,
+    derive,
+    insert,
+    metric_rows,
+    parse_options,
+    record_launch,
+)
 from runners.parsers.base import METRIC_UNITS, STATS
 
 
@@ -56,9 +64,6 @@ MAX_ITEMS = _limit("BEEWEB_BULK_MAX_ITEMS", 500)
 MAX_REQUEST_BYTES = _limit("BEEWEB_BULK_MAX_BYTES", 2 * 1024 * 1024)
 MAX_METRICS = _limit("BEEWEB_BULK_MAX_METRICS", 50_000)  # explicit metrics, all items
 MAX_METRICS_PER_RUN = 10000
-MAX_RAW_BYTES = 20 * 1024 * 1024
-RUN_BATCH = 1000
-METRIC_BATCH = 5000
 ITEM_FIELDS = {
     "key",
     "testbed",
@@ -243,7 +248,7 @@ def _validate(item: Item) -> dict[str, Any]:
         "op": _text(item, "op", 40),
         "label": _text(item, "label", 200),
         "notes": _text(item, "notes", 100_000),
-        "raw_output": _text(item, "raw_output", MAX_RAW_BYTES),
+        "raw_output": _text(item, "raw_output", MAX_OUTPUT_BYTES),
         "tool_version": _text(item, "tool_version", 60),
         "command": _text(item, "command", 100_000),
         "status": _text(item, "status", 10) or Run.Status.IMPORTED,
@@ -319,93 +324,10 @@ def _resolve(model, refs: set[str], user, field_name: str) -> dict[str, Any]:
     return found
 
 
-def _parse_into(item: Item, run: SimpleNamespace, clean: dict[str, Any]) -> None:
-    """Parse the stored raw text; any failure is kept on the run, never raised."""
-    options = {"op": clean["op"]} if clean["op"] else {}
-    try:
-        result = parse(run.raw_output, tool=clean["tool"] or None, **options)
-        if result.tool not in TOOLS or not result.metrics:
-            raise ParseError(f"output of {result.tool} holds no run result")
-    except ParseError as exc:
-        run.parse_error = str(exc)
-        return
-    except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the raw text
-        run.parse_error = f"the parser failed: {type(exc).__name__}: {exc}"
-        return
-    problem = _unstorable(result.params, "params") or next(
-        (p for m in result.metrics if (p := _unstorable(m.extra or {}, f"{m.name}.extra"))), None
-    )
-    if problem:
-        run.parse_error = f"the output holds values that cannot be stored: {problem}"
-        return
-    run.tool = result.tool
-    run.tool_version = run.tool_version or (result.tool_version or "")[:60]
-    run.command = run.command or (result.command or "")
-    run.params = {**result.params, **clean["params"]}
-    item.metrics = [
-        _metric(
-            name=m.name,
-            value=m.value,
-            unit=m.unit,
-            stat=m.stat,
-            iteration=m.iteration,
-            extra=m.extra or {},
-            source_ref="",
-        )
-        for m in result.metrics
-    ]
-
-
 def _run(defaults: dict[str, Any], **values: Any) -> SimpleNamespace:
     """A run row to insert: every column's default, a fresh UUID, then ``values``. (Plain
     rows, not model instances: building 45-field instances was a third of ingest time.)"""
     return SimpleNamespace(**{**defaults, "id": None, "uuid": uuidlib.uuid4(), **values})
-
-
-def _metric(**values: Any) -> SimpleNamespace:
-    return SimpleNamespace(id=None, run_id=None, primary=False, **values)
-
-
-def insert(model, objs: list) -> None:
-    """Insert rows (objects with one attribute per column) and set their ``id``.
-    PostgreSQL: ids drawn from the table's
-    sequence in one query, then COPY (several times faster than INSERT … VALUES for
-    thousands of rows, on both sides). Elsewhere: ``bulk_create`` in batches."""
-    if not objs:
-        return
-    table = model._meta.db_table
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    if connection.vendor != "postgresql":
-        instances = [model(**{f.attname: getattr(obj, f.attname) for f in fields}) for obj in objs]
-        model.objects.bulk_create(instances, batch_size=RUN_BATCH if model is Run else METRIC_BATCH)
-        for obj, instance in zip(objs, instances, strict=True):
-            obj.id = instance.pk
-        return
-    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(c) for c in ["id", *(f.column for f in fields)])
-    # wrap_database_errors: a unique violation inside COPY is Django's IntegrityError.
-    with connection.cursor() as cursor, connection.wrap_database_errors:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-            [table, len(objs)],
-        )
-        ids = [row[0] for row in cursor.fetchall()]
-        with cursor.cursor.copy(f"COPY {quote(table)} ({columns}) FROM STDIN") as copy:
-            for pk, obj in zip(ids, objs, strict=True):
-                obj.id = pk
-                values = obj.__dict__
-                copy.write_row(
-                    [
-                        pk,
-                        *(
-                            json.dumps(values[f.attname])
-                            if f.attname in json_fields
-                            else values[f.attname]
-                            for f in fields
-                        ),
-                    ]
-                )
 
 
 def ingest(items: Any, user) -> list[dict[str, Any]]:
@@ -515,14 +437,27 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             client_key=key,
             created=now,
             updated=now,
+            launch=record_launch(
+                {},
+                clean["params"],
+                parse_options(clean["op"]),
+                metrics_given=clean["metrics"] is not None,
+            ),
         )
         item.outcome = "created"
         if key:
             seen_keys[key] = item
         if clean["metrics"] is not None:
-            item.metrics = [_metric(**m) for m in clean["metrics"]]
+            item.metrics = metric_rows(clean["metrics"])
         else:
-            _parse_into(item, item.run, clean)
+            parsed = derive(
+                clean["raw_output"],
+                tool=clean["tool"] or None,
+                options=item.run.launch["parse_options"],
+                params=clean["params"],
+            )
+            apply(item.run, parsed)
+            item.metrics = parsed.metrics
         new.append((item, clean))
 
     with transaction.atomic():
@@ -532,7 +467,7 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
         for item, _ in new:
             for metric in item.metrics:
                 metric.run_id = item.run.id
-            metrics.extend(mark_primary(item.metrics))
+            metrics.extend(item.metrics)
         insert(Metric, metrics)
 
     results = []

@@ -1,11 +1,12 @@
-"""`manage.py reparse [--run UUID…] [--tool NAME]`: re-derive metrics from stored raw output."""
+"""`manage.py reparse [--run UUID…] [--tool NAME]`: re-derive metrics and the parameters the
+output states from stored raw output; what each run was launched with stays."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from experiments.importing import reparse
 from experiments.models import Run
+from experiments.results import reparsable, reparse
 
 
 class Command(BaseCommand):
@@ -16,7 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("--tool", help="Only runs of this tool.")
 
     def handle(self, *args, run, tool, **options):
-        runs = Run.objects.exclude(raw_output="").filter(published=False)
+        runs = reparsable(Run.objects.all())
         if run:
             runs = runs.filter(uuid__in=run)
         if tool:

@@ -1,0 +1,340 @@
+"""From raw benchmark output to a stored run: the one path every run's metrics take.
+
+Executed runs (``runners.execute``), imports in the browser and by ``manage.py
+import_results`` (``experiments.importing``), bulk ingest and beeweb-push
+(``experiments.api.ingest``) and ``manage.py reparse`` all go through here, so one output
+stores the same metrics and parameters whichever way it came in:
+
+- **Parse options.** A run is parsed with its tool (detected when it has none) and the
+  options it was launched with: the adapter's for an executed run (dd's direction), the
+  importer's ``op`` otherwise. ``record_launch`` keeps them in ``Run.launch["parse_options"]``
+  so that a reparse parses the same way.
+- **Parameters.** What the run was launched with (a matrix cell's parameters, ``tuning:``
+  and ``target`` values included; a bulk item's ``params``), kept in
+  ``Run.launch["params"]``, wins over what the output states; reparse re-derives only the
+  latter.
+- **Metrics.** Replaced as a whole, in one transaction with the run's parsed fields, one
+  primary per name (``mark_primary``). A failed parse stores its error, never part of a
+  result.
+- **Raw output first.** Callers store the raw text before it is parsed (or, in bulk, in the
+  same rows), and a parser that fails or crashes records its error: nothing is lost, and
+  ``reparse`` can retry after a parser fix.
+- **Bulk storage.** ``insert`` writes many rows at once: COPY on PostgreSQL, batched
+  ``bulk_create`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from experiments.input_checks import json_problem
+from experiments.models import Metric, Run
+from experiments.models.runs import Tool
+from runners.parsers import ParseError, ParseResult, parse
+
+# The most raw output a run stores (the executor keeps the end of longer output).
+MAX_OUTPUT_BYTES = 20 * 1024 * 1024
+# Rows per INSERT where COPY is not available.
+BATCH = {Run: 1000, Metric: 5000}
+
+# Metric.extra keys that mark a detail (one job, one target, one table cell), never the run's
+# headline value.
+DETAIL_KEYS = {
+    "job",
+    "target",
+    "per_process",
+    "file_size",
+    "record_size",
+    "host",
+    "service",
+    "interval",
+    "client",
+}
+PRIMARY_STAT_ORDER = ("value", "mean", "max")
+# Fields of a run that parsing sets.
+PARSED_FIELDS = ("tool", "tool_version", "command", "params", "parse_error")
+# Run.launch key of a bulk-ingested run whose metrics the client gave: reparse leaves it alone.
+METRICS_GIVEN = "metrics_given"
+
+
+# --- What a run was launched with ----------------------------------------------------------
+
+
+def parse_options(op: str | None = None) -> dict[str, Any]:
+    """Parse options of an import: ``op`` (read/write) names the direction of output that
+    does not state it (dd)."""
+    return {"op": op} if op else {}
+
+
+def record_launch(
+    launch: dict[str, Any],
+    params: dict[str, Any],
+    options: dict[str, Any],
+    *,
+    metrics_given: bool = False,
+) -> dict[str, Any]:
+    """``launch`` with what a reparse needs: the parse options, and the parameters the run
+    was launched with (parameters recorded already stay: a requeued run's ``params`` hold
+    what its earlier attempt's output stated); ``metrics_given`` marks metrics that a client
+    gave, which no parse replaces."""
+    recorded = {**launch, "parse_options": dict(options), "params": launch.get("params", params)}
+    if metrics_given:
+        recorded[METRICS_GIVEN] = True
+    return recorded
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What a run was launched with: parameters that win over the output's, parse options."""
+
+    params: dict[str, Any]
+    options: dict[str, Any]
+
+
+def launched(run: Run) -> Launched:
+    """What ``run`` was launched with (``record_launch``). A run of a matrix executed before
+    launches recorded their parameters keeps all of its parameters, as the executor's merge
+    did then; an import of that time keeps none (its parameters are all the output's)."""
+    launch = run.launch or {}
+    if "params" in launch:
+        params = launch["params"]
+    else:
+        params = run.params if run.matrix_id else {}
+    return Launched(dict(params or {}), dict(launch.get("parse_options") or {}))
+
+
+# --- Parsing -------------------------------------------------------------------------------
+
+
+def parse_output(
+    text: str, tool: str | None = None, options: dict[str, Any] | None = None
+) -> ParseResult:
+    """The result ``text`` holds for a run; ParseError when it holds none that can be stored
+    (topology output, a tool that is not a run's, values no column holds, a parser that
+    failed). Pure: nothing is saved, so the browser previews with it."""
+    try:
+        result = parse(text, tool=tool or None, **(options or {}))
+    except ParseError:
+        raise
+    except Exception as exc:  # a parser bug must not lose the raw text
+        raise ParseError(f"the parser failed: {type(exc).__name__}: {exc}") from exc
+    if result.extra.get("topology") and not result.metrics:
+        raise ParseError(
+            "this is BeeGFS topology output (nodes/targets), not a benchmark "
+            "result: paste it into a testbed instead"
+        )
+    if result.tool not in Tool.values:
+        raise ParseError(f"results of {result.tool} cannot be stored as runs")
+    problem = json_problem(result.params, max_depth=20, where="params") or next(
+        (
+            p
+            for m in result.metrics
+            if (p := json_problem(m.extra or {}, max_depth=20, where=f"{m.name}.extra"))
+        ),
+        None,
+    )
+    if problem:
+        raise ParseError(f"the output holds values that cannot be stored: {problem}")
+    return result
+
+
+@dataclass
+class Parsed:
+    """What one output yields for its run: the parsed fields and metric rows, or the error."""
+
+    error: str = ""
+    tool: str = ""
+    tool_version: str = ""
+    command: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    metrics: list[SimpleNamespace] = field(default_factory=list)
+
+
+def derive(
+    text: str,
+    *,
+    tool: str | None = None,
+    options: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
+) -> Parsed:
+    """Parse ``text`` and merge: the launched ``params`` win over the output's."""
+    try:
+        result = parse_output(text, tool, options)
+    except ParseError as exc:
+        return Parsed(error=str(exc), params=dict(params or {}))
+    return Parsed(
+        tool=result.tool,
+        tool_version=(result.tool_version or "")[:60],
+        command=result.command or "",
+        params={**result.params, **(params or {})},
+        metrics=metric_rows(m.to_dict() for m in result.metrics),
+    )
+
+
+def apply(run: Any, parsed: Parsed) -> None:
+    """Set a run's parsed fields (a Run, or a row ``insert`` writes). The version the output
+    states replaces the one the run had (its version command's, a client's); a command the
+    run has (the executor's argv, a client's) stays."""
+    run.parse_error = parsed.error
+    run.params = parsed.params
+    if parsed.error:
+        return
+    run.tool = parsed.tool
+    run.tool_version = parsed.tool_version or run.tool_version
+    run.command = run.command or parsed.command
+
+
+def _store(run: Run, tool: str | None, *, keep_on_error: bool) -> str | None:
+    launch = launched(run)
+    parsed = derive(
+        run.raw_output,
+        tool=tool or (run.tool if run.tool != Tool.OTHER else None),
+        options=launch.options,
+        params=launch.params,
+    )
+    with transaction.atomic():
+        if parsed.error and keep_on_error:
+            run.parse_error = parsed.error
+            fields = {"parse_error": parsed.error}
+        else:
+            apply(run, parsed)
+            fields = {name: getattr(run, name) for name in PARSED_FIELDS}
+        fields["updated"] = run.updated = timezone.now()
+        if not Run.objects.filter(pk=run.pk).update(**fields):
+            return parsed.error or None  # deleted meanwhile
+        if not (parsed.error and keep_on_error):
+            replace_metrics(run, parsed.metrics)
+    return parsed.error or None
+
+
+def parse_stored(run: Run, tool: str | None = None) -> str | None:
+    """Parse the raw output just stored on ``run`` (saved before this is called, so a parse
+    never loses it) with ``tool``, else the run's own or the detected one, and store what it
+    yields, replacing whatever an earlier output yielded (an earlier attempt's); the parse
+    error, or None."""
+    return _store(run, tool, keep_on_error=False)
+
+
+def reparse(run: Run) -> str | None:
+    """Re-derive ``run``'s metrics and stated parameters from its stored raw output (after a
+    parser fix), parsed as it was launched; the parse error, or None. A failure records its
+    error and keeps what the output yielded before."""
+    return _store(run, None, keep_on_error=True)
+
+
+def reparsable(runs: QuerySet) -> QuerySet:
+    """The runs of ``runs`` whose metrics come from their raw output: not published, not
+    running (their output is still growing), metrics not given explicitly."""
+    return (
+        runs.exclude(raw_output="")
+        .filter(published=False)
+        .exclude(status__in=[Run.Status.QUEUED, Run.Status.RUNNING])
+        .exclude(launch__has_key=METRICS_GIVEN)
+    )
+
+
+# --- Metrics -------------------------------------------------------------------------------
+
+
+def mark_primary(metrics: list) -> list:
+    """Set ``primary`` on one metric per name: iteration None, no detail keys, and the first
+    of stat value / mean / max that exists."""
+    best: dict[str, Any] = {}
+    for metric in metrics:
+        metric.primary = False
+        if metric.iteration is not None or DETAIL_KEYS & set(metric.extra or {}):
+            continue
+        if metric.stat not in PRIMARY_STAT_ORDER:
+            continue
+        current = best.get(metric.name)
+        rank = PRIMARY_STAT_ORDER.index(metric.stat)
+        if current is None or rank < PRIMARY_STAT_ORDER.index(current.stat):
+            best[metric.name] = metric
+    for metric in best.values():
+        metric.primary = True
+    return metrics
+
+
+def metric_rows(metrics: Iterable[dict[str, Any]], run_id: int | None = None) -> list:
+    """Rows for ``insert`` from dicts shaped like ``runners.parsers.Metric.to_dict()``'s
+    (stat, iteration, extra and source_ref optional), primary marked."""
+    return mark_primary(
+        [
+            SimpleNamespace(
+                id=None,
+                run_id=run_id,
+                name=m["name"],
+                value=m["value"],
+                unit=m["unit"],
+                stat=m.get("stat", "value"),
+                iteration=m.get("iteration"),
+                primary=False,
+                extra=m.get("extra") or {},
+                source_ref=m.get("source_ref", ""),
+            )
+            for m in metrics
+        ]
+    )
+
+
+def replace_metrics(run: Run, metrics: Iterable[dict[str, Any]] | list[SimpleNamespace]) -> list:
+    """Replace all of ``run``'s metrics by ``metrics`` (``metric_rows`` or dicts) in one
+    transaction; the rows stored."""
+    rows = list(metrics)
+    if rows and isinstance(rows[0], dict):
+        rows = metric_rows(rows)
+    for row in rows:
+        row.run_id = run.pk
+    with transaction.atomic():
+        Metric.objects.filter(run_id=run.pk).delete()
+        insert(Metric, rows)
+    return rows
+
+
+def insert(model, rows: list) -> None:
+    """Insert rows (objects with one attribute per column) and set their ``id``.
+    PostgreSQL: ids drawn from the table's sequence in one query, then COPY (several times
+    faster than INSERT … VALUES for thousands of rows, on both sides). Elsewhere:
+    ``bulk_create`` in batches."""
+    if not rows:
+        return
+    table = model._meta.db_table
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    if connection.vendor != "postgresql":
+        instances = [model(**{f.attname: getattr(row, f.attname) for f in fields}) for row in rows]
+        model.objects.bulk_create(instances, batch_size=BATCH.get(model, 1000))
+        for row, instance in zip(rows, instances, strict=True):
+            row.id = instance.pk
+        return
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(c) for c in ["id", *(f.column for f in fields)])
+    # wrap_database_errors: a unique violation inside COPY is Django's IntegrityError.
+    with connection.cursor() as cursor, connection.wrap_database_errors:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            [table, len(rows)],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        with cursor.cursor.copy(f"COPY {quote(table)} ({columns}) FROM STDIN") as copy:
+            for pk, row in zip(ids, rows, strict=True):
+                row.id = pk
+                copy.write_row(
+                    [
+                        pk,
+                        *(
+                            json.dumps(getattr(row, f.attname))
+                            if f.attname in json_fields
+                            else getattr(row, f.attname)
+                            for f in fields
+                        ),
+                    ]
+                )
