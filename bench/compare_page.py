@@ -111,8 +111,8 @@ def generate(n: int) -> None:
 
     from django.db import connection, transaction
 
-    from experiments.ingest import mark_primary
     from experiments.models import Metric, Run, Testbed
+    from experiments.results import mark_primary
 
     rng = random.Random(42)
     testbeds = list(Testbed.objects.filter(members__storage=True).distinct().order_by("pk"))

@@ -23,10 +23,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def local_fio_matrix(user):
     """A fio matrix on the localhost testbed, expanded and 'run': rw write/read x numjobs
     1, 2, 4 x 3 repetitions, with results stored as a finished run would store them."""
-    from experiments.ingest import replace_metrics
     from experiments.localhost import ensure_localhost_testbed
     from experiments.matrices import expand
     from experiments.models import Matrix, Run
+    from experiments.results import replace_metrics
 
     testbed = ensure_localhost_testbed(user)
     matrix = Matrix.objects.create(

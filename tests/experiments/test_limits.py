@@ -6,7 +6,6 @@ import pytest
 from django.urls import reverse
 
 from experiments import comparison
-from experiments.ingest import replace_metrics
 from experiments.limits import (
     Scope,
     above_limit,
@@ -17,6 +16,7 @@ from experiments.limits import (
     run_scope,
 )
 from experiments.models import Drive, Nic, Node, Run, Target, TestbedNode
+from experiments.results import replace_metrics
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,6 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import models, transaction
 from django.db.models import ProtectedError
 
-from experiments.ingest import replace_metrics
 from experiments.models import (
     Drive,
     HardwareProfile,
@@ -24,6 +23,7 @@ from experiments.models import (
     TuningSet,
 )
 from experiments.published import SEEDS
+from experiments.results import replace_metrics
 from experiments.tuning_keys import TuningValueError, normalise
 from runners.parsers.base import METRIC_UNITS
 
