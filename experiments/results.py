@@ -100,15 +100,21 @@ class Launched:
 
 
 def launched(run: Run) -> Launched:
-    """What ``run`` was launched with (``record_launch``). A run of a matrix executed before
-    launches recorded their parameters keeps all of its parameters, as the executor's merge
-    did then; an import of that time keeps none (its parameters are all the output's)."""
+    """What ``run`` was launched with (``record_launch``). Runs stored before launches
+    recorded it: a run of a matrix keeps all of its parameters, as the executor's merge did
+    then; an import keeps none (its parameters were all the output's), and is parsed in the
+    direction its earlier parse found (``rw``: an import's ``op`` for dd)."""
     launch = run.launch or {}
     if "params" in launch:
         params = launch["params"]
     else:
         params = run.params if run.matrix_id else {}
-    return Launched(dict(params or {}), dict(launch.get("parse_options") or {}))
+    if "parse_options" in launch:
+        options = launch["parse_options"] or {}
+    else:
+        rw = (run.params or {}).get("rw")
+        options = parse_options(rw if rw in ("read", "write") else None)
+    return Launched(dict(params or {}), dict(options))
 
 
 # --- Parsing -------------------------------------------------------------------------------

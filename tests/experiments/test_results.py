@@ -281,3 +281,15 @@ def test_a_failed_reparse_keeps_what_the_output_yielded(testbed):
     call_command("reparse", "--run", str(run.uuid))
     assert stored(run) == before
     assert "ior" in Run.objects.get(pk=run.pk).parse_error
+
+
+def test_reparse_of_a_dd_import_stored_before_launches_recorded_options_keeps_its_direction(
+    testbed,
+):
+    """An import of dd output with op=read stored before ``launch["parse_options"]``: the
+    direction its earlier parse found (rw) is parsed again, so read_bw stays read_bw."""
+    run = import_output(read_sample(DD_READ["file"]), testbed=testbed, op="read")
+    before = stored(run)
+    Run.objects.filter(pk=run.pk).update(launch={})
+    call_command("reparse", "--run", str(run.uuid))
+    assert stored(run) == before
