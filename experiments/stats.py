@@ -65,10 +65,6 @@ def t_sf(t: float, df: float) -> float:
     return tail if t >= 0 else 1.0 - tail
 
 
-def t_cdf(t: float, df: float) -> float:
-    return 1.0 - t_sf(t, df)
-
-
 def t_pdf(t: float, df: float) -> float:
     return math.exp(
         math.lgamma((df + 1) / 2)

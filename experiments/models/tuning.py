@@ -7,7 +7,7 @@ from django.db import models, transaction
 from django.urls import reverse
 
 from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
-from experiments.tuning_keys import SCOPES, normalise
+from experiments.tuning_keys import normalise
 
 
 class TuningSet(OwnedModel, PublishedModel):
@@ -79,12 +79,6 @@ class TuningSet(OwnedModel, PublishedModel):
             author=author if getattr(author, "is_authenticated", False) else None,
         )
         self.refresh_effective()
-
-    def params_by_scope(self) -> dict[str, list[TuningParameter]]:
-        grouped: dict[str, list[TuningParameter]] = {name: [] for name, _ in SCOPES}
-        for param in self.params.all():
-            grouped.setdefault(param.scope, []).append(param)
-        return grouped
 
 
 class TuningParameter(models.Model):
