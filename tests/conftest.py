@@ -17,6 +17,17 @@ from experiments.models import (
 from tests.lab import add_run, make_testbed
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hasher():
+    """Tests hash passwords with MD5: PBKDF2 is slow on purpose, and every create_user and
+    login paid for it. Production settings keep Django's default hashers; subprocess tests
+    (manage.py, workers) use those."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fresh_api_throttles():
     """Every test starts with empty API throttle counters (they live in Django's cache)."""
