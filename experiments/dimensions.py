@@ -69,7 +69,7 @@ def _storage_member_cores() -> Subquery:
 
 
 # Profile fields of the storage servers a dimension can read (arch, cpu, hardware, hw:…).
-PROFILE_FIELDS = (
+STORAGE_PROFILE_FIELDS = (
     "architecture",
     "cpu_model",
     "name",
@@ -114,14 +114,17 @@ class TestbedLookup:
 
             out: dict[str, dict[int, Any]] = defaultdict(dict)
             rows = TestbedNode.objects.order_by("testbed_id", "node__hostname", "pk").values_list(
-                "testbed_id", "storage", "client", *(f"node__profile__{f}" for f in PROFILE_FIELDS)
+                "testbed_id",
+                "storage",
+                "client",
+                *(f"node__profile__{f}" for f in STORAGE_PROFILE_FIELDS),
             )
             for testbed_id, storage, client, *profile in rows:
                 if client:
                     out["clients"][testbed_id] = out["clients"].get(testbed_id, 0) + 1
                 if not storage:
                     continue
-                values = dict(zip(PROFILE_FIELDS, profile, strict=True))
+                values = dict(zip(STORAGE_PROFILE_FIELDS, profile, strict=True))
                 sockets, cores = values["sockets"], values["cores_per_socket"]
                 product = None if sockets is None or cores is None else sockets * cores
                 out["servers"][testbed_id] = out["servers"].get(testbed_id, 0) + 1

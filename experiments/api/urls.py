@@ -29,7 +29,7 @@ router.register("workers", views.WorkerViewSet, basename="worker")
 router.register("reports", views.ReportViewSet, basename="report")
 
 parts = SimpleRouter()
-for parent, items in views.PARTS.items():
+for parent, items in views.PART_VIEWSETS.items():
     for part, viewset in items:
         parts.register(
             f"{parent}/(?P<parent_uuid>[0-9a-fA-F-]{{36}})/{part}",

@@ -246,7 +246,9 @@ def part_viewset(name, model, serializer, parent_model, parent_field, related=()
 
 
 PARENT_UUID = OpenApiParameter("parent_uuid", OpenApiTypes.UUID, OpenApiParameter.PATH)
-PARTS = {
+# The viewsets of a parent's parts (drives, NICs, members, targets, pools) by API prefix:
+# prefix -> [(route, viewset)], registered as nested routes by api/urls.py.
+PART_VIEWSETS = {
     "hardware": [
         (
             "drives",
@@ -294,7 +296,7 @@ PARTS = {
         ),
     ],
 }
-for _parts in PARTS.values():
+for _parts in PART_VIEWSETS.values():
     for _name, _viewset in _parts:
         extend_schema_view(
             **{
