@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
 
 from experiments.models import Architecture, Drive, HardwareProfile, Node, Testbed, TestbedNode
+from runners import nodeconfig
 
 PROFILE_NAME = "This machine"
 TESTBED_NAME = "localhost"
@@ -154,19 +154,7 @@ def block_disk(path: str | Path) -> str | None:
     sys_dev = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
     if not sys_dev.exists():
         # btrfs and overlay report an anonymous device; ask the mount table for the source.
-        try:
-            source = (
-                subprocess.run(
-                    ["findmnt", "-n", "-o", "SOURCE", "--target", str(path)],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                .stdout.split("[")[0]
-                .strip()
-            )
-        except (OSError, subprocess.CalledProcessError):
-            return None
+        source = nodeconfig.mount_of(path).get("source", "")
         if not source.startswith("/dev/"):
             return None
         sys_dev = Path("/sys/class/block") / Path(os.path.realpath(source)).name

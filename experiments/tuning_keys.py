@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from runners.parsers.base import ParseError, parse_size
+
 SCOPES = [
     ("storage", "storage service (beegfs-storage.conf)"),
     ("meta", "metadata service (beegfs-meta.conf)"),
@@ -32,17 +34,13 @@ class Key:
     minimum: int | None = None
 
 
-_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?$", re.IGNORECASE)
-
-
 def parse_bytes(text: str) -> int:
-    """BeeGFS-style sizes: "512k", "1m", "4M", "131072k", "8192" -> bytes (binary multiples)."""
-    m = _SIZE_RE.match(text.strip())
-    if not m:
-        raise TuningValueError(f"expected a size such as 512k or 1m, got {text!r}")
-    number, prefix = m.groups()
-    power = "kmgt".find(prefix.lower()) + 1 if prefix else 0
-    return int(round(float(number) * 1024**power))
+    """BeeGFS-style sizes: "512k", "1m", "4M", "131072k", "8192" -> bytes (binary multiples,
+    as the parsers read tool flags: ``runners.parsers.base.parse_size``)."""
+    try:
+        return parse_size(text)
+    except ParseError:
+        raise TuningValueError(f"expected a size such as 512k or 1m, got {text!r}") from None
 
 
 def parse_bool(text: str) -> bool:

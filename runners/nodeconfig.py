@@ -68,8 +68,16 @@ def _run(argv: list[str]) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
+def _unescape(field: str) -> str:
+    """The kernel's mount tables escape blanks, tabs, newlines and backslashes as octal."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def mount_of(path: Path | str) -> dict[str, str]:
-    """The mount holding ``path``: mount point, file system type, source device, options."""
+    """The mount holding ``path`` (the topmost at the deepest mount point), from this mount
+    namespace's /proc/self/mountinfo: mount point, file system type, source device and
+    options (the mount's, then the file system's, as /proc/mounts merges them); {} when
+    unreadable."""
     path = os.path.realpath(path)
     best: dict[str, str] = {}
     for line in (_read_text("/proc/self/mountinfo") or "").splitlines():
@@ -77,14 +85,15 @@ def mount_of(path: Path | str) -> dict[str, str]:
         fields, rest = left.split(), right.split()
         if len(fields) < 6 or len(rest) < 2:
             continue
-        point = fields[4].replace("\\040", " ")
+        point = _unescape(fields[4])
         inside = path == point or path.startswith(point.rstrip("/") + "/")
         if inside and len(point) >= len(best.get("mount_point", "")):
+            options = fields[5].split(",") + (rest[2].split(",") if len(rest) > 2 else [])
             best = {
                 "mount_point": point,
                 "fstype": rest[0],
-                "source": rest[1],
-                "options": fields[5] + ("," + rest[2] if len(rest) > 2 else ""),
+                "source": _unescape(rest[1]),
+                "options": ",".join(dict.fromkeys(options)),
             }
     return best
 

@@ -22,6 +22,27 @@ def test_read_reports_kernel_sysctls_and_the_mount(tmp_path):
     assert config["beegfs_entry"] is None  # no BeeGFS CLI on this machine
 
 
+def test_mount_of_reads_the_deepest_topmost_mount(monkeypatch):
+    """The one mount-table reader (local_raid and the localhost inventory use it too):
+    octal escapes undone, the topmost of two mounts on one point, options merged like
+    /proc/mounts (no second "rw")."""
+    table = "\n".join(
+        [
+            "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw,errors=remount-ro",
+            "40 22 0:35 / /srv/my\\040disk rw,nosuid shared:2 - tmpfs tmpfs rw,size=64k",
+            "41 40 0:36 / /srv/my\\040disk rw,relatime shared:3 - btrfs /dev/loop0 rw,ssd",
+        ]
+    )
+    monkeypatch.setattr(nodeconfig, "_read_text", lambda path: table)
+    assert nodeconfig.mount_of("/srv/my disk/bench") == {
+        "mount_point": "/srv/my disk",
+        "fstype": "btrfs",
+        "source": "/dev/loop0",
+        "options": "rw,relatime,ssd",
+    }
+    assert nodeconfig.mount_of("/srv/other")["options"] == "rw,relatime,errors=remount-ro"
+
+
 def test_unlisted_keys_and_unsafe_values_are_never_applied(tmp_path):
     values = {
         "storage.tuneNumWorkers": "48",

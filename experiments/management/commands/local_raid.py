@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -30,10 +29,11 @@ from django.db import transaction
 
 from experiments.localhost import ensure_localhost_testbed, localhost_node
 from experiments.models import Target, Testbed
+from runners import nodeconfig
+from runners.parsers import base as parsers
 
 LEVELS = ("0", "10")
 BTRFS_MIN_DEVICE_BYTES = 131072000  # mkfs.btrfs: "minimum size for each btrfs device"
-SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 SBIN_PATH = "/usr/local/sbin:/usr/sbin:/sbin"
 # Debian packages of the tools, for the error message when one is missing.
 TOOLS = {
@@ -51,10 +51,10 @@ BTRFS_MAGIC = b"_BHRfS_M"
 
 def parse_size(text: str) -> int:
     """``2G``, ``300M``, ``512MiB``, ``1073741824`` → bytes (binary units, like truncate)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
-    if not match:
-        raise CommandError(f"--disk-size must look like 2G or 300M, got {text!r}")
-    return int(float(match.group(1)) * SIZE_UNITS[match.group(2).upper()])
+    try:
+        return parsers.parse_size(text)
+    except parsers.ParseError:
+        raise CommandError(f"--disk-size must look like 2G or 300M, got {text!r}") from None
 
 
 def human(size: float) -> str:
@@ -115,25 +115,6 @@ def btrfs_in_kernel() -> bool:
         )
     except OSError:
         return False
-
-
-@dataclass(frozen=True)
-class Mount:
-    source: str
-    fstype: str
-    options: str
-
-
-def mounts() -> dict[str, Mount]:
-    """Mount points of this mount namespace (the topmost mount wins)."""
-    table = {}
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        fields = line.split()
-        if len(fields) >= 4:
-            # /proc/mounts escapes blanks as octal: "\040".
-            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
-            table[point] = Mount(fields[0], fields[2], fields[3])
-    return table
 
 
 def loops_of(path: Path) -> list[str]:
@@ -246,8 +227,10 @@ class Array:
             key=lambda p: int(p.stem.rsplit("-", 1)[1]),
         )
 
-    def mount(self) -> Mount | None:
-        return mounts().get(str(self.mountpoint))
+    def mount(self) -> dict[str, str] | None:
+        """What is mounted at the mount point itself (``nodeconfig.mount_of``), else None."""
+        found = nodeconfig.mount_of(self.mountpoint)
+        return found if found.get("mount_point") == str(self.mountpoint) else None
 
     def capacity_gb(self) -> float:
         fs = os.statvfs(self.mountpoint)
@@ -324,10 +307,10 @@ class Command(BaseCommand):
     def build(self, array: Array, disks: int, size: int) -> None:
         current = array.mount()
         if current is not None:
-            if current.fstype != "btrfs":
+            if current["fstype"] != "btrfs":
                 raise CommandError(
-                    f"{array.mountpoint} is already mounted ({current.fstype} "
-                    f"from {current.source}); pick another --dir"
+                    f"{array.mountpoint} is already mounted ({current['fstype']} "
+                    f"from {current['source']}); pick another --dir"
                 )
             array.bench.mkdir(exist_ok=True)
             self.stdout.write(
@@ -444,7 +427,7 @@ class Command(BaseCommand):
                 "filesystem": "btrfs",
                 "path": str(array.bench),
                 "capacity_gb": array.capacity_gb(),
-                "mount_options": (array.mount().options if array.mount() else "")[:400],
+                "mount_options": (array.mount() or {}).get("options", "")[:400],
                 "count": 1,
             }
             target = Target.objects.filter(testbed=testbed, node=node, name=array.name).first()
