@@ -239,6 +239,34 @@ def _pools(rows: list[dict], ctx: Context, spec: ComparisonSpec) -> list[_Pool]:
     return list(pools.values())
 
 
+# A comparison of more points than this is not readable (nor quick to draw): the selection
+# holds that many different configurations at its places. The page says which attributes
+# vary, so that the user filters or ignores them.
+MAX_POINTS = 400
+
+
+def _too_many(pools: list[_Pool], spec: ComparisonSpec) -> str:
+    """The message for a selection of too many configurations, naming what varies most."""
+    values: dict[str, set] = defaultdict(set)
+    for pool in pools:
+        for key, value in pool.attributes.items():
+            values[key].add(value)
+    for key in list(values):
+        if any(key not in pool.attributes for pool in pools):
+            values[key].add(None)
+    varying = sorted(
+        ((len(v), k) for k, v in values.items() if len(v) > 1 and k != "memory"),
+        key=lambda t: (-t[0], t[1]),
+    )
+    named = ", ".join(f"{comparability.attribute_name(k)} ({n} values)" for n, k in varying[:8])
+    return (
+        f"The runs selected are {len(pools):,} different configurations at the places of this "
+        f"comparison (at most {MAX_POINTS} are shown): runs are pooled only when alike. "
+        f"What varies: {named or 'nothing named'}. Filter on these (f=param:…) or put one on "
+        "an axis or the series, or let compared runs differ in them (ignore=…)."
+    )
+
+
 def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonResult:
     """Aggregate the spec's metrics over ``runs`` (all runs when None) in the database and
     derive statistics, efficiency, comparability, baseline statements and charts."""
@@ -289,6 +317,9 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
         return result
     context = Context.load(rows)
     pools = _pools(rows, context, spec)
+    if len(pools) > MAX_POINTS:
+        result.errors.append(_too_many(pools, spec))
+        return result
     context.configs = [c for pool in pools for c in pool.configs]
     # Repetition values: every run as a point, and exact medians of points pooling several
     # configurations (one bounded query, only when needed).

@@ -195,3 +195,25 @@ def test_table_shows_no_ci_below_three_runs(alice, alice_client):
     ci = re.compile(r'<td class="num ci">(.*?)</td>', re.S)
     assert "n &lt; 3" in ci.search(four).group(1)
     assert "–" in ci.search(eight).group(1) and "n &lt; 3" not in ci.search(eight).group(1)
+
+
+def test_too_many_configurations_name_what_varies(alice, monkeypatch):
+    """Runs that differ in block size and direction at every x are not pooled; beyond
+    MAX_POINTS configurations the comparison says what varies instead of drawing them all."""
+    from experiments.comparison import computation
+
+    lab = make_testbed(alice, "lab", "x86_64", "0")
+    for bs in ("4k", "64k", "1m"):
+        for rw in ("read", "write"):
+            add_run(lab, 1e9, threads=4, bs=bs, rw=rw)
+    query = "metric=write_bw&x=param:threads&series=arch"
+    assert len(compute(ComparisonSpec.from_query(query)).points) == 6
+    monkeypatch.setattr(computation, "MAX_POINTS", 5)
+    result = compute(ComparisonSpec.from_query(query))
+    assert result.points == [] and result.charts == []
+    (error,) = result.errors
+    assert "6 different configurations" in error
+    assert "What varies: bs (3 values), rw (2 values)." in error
+    # Told to let them differ, the runs pool into one point again.
+    pooled = compute(ComparisonSpec.from_query(query + "&ignore=param:bs&ignore=param:rw"))
+    assert [p.n for p in pooled.points] == [6]
