@@ -86,25 +86,35 @@ def test_build_save_share_and_revoke(browser, live_server, django_user_model):
     assert "ppc64le" not in table_text(page)
     assert "f=arch%3Aaarch64" in page.url and "f=arch%3Ax86_64" in page.url
     if architecture() in ("aarch64", "x86_64"):
-        # The local fio runs (threads unknown) joined a published series: the page says so.
-        assert "mixes published studies and own runs" in page.inner_text("main")
+        # The local fio runs never join a published series: they are a variant of their own.
+        assert f"{architecture()} · fio" in table_text(page)
     # Published studies apart from own runs: filter by data source (the Arm and x86 studies).
     swapped(page, lambda: page.select_option("#fk", "source"))
     swapped(page, lambda: page.select_option("#fv", [seed000.SOURCE, seed002.SOURCE]))
     assert "f=source%3A000" in page.url and "f=source%3A002" in page.url
-    assert "mixes published studies and own runs" not in page.inner_text("main")
+    assert " · fio" not in table_text(page).replace("aarch64 (Arm) · fio", "")
     filtered_url = page.url
+    # Peak against peak: the studies' IOzone peaks differ in what the studies state (file
+    # size, aggregate size, targets), so the page names that and claims nothing.
     swapped(page, lambda: page.select_option("#baseline", "x86_64"))
+    # Means at the same x: no thread count where both studies measured, no sentence.
+    assert page.locator("#baseline-sentences").count() == 0
+    filtered_url = page.url
+    swapped(page, lambda: page.select_option("#stat", "peak"))
     page.wait_for_selector("#chart .main-svg")
     assert "baseline=x86_64" in page.url and "metric=write_bw" in page.url
     assert "x=param%3Athreads" in page.url and "series=arch" in page.url
+    assert "stat=peak" in page.url
     table = table_text(page)
     assert "aarch64 (Arm)" in table and "x86_64" in table and "ppc64le" not in table
-    assert "faster than x86_64" in page.inner_text("#baseline-sentences")
+    sentences = page.inner_text("#baseline-sentences")
+    assert "No difference claimed between aarch64 (Arm) · iozone and x86_64 · iozone" in (sentences)
+    assert "also differ in aggregate size not stated vs 8 TB" in sentences
+    assert "faster" not in sentences and "slower" not in sentences
     assert "hardware" in page.inner_text("#differences summary")
     page.click("#differences summary")
     assert "architecture" in page.inner_text("#differences")
-    # The URL holds the state: back returns to the unfiltered-baseline page, and a copied
+    # The URL holds the state: back returns to the page of means, and a copied
     # URL opens the same comparison.
     page.go_back()
     page.wait_for_function(f"() => location.href === {filtered_url!r}")
