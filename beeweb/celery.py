@@ -81,7 +81,7 @@ def sweep_on_start(sender=None, **kwargs) -> None:
     previous process was running, and runs of dead workers elsewhere."""
     from django.db import close_old_connections
 
-    from runners.execute import janitor
+    from runners.dispatch import janitor
 
     name = getattr(sender, "hostname", "") or ""
     try:

@@ -14,9 +14,7 @@ import itertools
 import json
 import math
 import operator
-import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -27,8 +25,10 @@ from django.utils import timezone
 from experiments.input_checks import CONTROL_CHARS
 from experiments.models import Matrix, Node, Run, Target, Testbed, TestbedNode, TuningSet
 from experiments.validators import work_path_problem
+from runners.dispatch import dispatch
+from runners.launch import LaunchSpec, queue_for
 from runners.tools import get_adapter
-from runners.tools.base import MAX_TEXT, Host, LaunchContext, ParamError
+from runners.tools.base import MAX_TEXT, Host, ParamError
 
 TUNING_PREFIX = "tuning:"
 TARGET_AXIS = "target"
@@ -700,47 +700,31 @@ def launch_refused(matrix: Matrix, user) -> str | None:
 
 
 def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
-    """What the worker needs besides the parameters (stored on the run as ``launch``), and
-    the launcher node."""
+    """What the worker needs besides the parameters (``runners.launch.LaunchSpec``, stored
+    on the run as ``launch``), and the launcher node."""
     launcher, clients = launcher_and_hosts(cell.testbed, cell.target)
     if launcher is None:
         raise MatrixError("testbeds", f"testbed {cell.testbed.name!r} has no nodes")
-    return {
-        "mode": matrix.launch_mode,
-        "workdir": workdir_for(cell.testbed, cell.target),
-        "hosts": [[h.name, h.address] for h in map(_host, clients)],
-        "tasks_per_node": matrix.tasks_per_node,
-        "timeout_s": matrix.timeout_s,
-        "drop_caches": matrix.drop_caches,
-        "apply_tuning": matrix.apply_tuning,
-        "tuning": {
+    spec = LaunchSpec(
+        workdir=workdir_for(cell.testbed, cell.target),
+        launcher=launcher.hostname,
+        mode=matrix.launch_mode,
+        hosts=tuple(map(_host, clients)),
+        tasks_per_node=matrix.tasks_per_node,
+        timeout_s=matrix.timeout_s,
+        drop_caches=matrix.drop_caches,
+        apply_tuning=matrix.apply_tuning,
+        tuning={
             k[len(TUNING_PREFIX) :]: v
             for k, v in cell.params.items()
             if k.startswith(TUNING_PREFIX)
         },
-        "launcher": launcher.hostname,
-    }, launcher
+    )
+    return spec.to_json(), launcher
 
 
 # Stands for a run's own directory (runners.nodepolicy.run_dir_name) in the preview.
 PREVIEW_RUN_DIR = "beeweb-run-UUID-N"
-
-
-def context_from_launch(
-    launch: dict[str, Any], scratch: Path, run_as_root: bool = False
-) -> LaunchContext:
-    return LaunchContext(
-        workdir=Path(launch["workdir"]),
-        scratch=scratch,
-        mode=launch.get("mode", "single"),
-        hosts=tuple(Host(name=n, address=a) for n, a in launch.get("hosts", [])),
-        tasks_per_node=int(launch.get("tasks_per_node") or 1),
-        run_as_root=run_as_root,
-    )
-
-
-def queue_for(hostname: str) -> str:
-    return f"node.{hostname}"
 
 
 # --- Preview ------------------------------------------------------------------------------
@@ -840,8 +824,9 @@ def plan(matrix: Matrix) -> Plan:
             item.launch, item.node = launch_spec(matrix, cell)
             # The command as the worker will build it: inside the run's own fresh directory,
             # whose name (uuid, attempt) is only known when the run starts.
-            launch = {**item.launch, "workdir": f"{item.launch['workdir']}/{PREVIEW_RUN_DIR}"}
-            ctx = context_from_launch(launch, settings.RUN_DIR / PREVIEW_RUN_DIR)
+            spec = LaunchSpec.read(item.launch)
+            spec = replace(spec, workdir=f"{spec.workdir}/{PREVIEW_RUN_DIR}")
+            ctx = spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR)
             command = adapter.build(cell.tool_params, ctx)
         except (MatrixError, ParamError) as exc:
             item.error = str(exc)
@@ -912,109 +897,6 @@ def expand(matrix: Matrix) -> dict[str, int]:
         "existing": len(existing),
         "excluded": result.excluded * matrix.repetitions,
     }
-
-
-class BrokerUnavailable(RuntimeError):
-    """The broker refused or lost the connection while runs were being sent; the runs that
-    were not sent are back in their earlier state (a launch leaves them planned)."""
-
-    def __init__(self, unsent: int, total: int, cause: Exception):
-        self.unsent = unsent
-        self.total = total
-        self.cause = cause
-        super().__init__(
-            f"The message broker is unreachable ({cause}); {unsent} of {total} runs were not "
-            "queued and are as they were. Try again once the broker is back."
-        )
-
-
-# What a failed send raises: kombu's OperationalError for a refused or lost connection (it is
-# a KombuError), and plain socket errors from transports that do not wrap them.
-def _send_errors() -> tuple[type[BaseException], ...]:
-    from kombu.exceptions import KombuError
-
-    return (KombuError, OSError)
-
-
-def dispatch(run_ids: list[int], revert: bool = True) -> int:
-    """Queue runs: each gets a fresh dispatch token and is sent to its launcher node's queue
-    once the transaction commits (so the worker always finds the row).
-
-    When the broker cannot be reached, the runs not sent yet go back to the status, token
-    and queue time they had (``revert``) and BrokerUnavailable is raised; without
-    ``revert`` (the janitor) they stay queued with a token no message carries, and the
-    janitor sends them again later (see ``runners.execute.janitor``)."""
-    from runners.tasks import execute_run
-
-    if not run_ids:
-        return 0
-    now = timezone.now()
-    sends: list[tuple[int, str, str]] = []
-    before: dict[int, tuple[str, Any, Any]] = {}
-    with transaction.atomic():
-        runs = list(
-            Run.objects.select_for_update()
-            .filter(
-                pk__in=run_ids,
-                status__in=[
-                    Run.Status.PLANNED,
-                    Run.Status.QUEUED,
-                    Run.Status.FAILED,
-                    Run.Status.CANCELLED,
-                ],
-            )
-            .only("pk", "queue", "status", "dispatch_token", "queued_at")
-            # Sent (and so run) in the matrix's cell order; rows locked in one order.
-            .order_by("pk")
-        )
-        for run in runs:
-            before[run.pk] = (run.status, run.dispatch_token, run.queued_at)
-            run.status = Run.Status.QUEUED
-            run.dispatch_token = uuid.uuid4()
-            run.queued_at = run.updated = now
-            run.cancel_requested = False
-            sends.append((run.pk, str(run.dispatch_token), run.queue or "default"))
-        # One UPDATE per batch, not per run: launching a 20,000-run matrix stays quick.
-        Run.objects.bulk_update(
-            runs,
-            ["status", "dispatch_token", "queued_at", "cancel_requested", "updated"],
-            batch_size=500,
-        )
-
-        def send() -> None:
-            for index, (pk, token, queue) in enumerate(sends):
-                try:
-                    execute_run.apply_async(args=[pk, token], queue=queue)
-                except _send_errors() as exc:
-                    unsent = sends[index:]
-                    if revert:
-                        _unqueue(unsent, before)
-                    raise BrokerUnavailable(len(unsent), len(sends), exc) from exc
-
-        transaction.on_commit(send)
-    return len(sends)
-
-
-def _unqueue(unsent: list[tuple[int, str, str]], before: dict[int, tuple[str, Any, Any]]) -> None:
-    """Put runs whose message was never sent back as they were before dispatch(), unless a
-    later dispatch gave them another token meanwhile."""
-    now = timezone.now()
-    with transaction.atomic():
-        runs = list(
-            Run.objects.select_for_update()
-            .filter(
-                pk__in=[pk for pk, _, _ in unsent],
-                status=Run.Status.QUEUED,
-                dispatch_token__in=[token for _, token, _ in unsent],
-            )
-            .only("pk")
-        )
-        for run in runs:
-            run.status, run.dispatch_token, run.queued_at = before[run.pk]
-            run.updated = now
-        Run.objects.bulk_update(
-            runs, ["status", "dispatch_token", "queued_at", "updated"], batch_size=500
-        )
 
 
 def launch(matrix: Matrix) -> dict[str, int]:

@@ -36,13 +36,12 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from experiments.matrices import context_from_launch
 from experiments.models import Run, Worker
 from experiments.results import MAX_OUTPUT_BYTES, parse_stored, record_launch
 from runners import nodeconfig, nodepolicy
+from runners.launch import LaunchError, LaunchSpec
 from runners.tools import get_adapter
 from runners.tools.base import Command, ParamError
 
@@ -166,7 +165,10 @@ def _run_dir(run: Run, worker: str) -> Path:
         policy = nodepolicy.current()
     except ImproperlyConfigured as exc:
         raise Refused(f"refused: this worker's configuration is invalid: {exc}") from None
-    workdir = str(run.launch.get("workdir") or "")
+    try:
+        workdir = LaunchSpec.read(run.launch).workdir
+    except LaunchError as exc:
+        raise Refused(f"refused: {exc}; nothing was started") from None
     real = os.path.realpath(workdir) if os.path.isabs(workdir) else ""
     if not real or not policy.allows_dir(real):
         shown = workdir if real in ("", workdir) else f"{workdir} (resolves to {real})"
@@ -286,10 +288,9 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
     applied is restored before this returns, whatever happened."""
     launch = run.launch
     try:
+        spec = replace(LaunchSpec.read(launch), workdir=str(workdir))
         adapter = get_adapter(run.tool)
-        ctx = context_from_launch(
-            {**launch, "workdir": str(workdir)}, scratch, run_as_root=os.geteuid() == 0
-        )
+        ctx = spec.context(scratch, run_as_root=os.geteuid() == 0)
         tool_params = {
             k: v for k, v in run.params.items() if not k.startswith("tuning:") and k != "target"
         }
@@ -297,14 +298,16 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
         _check_paths(command, ctx)
     except ParamError as exc:
         return Run.Status.FAILED, "", None, f"invalid parameters: {exc}"
+    except LaunchError as exc:
+        return Run.Status.FAILED, "", None, str(exc)
 
     config = nodeconfig.read(ctx.workdir, adapter.version_argv())
     config["run_dir"] = str(ctx.workdir)
     applied: list[dict[str, str]] = []
-    if launch.get("apply_tuning"):
+    if spec.apply_tuning:
         allowed = nodepolicy.current().tuning
         applied = config["applied"] = nodeconfig.apply_tuning(
-            _tuning_for(run), ctx.workdir, allowed
+            _tuning_for(run, spec), ctx.workdir, allowed
         )
     launch = record_launch(launch, run.params, command.parse_options)
     _update(
@@ -316,7 +319,7 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
         launch=launch,
     )
     try:
-        return _run_steps(run, command, ctx, config)
+        return _run_steps(run, spec, command, ctx, config)
     finally:
         if applied:
             nodeconfig.restore_tuning(applied)
@@ -324,10 +327,10 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
 
 
 def _run_steps(
-    run: Run, command: Command, ctx: Any, config: dict[str, Any]
+    run: Run, spec: LaunchSpec, command: Command, ctx: Any, config: dict[str, Any]
 ) -> tuple[str, str, int | None, str]:
     """Preparation steps, cache drop, then the measured command, under one timeout."""
-    timeout_s = int(run.launch.get("timeout_s") or 3600)
+    timeout_s = spec.timeout_s or 3600
     deadline = time.monotonic() + timeout_s
     try:
         _lay_out(command, ctx)
@@ -344,7 +347,7 @@ def _run_steps(
         _update(run, effective_config=config)
         if status != Run.Status.SUCCEEDED:
             return status, "", exit_code, f"preparation step {' '.join(argv)}: {error}"
-    if run.launch.get("drop_caches"):
+    if spec.drop_caches:
         config["drop_caches"] = nodeconfig.drop_caches()
         _update(run, effective_config=config)
     status, output, exit_code, error = _supervise(run, command, ctx.scratch, timeout_s, deadline)
@@ -355,9 +358,9 @@ def _run_steps(
     return status, output, exit_code, error
 
 
-def _tuning_for(run: Run) -> dict[str, str]:
+def _tuning_for(run: Run, spec: LaunchSpec) -> dict[str, str]:
     values = dict(run.tuning_set.effective) if run.tuning_set else {}
-    values.update(run.launch.get("tuning") or {})
+    values.update(spec.tuning)
     return values
 
 
@@ -473,138 +476,3 @@ def _read(path: Path) -> str:
 
 
 # --- Janitor ------------------------------------------------------------------------------
-
-
-def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dict[str, int]:
-    """One sweep (beat every BEEWEB_JANITOR_SECONDS, and each worker once as it starts):
-
-    - a running run whose worker stopped writing heartbeats (or, for ``restarted_worker``,
-      that this worker's previous process was running) is cancelled when a cancel was
-      requested, else requeued, or failed after RUN_MAX_ATTEMPTS;
-    - queued runs whose message the broker lost are sent again (see ``_lost_messages``).
-
-    A run with a cancel request is never sent again."""
-    from experiments.matrices import BrokerUnavailable, dispatch
-
-    stale_seconds = settings.RUN_STALE_SECONDS if stale_seconds is None else stale_seconds
-    now = timezone.now()
-    orphaned = Q(heartbeat_at__lt=now - timezone.timedelta(seconds=stale_seconds))
-    if restarted_worker:
-        orphaned |= Q(worker=restarted_worker)
-    requeue: list[int] = []
-    failed = cancelled = 0
-    with transaction.atomic():
-        for run in Run.objects.select_for_update(skip_locked=True).filter(
-            orphaned, status=Run.Status.RUNNING
-        ):
-            if run.heartbeat_at and run.heartbeat_at < now - timezone.timedelta(
-                seconds=stale_seconds
-            ):
-                reason = (
-                    f"worker {run.worker or '?'} stopped sending heartbeats during attempt "
-                    f"{run.attempts} (last {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC)"
-                )
-            else:
-                reason = f"worker {run.worker} restarted during attempt {run.attempts}"
-            if run.cancel_requested:
-                _update(
-                    run,
-                    status=Run.Status.CANCELLED,
-                    finished_at=now,
-                    dispatch_token=None,
-                    error=f"{reason}; cancelled as requested, not run again",
-                )
-                cancelled += 1
-            elif run.attempts < settings.RUN_MAX_ATTEMPTS:
-                _update(run, error=f"{reason}; requeued", status=Run.Status.FAILED)
-                requeue.append(run.pk)
-            else:
-                _update(
-                    run,
-                    status=Run.Status.FAILED,
-                    finished_at=now,
-                    error=f"{reason}; gave up after {run.attempts} attempts",
-                )
-                failed += 1
-    counts = {"requeued": 0, "failed": failed, "cancelled": cancelled, "redispatched": 0}
-    for key, ids in (("requeued", requeue), ("redispatched", _lost_messages(now))):
-        # The broker may be down: what could not be sent stays queued, and a later sweep
-        # finds it again once its queue's worker is idle.
-        try:
-            counts[key] = dispatch(ids, revert=False)
-        except BrokerUnavailable as exc:
-            log.warning("janitor: %s", exc)
-            counts[key] = exc.total - exc.unsent
-    return counts
-
-
-def _lost_messages(now) -> list[int]:
-    """Queued runs whose message the broker lost (a restart without persistence, a flushed
-    database), marked as sent again in ``launch["redispatched"]`` ({count, at}).
-
-    A run counts as lost when it has been queued for RUN_REDISPATCH_SECONDS on a queue that a
-    worker has served, online, for at least as long without working on any run: that worker
-    takes the next message within a second, so none is left for the run. A queue without an
-    online worker is left alone (its messages wait in the broker), and as sending again
-    renews ``queued_at``, a run is sent at most once per RUN_REDISPATCH_SECONDS."""
-    wait = settings.RUN_REDISPATCH_SECONDS
-    if wait <= 0:
-        return []
-    since = now - timezone.timedelta(seconds=wait)
-    waiting = set(
-        Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=since)
-        .order_by()
-        .values_list("queue", flat=True)
-        .distinct()
-    )
-    if not waiting:
-        return []
-    served = {
-        queue
-        for queues in Worker.objects.filter(
-            last_seen__gte=now - Worker.ONLINE_AFTER, started_at__lte=since
-        ).values_list("queues", flat=True)
-        for queue in queues or []
-    }
-    busy = set(
-        Run.objects.filter(
-            queue__in=waiting & served,
-            status__in=[
-                Run.Status.RUNNING,
-                Run.Status.SUCCEEDED,
-                Run.Status.FAILED,
-                Run.Status.CANCELLED,
-            ],
-            heartbeat_at__gte=since,
-        )
-        .order_by()
-        .values_list("queue", flat=True)
-        .distinct()
-    )
-    idle = (waiting & served) - busy
-    if not idle:
-        return []
-    with transaction.atomic():
-        runs = list(
-            Run.objects.select_for_update(skip_locked=True)
-            .filter(status=Run.Status.QUEUED, queued_at__lt=since, queue__in=idle)
-            .only("pk", "launch", "queue")
-        )
-        for run in runs:
-            launch = dict(run.launch or {})
-            count = int((launch.get("redispatched") or {}).get("count") or 0) + 1
-            launch["redispatched"] = {"count": count, "at": now.isoformat(timespec="seconds")}
-            run.launch = launch
-            run.queued_at = now  # a sweep running alongside this one leaves them alone
-        Run.objects.bulk_update(runs, ["launch", "queued_at"], batch_size=500)
-    for queue in sorted(idle):
-        lost = sum(1 for r in runs if r.queue == queue)
-        if lost:
-            log.warning(
-                "janitor: %d runs queued on %s for over %d s while its worker was idle: "
-                "their messages were lost; sending them again",
-                lost,
-                queue,
-                wait,
-            )
-    return [run.pk for run in runs]

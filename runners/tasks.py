@@ -26,6 +26,6 @@ def execute_run(self, run_id: int, token: str) -> str:
 @shared_task(name="runners.janitor")
 def janitor() -> dict[str, int]:
     """Requeue or fail runs whose worker stopped sending heartbeats (beat, every 30 s)."""
-    from runners.execute import janitor as sweep
+    from runners.dispatch import janitor as sweep
 
     return sweep()

@@ -42,6 +42,7 @@ from experiments.models import (
     TuningSet,
     Worker,
 )
+from runners import dispatch as dispatching
 
 
 class IntegrityAsValidation:
@@ -176,7 +177,7 @@ class MatrixViewSet(OwnedViewSet):
         except matrix_ops.MatrixError as exc:
             # Nothing was created (expand() checks every cell before it stores any run).
             raise ValidationError({"detail": f"Nothing was launched. {exc}"}) from None
-        except matrix_ops.BrokerUnavailable as exc:
+        except dispatching.BrokerUnavailable as exc:
             # The runs that were not sent stay planned: launching again later sends them.
             raise BrokerDown(str(exc)) from None
         return Response(counts)

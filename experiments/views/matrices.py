@@ -20,6 +20,7 @@ from experiments.matrix_files import from_yaml, to_yaml
 from experiments.matrix_forms import MatrixForm, MatrixImportForm
 from experiments.models import Matrix, Run, Worker
 from experiments.views.common import get_for_user, render_form, safe_next
+from runners import dispatch as dispatching
 from runners.tools import ADAPTERS
 
 TAIL_LINES = 25
@@ -212,7 +213,7 @@ def _action(request: HttpRequest, uuid: UUID, action, *, operate: bool = True) -
         text = action(matrix)
     except matrices.MatrixError as exc:
         messages.error(request, f"Nothing was launched. {exc}")
-    except matrices.BrokerUnavailable as exc:
+    except dispatching.BrokerUnavailable as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, text)

@@ -11,6 +11,7 @@ from django.urls import reverse
 from experiments import matrices
 from experiments.matrix_files import from_yaml, to_yaml
 from experiments.models import Matrix, Node, Run
+from runners import dispatch as dispatching
 
 pytestmark = pytest.mark.django_db
 
@@ -167,7 +168,7 @@ def test_dispatch_queues_on_commit_with_fresh_tokens(
     matrices.expand(fio_matrix)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         ids = list(fio_matrix.runs.values_list("pk", flat=True)[:2])
-        assert matrices.dispatch(ids) == 2
+        assert dispatching.dispatch(ids) == 2
     assert len(callbacks) == 1
     tokens = set(Run.objects.filter(pk__in=ids).values_list("dispatch_token", flat=True))
     assert len(tokens) == 2 and None not in tokens
@@ -177,7 +178,7 @@ def test_dispatch_queues_on_commit_with_fresh_tokens(
 def test_cancel_queued_runs(fio_matrix, django_capture_on_commit_callbacks):
     matrices.expand(fio_matrix)
     with django_capture_on_commit_callbacks(execute=False):
-        matrices.dispatch(list(fio_matrix.runs.values_list("pk", flat=True)))
+        dispatching.dispatch(list(fio_matrix.runs.values_list("pk", flat=True)))
     assert matrices.cancel_runs(fio_matrix.runs.all()) == {"cancelled": 24, "stopping": 0}
     assert matrices.progress(fio_matrix)["percent"] == 100
 

@@ -38,6 +38,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from experiments import matrices
 from experiments.models import Matrix, Run, Worker
+from runners import dispatch as dispatching
 from runners import execute
 from tests.e2e import LONG_FIO, Stack, wait_for
 
@@ -83,7 +84,7 @@ def test_janitor_never_sends_a_run_with_a_cancel_request_again(alice, bench):
         status="running", attempts=1, heartbeat_at=old, worker="gone@stor1", cancel_requested=True
     )
     with mock.patch("runners.tasks.execute_run.apply_async") as send:
-        counts = execute.janitor()
+        counts = dispatching.janitor()
     assert counts == {"requeued": 0, "failed": 0, "cancelled": 1, "redispatched": 0}
     send.assert_not_called()
     run.refresh_from_db()
@@ -106,7 +107,7 @@ def test_cancel_of_a_run_whose_worker_is_gone_is_final_at_once(alice, bench, set
     assert alive.status == "running" and alive.cancel_requested  # its worker stops it
     # A worker restarted under the same name finds the cancel request at once.
     Run.objects.filter(pk=alive.pk).update(worker="node@stor1")
-    assert execute.janitor(restarted_worker="node@stor1")["cancelled"] == 1
+    assert dispatching.janitor(restarted_worker="node@stor1")["cancelled"] == 1
     assert Run.objects.get(pk=alive.pk).status == "cancelled"
 
 
@@ -117,8 +118,8 @@ def test_restarted_worker_requeues_its_own_run_without_waiting_for_staleness(ali
         status="running", attempts=1, heartbeat_at=timezone.now(), worker="node@stor1"
     )
     with mock.patch("runners.tasks.execute_run.apply_async"):
-        assert execute.janitor(restarted_worker="other@stor1")["requeued"] == 0
-        assert execute.janitor(restarted_worker="node@stor1")["requeued"] == 1
+        assert dispatching.janitor(restarted_worker="other@stor1")["requeued"] == 0
+        assert dispatching.janitor(restarted_worker="node@stor1")["requeued"] == 1
     run.refresh_from_db()
     assert run.status == "queued" and "node@stor1 restarted during attempt 1" in run.error
 
@@ -130,7 +131,7 @@ def test_janitor_sends_again_runs_whose_message_was_lost(
     settings.RUN_REDISPATCH_SECONDS = 120
     matrix = make_matrix(alice, bench, repetitions=3)
     with mock.patch("runners.tasks.execute_run.apply_async"):
-        matrices.dispatch(list(matrix.runs.values_list("pk", flat=True)))
+        dispatching.dispatch(list(matrix.runs.values_list("pk", flat=True)))
     queue = matrix.runs.first().queue
     long_ago = timezone.now() - timedelta(minutes=5)
     matrix.runs.update(queued_at=long_ago)
@@ -141,7 +142,7 @@ def test_janitor_sends_again_runs_whose_message_was_lost(
             mock.patch("runners.tasks.execute_run.apply_async") as send,
             django_capture_on_commit_callbacks(execute=True),
         ):
-            counts = execute.janitor()
+            counts = dispatching.janitor()
         return counts, [c.kwargs["queue"] for c in send.call_args_list]
 
     # No worker online for the queue: its messages wait in the broker; nothing is sent.
@@ -191,7 +192,7 @@ def test_launch_while_the_broker_is_down_leaves_runs_planned(alice, alice_client
     # Re-run keeps failed runs failed when nothing could be sent.
     matrix.runs.update(status="failed", error="fio exited with 1")
     with mock.patch("runners.tasks.execute_run.apply_async", side_effect=_broker_down):
-        with pytest.raises(matrices.BrokerUnavailable, match="2 of 2 runs were not queued"):
+        with pytest.raises(dispatching.BrokerUnavailable, match="2 of 2 runs were not queued"):
             matrices.rerun_failed(matrix)
     assert set(matrix.runs.values_list("status", flat=True)) == {"failed"}
     # The broker back: the same launch sends them.
@@ -213,7 +214,7 @@ def test_a_send_failing_half_way_unqueues_only_the_unsent_runs(alice, bench):
             _broker_down()
 
     with mock.patch("runners.tasks.execute_run.apply_async", side_effect=flaky):
-        with pytest.raises(matrices.BrokerUnavailable) as caught:
+        with pytest.raises(dispatching.BrokerUnavailable) as caught:
             matrices.launch(matrix)
     assert (caught.value.unsent, caught.value.total) == (2, 3)
     assert sorted(matrix.runs.values_list("status", flat=True)) == ["planned", "planned", "queued"]
@@ -247,7 +248,7 @@ def test_worker_kills_the_tool_when_its_run_is_deleted(alice, bench):
     )
     run = matrix.runs.get()
     with mock.patch("runners.tasks.execute_run.apply_async"):
-        matrices.dispatch([run.pk])
+        dispatching.dispatch([run.pk])
     token = str(Run.objects.get(pk=run.pk).dispatch_token)
     result = {}
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from experiments import matrices
 from experiments.models import Matrix, Run
+from runners import dispatch as dispatching
 from runners import execute
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
@@ -199,7 +200,7 @@ def test_janitor_requeues_then_fails_orphans(
         status="running", attempts=1, heartbeat_at=timezone.now()
     )
     with django_capture_on_commit_callbacks(execute=False):
-        assert execute.janitor() == {
+        assert dispatching.janitor() == {
             "requeued": 1,
             "failed": 1,
             "cancelled": 0,

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from experiments import matrices
 from experiments.matrix_files import MAX_YAML_BYTES, from_data, parse_yaml, too_large
 from experiments.models import Run, Testbed
+from runners import dispatch as dispatching
 
 
 class Command(BaseCommand):
@@ -71,7 +72,7 @@ class Command(BaseCommand):
             matrix.delete()
             self.stderr.write(f"{file}: {exc}")
             sys.exit(2)
-        except matrices.BrokerUnavailable as exc:
+        except dispatching.BrokerUnavailable as exc:
             # The matrix stays, its runs planned: its Launch button sends them later.
             self.stderr.write(f"{file}: matrix {matrix.name} ({matrix.uuid}) was kept. {exc}")
             sys.exit(3)

@@ -1,0 +1,92 @@
+"""The launch spec: what a worker needs to run one run besides its parameters, written by the
+matrix expansion (``experiments.matrices.launch_spec``) and read by the executor.
+
+It is stored as ``Run.launch`` (JSON) beside what the run's life adds there: ``history``
+(earlier attempts), ``redispatched`` (messages sent again) and the parse options of the one
+results path (``parse_options``, ``params``: ``experiments.results``). ``LaunchSpec.read``
+takes only its own keys and says clearly what is wrong with a stored spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runners.tools.base import Host, LaunchContext, ParamError
+
+MODES = ("single", "mpi", "multihost")  # experiments.models.matrices.LaunchMode
+
+
+class LaunchError(ValueError):
+    """A stored launch spec that a worker cannot use (written by another version, edited)."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    workdir: str  # the testbed's (or target's) benchmark directory on the launcher
+    launcher: str  # hostname of the node whose worker runs it (its queue: queue_for())
+    mode: str = "single"  # MODES: one process, an MPI job, or one process per host
+    hosts: tuple[Host, ...] = ()  # client nodes of an MPI or multi-host run
+    tasks_per_node: int = 1
+    timeout_s: int | None = None
+    drop_caches: bool = False
+    apply_tuning: bool = False
+    tuning: dict[str, Any] = field(default_factory=dict)  # "scope.key" -> value, this cell's
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["hosts"] = [[h.name, h.address] for h in self.hosts]
+        return data
+
+    @classmethod
+    def read(cls, launch: dict[str, Any] | None) -> LaunchSpec:
+        """The spec of a stored ``Run.launch`` (other keys ignored); LaunchError names what
+        is missing or malformed."""
+        if not isinstance(launch, dict):
+            raise LaunchError("the run has no launch spec (was it expanded from a matrix?)")
+        try:
+            workdir = launch["workdir"]
+            if not isinstance(workdir, str) or not workdir:
+                raise LaunchError(f"workdir {workdir!r} is not a directory path")
+            mode = launch.get("mode") or "single"
+            if mode not in MODES:
+                raise LaunchError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+            hosts = tuple(Host(name=str(n), address=str(a)) for n, a in launch.get("hosts") or [])
+            timeout = launch.get("timeout_s")
+            tuning = launch.get("tuning") or {}
+            if not isinstance(tuning, dict):
+                raise LaunchError("tuning is not a mapping of scope.key to value")
+            return cls(
+                workdir=workdir,
+                launcher=str(launch.get("launcher") or ""),
+                mode=mode,
+                hosts=hosts,
+                tasks_per_node=int(launch.get("tasks_per_node") or 1),
+                timeout_s=None if timeout in (None, "") else int(timeout),
+                drop_caches=bool(launch.get("drop_caches")),
+                apply_tuning=bool(launch.get("apply_tuning")),
+                tuning=dict(tuning),
+            )
+        except LaunchError:
+            raise
+        except ParamError as exc:
+            raise LaunchError(f"launch spec: {exc}") from exc
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LaunchError(f"malformed launch spec: {exc!r}") from exc
+
+    def context(self, scratch: Path, run_as_root: bool = False) -> LaunchContext:
+        """What the tool adapters build their argv from."""
+        return LaunchContext(
+            workdir=Path(self.workdir),
+            scratch=scratch,
+            mode=self.mode,
+            hosts=self.hosts,
+            tasks_per_node=self.tasks_per_node,
+            run_as_root=run_as_root,
+        )
+
+
+def queue_for(hostname: str) -> str:
+    """The Celery queue of a node's worker."""
+    return f"node.{hostname}"
