@@ -25,6 +25,7 @@ from django.utils import timezone
 from experiments.input_checks import CONTROL_CHARS
 from experiments.models import Matrix, Node, Run, Target, Testbed, TestbedNode, TuningSet
 from experiments.validators import work_path_problem
+from runners import registry
 from runners.dispatch import dispatch
 from runners.launch import LaunchSpec, queue_for
 from runners.tools import get_adapter
@@ -1008,19 +1009,6 @@ def progress(matrix: Matrix) -> dict[str, Any]:
     }
 
 
-# The metric a tool's comparison opens on (a read-only run opens on its read metric).
-DEFAULT_METRIC = {
-    "fio": "write_bw",
-    "dd": "write_bw",
-    "ior": "write_bw",
-    "mdtest": "file_create",
-    "iozone": "write_bw",
-    "qperf": "tcp_bw",
-    "elbencho": "write_bw",
-    "storagebench": "write_bw",
-}
-
-
 def compare_query(matrix: Matrix) -> str:
     """The comparison of this matrix's runs: x is its first numeric axis, the series its next
     axis (or the testbed or tuning set when several are swept)."""
@@ -1043,7 +1031,7 @@ def compare_query(matrix: Matrix) -> str:
         series = "tuning"
     else:
         series = "tool"
-    metric = DEFAULT_METRIC.get(matrix.tool, "write_bw")
+    metric = registry.default_metric(matrix.tool)  # a read-only run opens on its read metric
     fixed = {str(v) for k, v in matrix.fixed_params.items() if k in ("rw", "direction")}
     if fixed & {"read", "randread"}:
         metric = "read_bw"
