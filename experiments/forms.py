@@ -127,6 +127,7 @@ class TestbedForm(forms.ModelForm):
             "switch",
             "network_notes",
             "benchmark_dir",
+            "independent_storage",
         ]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),

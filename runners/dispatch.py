@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from experiments.models import Run, Worker
+from runners import holding
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,8 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
     - a running run whose worker stopped writing heartbeats (or, for ``restarted_worker``,
       that this worker's previous process was running) is cancelled when a cancel was
       requested, else requeued, or failed after RUN_MAX_ATTEMPTS;
-    - queued runs whose message the broker lost are sent again (see ``_lost_messages``).
+    - queued runs whose message the broker lost are sent again (see ``_lost_messages``);
+    - node leases whose run no longer holds them are deleted (``runners.holding.sweep``).
 
     A run with a cancel request is never sent again."""
     stale_seconds = settings.RUN_STALE_SECONDS if stale_seconds is None else stale_seconds
@@ -170,21 +172,24 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
                     run,
                     status=Run.Status.CANCELLED,
                     finished_at=now,
+                    waiting_for="",
                     dispatch_token=None,
                     error=f"{reason}; cancelled as requested, not run again",
                 )
                 cancelled += 1
             elif run.attempts < settings.RUN_MAX_ATTEMPTS:
-                _update(run, error=f"{reason}; requeued", status=Run.Status.FAILED)
+                _update(run, error=f"{reason}; requeued", status=Run.Status.FAILED, waiting_for="")
                 requeue.append(run.pk)
             else:
                 _update(
                     run,
                     status=Run.Status.FAILED,
                     finished_at=now,
+                    waiting_for="",
                     error=f"{reason}; gave up after {run.attempts} attempts",
                 )
                 failed += 1
+    holding.sweep()
     counts = {"requeued": 0, "failed": failed, "cancelled": cancelled, "redispatched": 0}
     for key, ids in (("requeued", requeue), ("redispatched", _lost_messages(now))):
         # The broker may be down: what could not be sent stays queued, and a later sweep

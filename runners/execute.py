@@ -40,7 +40,7 @@ from django.utils import timezone
 
 from experiments.models import Run, Worker
 from experiments.results import MAX_OUTPUT_BYTES, parse_stored, record_launch
-from runners import nodeconfig, nodepolicy
+from runners import holding, nodeconfig, nodepolicy
 from runners.launch import LaunchError, LaunchSpec
 from runners.tools import get_adapter
 from runners.tools.base import Command, ParamError
@@ -101,6 +101,7 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         run.error = ""
         run.parse_error = ""
         run.exit_code = None
+        run.waiting_for = ""
         run.save()
         return run
 
@@ -239,6 +240,8 @@ def execute(run_id: int, token: str, worker: str) -> str:
     """Run one benchmark run to its end; returns the final status (or "stale").
     (Celery's Django fix-up closes stale database connections around each task.)
 
+    Before anything touches a node, the run holds every node it uses (``runners.holding``),
+    waiting while another run holds one of them; they are freed when the attempt ends.
     The run works in a fresh directory of its own inside its benchmark directory (refused,
     before anything is created or started, when this node's BEEWEB_NODE_DIRS does not
     contain it) and a scratch directory under RUN_DIR; both are removed afterwards, and
@@ -247,10 +250,53 @@ def execute(run_id: int, token: str, worker: str) -> str:
     if run is None:
         return "stale"
     try:
+        stopped = _hold(run)
+        if stopped is not None:
+            _finish(run, *stopped)
+            return run.status
+        _attempt(run, worker)
+        return run.status
+    finally:
+        holding.release(run)
+
+
+def _hold(run: Run) -> tuple[str, str, int | None, str] | None:
+    """Wait until the run holds all its nodes (None), writing heartbeats and why it waits;
+    the outcome when it is cancelled or deleted meanwhile. ``started_at`` becomes the moment
+    the nodes are held: the time before it is waiting, not running."""
+    names = holding.nodes_for(run)
+    last_write = time.monotonic()
+    while True:
+        held, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
+        if held:
+            now = timezone.now()
+            _update(run, waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
+            return None
+        tick = time.monotonic()
+        if tick - last_write >= settings.RUN_PROGRESS_SECONDS:
+            last_write = tick
+            now = timezone.now()
+            if not _update(run, heartbeat_at=now):
+                return Run.Status.CANCELLED, "", None, "the run was deleted while it waited"
+            Worker.objects.filter(name=run.worker).update(last_seen=now)
+        if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+            _update(run, waiting_for="")
+            return (
+                Run.Status.CANCELLED,
+                "",
+                None,
+                f"cancelled while it waited for its nodes ({why})",
+            )
+        time.sleep(holding.POLL_SECONDS)
+
+
+def _attempt(run: Run, worker: str) -> None:
+    """The attempt once the run holds its nodes: its directories, the tool, the outcome."""
+    try:
         workdir = _run_dir(run, worker)
     except Refused as exc:
         _finish(run, Run.Status.FAILED, "", None, str(exc))
-        return run.status
+        return
     created = [workdir]
     try:
         scratch = Path(settings.RUN_DIR) / workdir.name
@@ -267,7 +313,6 @@ def execute(run_id: int, token: str, worker: str) -> str:
     finally:
         _remove_beating(run, created)
     _finish(run, *outcome)
-    return run.status
 
 
 def _remove_beating(run: Run, paths: list[Path]) -> None:

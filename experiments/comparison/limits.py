@@ -50,6 +50,7 @@ def annotate(ctx, point: Point, row: dict, m: MetricInfo, configs: list[dict]) -
         point.testbed = ctx.testbeds[row["tb_lo"]].name
     elif not single_testbed:
         point.testbed = "(several)"
+    independent_storage_flag(ctx, point, configs)
     op = LIMIT_OPS.get(m.name)
     if op is None:
         working_set_flag(ctx, point, m, configs)
@@ -83,6 +84,23 @@ def annotate(ctx, point: Point, row: dict, m: MetricInfo, configs: list[dict]) -
                 "likely a cache effect"
             )
     working_set_flag(ctx, point, m, configs)
+
+
+def independent_storage_flag(ctx, point: Point, configs: list[dict]) -> None:
+    """Runs on a testbed with independent storage held only their own nodes, not its storage
+    and metadata servers (runners.holding): say so."""
+    names = sorted(
+        {
+            tb.name
+            for c in configs
+            if (tb := ctx.testbeds.get(c["run__testbed_id"])) is not None and tb.independent_storage
+        }
+    )
+    if names:
+        point.flags.append(
+            f"testbed {', '.join(names)} declares independent storage: its runs held only "
+            "their own nodes, and other runs may have used its storage servers meanwhile"
+        )
 
 
 def working_set_flag(ctx, point: Point, m: MetricInfo, configs: list[dict]) -> None:

@@ -15,7 +15,7 @@ from experiments.models.inventory import (
 )
 from experiments.models.matrices import LaunchMode, Matrix
 from experiments.models.reports import Report, ShareLink
-from experiments.models.runs import Metric, Run
+from experiments.models.runs import Metric, NodeLease, Run
 from experiments.models.tuning import TuningParameter, TuningRevision, TuningSet
 from experiments.models.workers import Worker
 
@@ -29,6 +29,7 @@ __all__ = [
     "Metric",
     "Nic",
     "Node",
+    "NodeLease",
     "OwnedModel",
     "PublishedModel",
     "Report",

@@ -228,6 +228,12 @@ class Testbed(OwnedModel, PublishedModel):
         validators=[validate_work_path],
         help_text="Directory on the BeeGFS mount where benchmarks may write.",
     )
+    independent_storage = models.BooleanField(
+        default=False,
+        help_text="Runs on different nodes do not share disks (e.g. independent local disks): "
+        "a run holds only its launcher, clients and target node, not the storage and "
+        "metadata servers. Comparisons say so for its points.",
+    )
     operators = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,

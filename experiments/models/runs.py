@@ -115,6 +115,14 @@ class Run(OwnedModel, PublishedModel):
         default=dict, blank=True, help_text="Configuration read from the node before the run."
     )
     queued_at = models.DateTimeField(null=True, blank=True)
+    # Exclusive use of nodes (runners.holding): the hostnames the run holds (or waits for)
+    # before its tool starts, and, while it waits, which of them are busy and with what run.
+    nodes_held = models.JSONField(
+        default=list, blank=True, help_text="Nodes the run holds exclusively while it runs."
+    )
+    waiting_for = models.TextField(
+        blank=True, help_text="While the run waits for its nodes: which, and who holds them."
+    )
     # Idempotency key of a pushed/bulk-ingested run, chosen by the client (a file's hash, a
     # job id): ingesting the same key twice returns the existing run instead of a copy.
     client_key = models.CharField(
@@ -162,6 +170,23 @@ class Run(OwnedModel, PublishedModel):
 
     def get_absolute_url(self) -> str:
         return reverse("experiments:run", args=[self.uuid])
+
+
+class NodeLease(models.Model):
+    """One node held exclusively by one attempt of a running run (runners.holding). A lease
+    whose run is no longer running, is in another attempt or stopped sending heartbeats
+    counts as free."""
+
+    hostname = models.CharField(max_length=253, unique=True)
+    node = models.ForeignKey(
+        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="leases")
+    attempt = models.PositiveSmallIntegerField()
+    acquired_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.hostname} held by run {self.run_id}"
 
 
 # The data source of a run that is not from a published study: the ``source`` dimension's
