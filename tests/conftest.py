@@ -28,6 +28,21 @@ def _fast_password_hasher():
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _plain_static_storage():
+    """Tests render {% static %} without running collectstatic: plain names, no manifest (the
+    live server serves them from the finders). tests/browser/test_first_chart.py checks the
+    production setup: collectstatic, then gunicorn with WhiteNoise."""
+    from django.test import override_settings
+
+    storages = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    with override_settings(STORAGES=storages):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fresh_api_throttles():
     """Every test starts with empty API throttle counters (they live in Django's cache)."""
