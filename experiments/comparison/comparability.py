@@ -173,7 +173,6 @@ def differences(ctx, spec: ComparisonSpec, result: ComparisonResult) -> list[Dif
         seen.add(key)
         for attr, value in facts(ctx, c).items():
             per_series[label][attr].add(value)
-    keys = {label: key for key, label in result.series}
     bases = [label for key, label in result.series if key == spec.baseline] or [result.series[0][1]]
     out = []
     for _key, label in result.series:
@@ -181,8 +180,7 @@ def differences(ctx, spec: ComparisonSpec, result: ComparisonResult) -> list[Dif
             continue
         options = [_rows(per_series.get(label, {}), per_series.get(b, {})) for b in bases]
         rows, base = min(zip(options, bases, strict=True), key=lambda t: len(t[0]))
-        if keys.get(label) is not None:
-            out.append(Difference(series=label, baseline=base, rows=rows))
+        out.append(Difference(series=label, baseline=base, rows=rows))
     return out
 
 
@@ -472,12 +470,10 @@ def label_variants(points: list[Point], exempt: set[str] = frozenset(), lines: b
 
 
 def _variant_text(key: str, value: str | None) -> str:
-    if key in ("tool", "hardware"):
+    if key in ("tool", "hardware", "source"):
         return value or NOT_STATED
     if key == "target":
         return value or WHOLE_TESTBED
-    if key == "source":
-        return value or NOT_STATED
     return f"{attribute_name(key)} {shown(key, value)}"
 
 
@@ -523,7 +519,7 @@ def peaks(points: list[Point], spec: ComparisonSpec, higher_is_better: dict[str,
         best.sweep = sorted(swept | (CONCURRENCY & set(best.attributes)))
         where = [
             f"{attribute_name(k)} {shown(k, best.attributes.get(k))}"
-            for k in sorted(swept | (CONCURRENCY & set(best.attributes)))
+            for k in best.sweep
             if k not in (spec.x, spec.y)
         ]
         if sweep_axis(spec.x) and best.x:

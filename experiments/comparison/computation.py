@@ -153,10 +153,7 @@ def _merge(rows: list[dict]) -> dict:
     which needs the values: ``median`` is None then)."""
     if len(rows) == 1:
         return rows[0]
-    rows = [r for r in rows if r["n"]]
-    n = sum(r["n"] for r in rows)
-    if not n:
-        return {**rows[0], "n": 0} if rows else {"n": 0}
+    n = sum(r["n"] for r in rows)  # every row holds runs: compute() keeps only those
     merged = dict(rows[0])
     weighted = lambda key: sum(r[key] * r["n"] for r in rows) / n  # noqa: E731
     merged.update(
@@ -325,6 +322,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     # configurations (one bounded query, only when needed).
     reps = _repetitions(spec, qs, {**groups, **configuration}, value, pools, result)
     points: list[Point] = []
+    behind: dict[int, tuple[_Pool, dict]] = {}  # id(point) -> its pool and merged row
     for pool in pools:
         row = _merge(pool.rows)
         m = info[row["name"]]
@@ -362,21 +360,22 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
             point.flags.append(f"noisy: CV {cv * 100:.1f}% > {NOISY_CV * 100:.0f}%")
         sources(point, row)
         points.append(point)
-        context.pools[id(point)] = (pool, row)
+        behind[id(point)] = (pool, row)
     if spec.stat == "peak":
         points = comparability.peaks(
             points, spec, {m.name: m.higher_is_better for m in info.values()}
         )
     lines = spec.chart == "line" and spec.x.startswith("param:") and spec.stat == "mean"
     comparability.label_variants(points, comparability.exempt_within(spec), lines)
+    drawn: dict[int, list[float]] = {}  # id(point) -> its runs' values, display units
     for point in points:
-        pool, row = context.pools[id(point)]
+        pool, row = behind[id(point)]
         for config in pool.configs:
             config["label"] = point.series
         annotate(context, point, row, info[point.metric], pool.configs)
-        if reps and spec.reps:
-            point_reps = reps.get(id(pool), [])
-            context.repetitions[id(point)] = [v / info[point.metric].divisor for v in point_reps]
+        if spec.reps:
+            divisor = info[point.metric].divisor
+            drawn[id(point)] = [v / divisor for v in reps.get(id(pool), [])]
     points.sort(key=lambda p: (p.metric, p.series, sort_key(p.x), sort_key(p.y)))
     # Order the table by the metrics' order in the spec.
     order = {name: i for i, name in enumerate(spec.metrics)}
@@ -409,7 +408,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     result.charts = chart_figures(
         result,
         spec,
-        {id(p): context.repetitions.get(id(p), []) for p in points} if spec.reps else {},
+        drawn,
         testbeds={m: context.testbed_names(m, result.points) for m in spec.metrics},
         testbed_names={str(tb.uuid): tb.name for tb in context.testbeds.values()},
     )
@@ -435,8 +434,7 @@ def _repetitions(
         return {}
     out: dict[int, list[float]] = defaultdict(list)
     for row in values:
-        config = _config({**row, "n": 1})
-        key = owner.get(_config_key(config))
+        key = owner.get(_config_key(_config(row)))
         if key is not None:
             out[key].append(row["_v"])
     return out

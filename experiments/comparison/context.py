@@ -34,8 +34,7 @@ class Context:
     tunings: dict[int, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     measured: dict[int, Any] = field(default_factory=dict)  # limits.measured_links
-    pools: dict[int, Any] = field(default_factory=dict)  # id(point) -> (pool, merged row)
-    repetitions: dict[int, list[float]] = field(default_factory=dict)  # id(point) -> values
+    machines: dict[int, str] = field(default_factory=dict)  # testbed id -> hardware()
 
     @classmethod
     def load(cls, rows: list[dict]) -> Context:
@@ -85,16 +84,15 @@ class Context:
         """The machines of a testbed as a comparison tells them apart: storage servers (count,
         architecture, CPU, cores, memory, drives, network) and clients (count, memory), by
         what they are, not by their profiles' names."""
-        key = ("hardware", testbed_id)
-        if key not in self.limits:
+        if testbed_id not in self.machines:
             members = self.members.get(testbed_id, [])
             servers = sorted(_machine(m.node.profile) for m in members if m.storage)
             clients = sorted(f"{m.node.profile.memory_gib or '?'} GiB" for m in members if m.client)
-            parts = [f"{len(servers)} servers: " + " + ".join(sorted(set(servers))) or "?"]
+            parts = [f"{len(servers)} servers: " + " + ".join(sorted(set(servers)))]
             if clients:
                 parts.append(f"{len(clients)} clients ({', '.join(sorted(set(clients)))})")
-            self.limits[key] = "; ".join(parts)
-        return self.limits[key]
+            self.machines[testbed_id] = "; ".join(parts)
+        return self.machines[testbed_id]
 
     def client_memory(self, testbed_id: int, params: dict) -> float | None:
         clients = [m for m in self.members.get(testbed_id, []) if m.client]
