@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from experiments.models import Run, Worker
 from runners import holding
+from runners.execute import update_run
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +28,6 @@ def _execute_task():
     from celery import current_app
 
     return current_app.tasks["runners.execute_run"]
-
-
-def _update(run: Run, **fields: Any) -> int:
-    """Write fields of the run; 0 when its row no longer exists (deleted meanwhile)."""
-    fields.setdefault("updated", timezone.now())
-    return Run.objects.filter(pk=run.pk).update(**fields)
 
 
 class BrokerUnavailable(RuntimeError):
@@ -168,7 +163,7 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
             else:
                 reason = f"worker {run.worker} restarted during attempt {run.attempts}"
             if run.cancel_requested:
-                _update(
+                update_run(
                     run,
                     status=Run.Status.CANCELLED,
                     finished_at=now,
@@ -178,10 +173,12 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
                 )
                 cancelled += 1
             elif run.attempts < settings.RUN_MAX_ATTEMPTS:
-                _update(run, error=f"{reason}; requeued", status=Run.Status.FAILED, waiting_for="")
+                update_run(
+                    run, error=f"{reason}; requeued", status=Run.Status.FAILED, waiting_for=""
+                )
                 requeue.append(run.pk)
             else:
-                _update(
+                update_run(
                     run,
                     status=Run.Status.FAILED,
                     finished_at=now,

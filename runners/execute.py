@@ -106,7 +106,7 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         return run
 
 
-def _update(run: Run, **fields: Any) -> int:
+def update_run(run: Run, **fields: Any) -> int:
     """Write fields of the run; 0 when its row no longer exists (deleted meanwhile)."""
     fields.setdefault("updated", timezone.now())
     count = Run.objects.filter(pk=run.pk).update(**fields)
@@ -118,7 +118,7 @@ def _update(run: Run, **fields: Any) -> int:
 def _finish(run: Run, status: str, output: str, exit_code: int | None, error: str) -> None:
     """Store the outcome: raw output first (the run still shows as running), then the parsed
     metrics, then the final status. Nothing when the run was deleted meanwhile."""
-    if not _update(
+    if not update_run(
         run,
         raw_output=output[-MAX_OUTPUT_BYTES:],
         exit_code=exit_code,
@@ -138,7 +138,7 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
     if status == Run.Status.SUCCEEDED and run.parse_error:
         status = Run.Status.FAILED
         error = f"the output could not be parsed: {run.parse_error}"
-    _update(run, status=status, error=error)
+    update_run(run, status=status, error=error)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -270,17 +270,17 @@ def _hold(run: Run) -> tuple[str, str, int | None, str] | None:
         held, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
         if held:
             now = timezone.now()
-            _update(run, waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
+            update_run(run, waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
             return None
         tick = time.monotonic()
         if tick - last_write >= settings.RUN_PROGRESS_SECONDS:
             last_write = tick
             now = timezone.now()
-            if not _update(run, heartbeat_at=now):
+            if not update_run(run, heartbeat_at=now):
                 return Run.Status.CANCELLED, "", None, "the run was deleted while it waited"
             Worker.objects.filter(name=run.worker).update(last_seen=now)
         if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-            _update(run, waiting_for="")
+            update_run(run, waiting_for="")
             return (
                 Run.Status.CANCELLED,
                 "",
@@ -324,7 +324,7 @@ def _remove_beating(run: Run, paths: list[Path]) -> None:
     while remover.is_alive():
         remover.join(settings.RUN_PROGRESS_SECONDS)
         if remover.is_alive():
-            _update(run, heartbeat_at=timezone.now())
+            update_run(run, heartbeat_at=timezone.now())
 
 
 def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | None, str]:
@@ -355,7 +355,7 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
             _tuning_for(run, spec), ctx.workdir, allowed
         )
     launch = record_launch(launch, run.params, command.parse_options)
-    _update(
+    update_run(
         run,
         argv=command.argv,
         command=" ".join(command.argv),
@@ -368,7 +368,7 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
     finally:
         if applied:
             nodeconfig.restore_tuning(applied)
-            _update(run, effective_config=config)
+            update_run(run, effective_config=config)
 
 
 def _run_steps(
@@ -389,12 +389,12 @@ def _run_steps(
         config.setdefault("prepare", []).append(
             {"argv": argv, "exit_code": exit_code, "output": output[-HISTORY_BYTES:]}
         )
-        _update(run, effective_config=config)
+        update_run(run, effective_config=config)
         if status != Run.Status.SUCCEEDED:
             return status, "", exit_code, f"preparation step {' '.join(argv)}: {error}"
     if spec.drop_caches:
         config["drop_caches"] = nodeconfig.drop_caches()
-        _update(run, effective_config=config)
+        update_run(run, effective_config=config)
     status, output, exit_code, error = _supervise(run, command, ctx.scratch, timeout_s, deadline)
     if command.output_file and Path(command.output_file).exists():
         # The tool's result file is what parses; the console output stays in history.
@@ -439,7 +439,7 @@ def _supervise(
             )
         except OSError as exc:
             return Run.Status.FAILED, "", None, f"could not start {command.argv[0]}: {exc}"
-    _update(run, pid=proc.pid)
+    update_run(run, pid=proc.pid)
     last_write = 0.0
     last_size = -1
     reason = ""
@@ -460,7 +460,7 @@ def _supervise(
                 if size != last_size:
                     last_size = size
                     fields["raw_output"] = _read(log_path)
-            alive = _update(run, **fields)
+            alive = update_run(run, **fields)
             # A solo-pool worker's own heartbeat timer waits while the task runs.
             Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
             if not alive:
