@@ -190,6 +190,14 @@ class OperatorForm(forms.Form):
         return f"The {what} no longer operates {self.testbed}."
 
 
+def node_choice_label(node: Node) -> str:
+    """A node as a choice: host names repeat across owners (a published node and one's own
+    node of the same machine), so the owner tells them apart."""
+    if node.published:
+        return f"{node.hostname} (published)"
+    return f"{node.hostname} ({node.owner.username if node.owner else 'no owner'})"
+
+
 class TestbedNodeForm(forms.ModelForm):
     class Meta:
         model = TestbedNode
@@ -208,6 +216,7 @@ class TestbedNodeForm(forms.ModelForm):
         self.parent = parent
         self.user = user
         self.fields["node"].queryset = visible(Node, user).select_related("profile", "owner")
+        self.fields["node"].label_from_instance = node_choice_label
         self.fields["node"].help_text = "Your own nodes, or a node its owner shares."
 
     def clean_node(self):
@@ -223,12 +232,10 @@ class TestbedNodeForm(forms.ModelForm):
         if not any(data.get(role) for role in TestbedNode.ROLES):
             raise forms.ValidationError("Give the node at least one role.")
         node = data.get("node")
-        if (
-            node
-            and self.parent
-            and self.parent.members.filter(node=node).exclude(pk=self.instance.pk).exists()
-        ):
-            self.add_error("node", "This node is already in the testbed; edit its roles instead.")
+        if node and self.parent:
+            problem = self.parent.member_clash(node, exclude_pk=self.instance.pk)
+            if problem:
+                self.add_error("node", problem)
         return data
 
 

@@ -515,15 +515,25 @@ def cell_key(
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
-def cells(matrix: Matrix) -> list[Cell]:
-    """Every cell of the matrix in a stable order, excluded ones marked."""
+def cells(
+    matrix: Matrix,
+    testbeds: list[Testbed] | None = None,
+    tuning_sets: list[TuningSet] | None = None,
+) -> list[Cell]:
+    """Every cell of the matrix in a stable order, excluded ones marked. ``testbeds`` and
+    ``tuning_sets`` stand for the matrix's own when it is not saved yet (the check on save,
+    :func:`cell_problems`)."""
     axes = normalise_axes(matrix.axes)
     if not isinstance(matrix.fixed_params, dict):
         raise MatrixError("params", "must be a mapping of parameter to value")
+    if testbeds is None:
+        testbed_rows = matrix.testbeds.all()
+    else:
+        testbed_rows = Testbed.objects.filter(pk__in=[t.pk for t in testbeds])
     # Members (ordered by hostname: the first client launches) and targets are read once per
     # testbed here; facts, launcher and hosts of every cell use them.
     testbeds = list(
-        matrix.testbeds.order_by("name", "id").prefetch_related(
+        testbed_rows.order_by("name", "id").prefetch_related(
             Prefetch(
                 "members",
                 queryset=TestbedNode.objects.select_related("node__profile").order_by(
@@ -535,7 +545,11 @@ def cells(matrix: Matrix) -> list[Cell]:
     )
     if not testbeds:
         raise MatrixError("testbeds", "choose at least one testbed")
-    tunings: list[TuningSet | None] = list(matrix.tuning_sets.order_by("name", "id")) or [None]
+    if tuning_sets is None:
+        tuning_rows = matrix.tuning_sets.all()
+    else:
+        tuning_rows = TuningSet.objects.filter(pk__in=[t.pk for t in tuning_sets])
+    tunings: list[TuningSet | None] = list(tuning_rows.order_by("name", "id")) or [None]
     names = [axis["param"] for axis in axes]
     value_lists = [axis_values(axis) for axis in axes]
     check_cell_count(len(testbeds) * len(tunings) * math.prod(map(len, value_lists)))
@@ -840,6 +854,70 @@ def plan(matrix: Matrix) -> Plan:
             or by_testbed.get(cell.testbed.pk)
         )
     return Plan(matrix, planned)
+
+
+# Parameters of the launch context rather than of the tool: a testbed without clients or
+# benchmark directory is the testbed's to fix (the preview says so and Launch waits), not a
+# reason to refuse the matrix.
+CONTEXT_PARAMS = frozenset(
+    {"context", "workdir", "scratch", "hosts", "mode", "tasks_per_node", "mpirun"}
+)
+MAX_LISTED_PROBLEMS = 20
+CHECK_WORKDIR = "/beeweb-check"  # stands for a testbed's missing benchmark directory
+
+
+def cell_problems(
+    matrix: Matrix, testbeds: list[Testbed], tuning_sets: list[TuningSet]
+) -> dict[str, list[str]]:
+    """What :func:`plan` would find wrong with a definition, before it is saved: cells that
+    cannot be formed (a target axis naming no target of a testbed, too many runs after the
+    rules) and every cell whose command the tool adapter refuses (``bs`` larger than
+    ``size``, ``time_based`` without ``runtime``, ...). Errors by field ("axes", "cells"),
+    each cell's problem named with the cell; the same problem of several cells is said once
+    with the cells it concerns, and the list stops at MAX_LISTED_PROBLEMS ("and N more")."""
+    try:
+        adapter = get_adapter(matrix.tool)
+    except ParamError as exc:
+        return {"tool": [exc.message]}
+    try:
+        all_cells = cells(matrix, testbeds, tuning_sets)
+    except MatrixError as exc:
+        return {exc.field if exc.field != "params" else "fixed_params": [exc.message]}
+    several = len(testbeds) > 1 or len(tuning_sets) > 1
+    by_problem: dict[str, list[str]] = {}
+    for cell in all_cells:
+        if cell.excluded_by:
+            continue
+        launcher, clients = launcher_and_hosts(cell.testbed, cell.target)
+        try:
+            workdir = workdir_for(cell.testbed, cell.target)
+        except MatrixError:
+            workdir = CHECK_WORKDIR
+        spec = LaunchSpec(
+            workdir=f"{workdir}/{PREVIEW_RUN_DIR}",
+            launcher=launcher.hostname if launcher else "",
+            mode=matrix.launch_mode,
+            hosts=tuple(map(_host, clients)),
+            tasks_per_node=matrix.tasks_per_node,
+        )
+        try:
+            adapter.build(cell.tool_params, spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR))
+        except ParamError as exc:
+            if exc.param in CONTEXT_PARAMS:
+                continue
+            where = cell.label
+            if several:
+                tuning = f", tuning {cell.tuning_set}" if cell.tuning_set else ""
+                where = f"{where} (testbed {cell.testbed.name}{tuning})"
+            by_problem.setdefault(str(exc), []).append(where)
+    problems = []
+    for problem, where in by_problem.items():
+        shown = "; ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+        problems.append(f"{'cell' if len(where) == 1 else 'cells'} {shown}: {problem}")
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        rest = len(problems) - MAX_LISTED_PROBLEMS
+        problems = problems[:MAX_LISTED_PROBLEMS] + [f"and {rest} more problems"]
+    return {"cells": problems} if problems else {}
 
 
 def _tool_estimate(params: dict[str, Any]) -> float | None:

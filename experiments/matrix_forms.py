@@ -18,6 +18,8 @@ _RANGE_RE = re.compile(
     r"^(pow2|linear)\(\s*(\d+)\s*(?:\.\.|,)\s*(\d+)\s*(?:(?:,|step)\s*(\d+)\s*)?\)$"
 )
 
+_RANGE_START_RE = re.compile(r"^(pow2|linear)\(", re.IGNORECASE)
+
 
 def scalar(text: str) -> Any:
     """A value as typed: whole numbers become ints, true/false booleans, the rest text."""
@@ -29,17 +31,20 @@ def scalar(text: str) -> Any:
     return text
 
 
-def parse_lines(text: str) -> list[tuple[str, str]]:
-    pairs = []
+def parse_lines(text: str) -> tuple[list[tuple[int, str, str]], list[str]]:
+    """(line number, name, value) of each ``name = value`` line, and a message for every
+    line that is not one (all of them, not the first only)."""
+    triples, errors = [], []
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         key, sep, value = line.partition("=")
         if not sep or not key.strip():
-            raise forms.ValidationError(f"line {number}: expected 'name = value', got {line!r}")
-        pairs.append((key.strip(), value.strip()))
-    return pairs
+            errors.append(f"line {number}: expected 'name = value', got {line[:80]!r}")
+            continue
+        triples.append((number, key.strip(), value.strip()))
+    return triples, errors
 
 
 def format_params(params: dict[str, Any]) -> str:
@@ -123,6 +128,8 @@ class MatrixForm(forms.ModelForm):
         self.fields["tool"].choices = [(name, name) for name in sorted(ADAPTERS)]
         self.fields["testbeds"].queryset = Testbed.objects.order_by("-published", "name")
         self.user = user
+        # What the text boxes held that did parse, when a line of theirs did not.
+        self._parsed: dict[str, Any] = {}
         if user is not None:
             # Offered: the testbeds the user operates (and those the matrix names already);
             # another one posted gets clean_testbeds' message, not "not a valid choice".
@@ -150,12 +157,30 @@ class MatrixForm(forms.ModelForm):
         return testbeds
 
     def clean_params_text(self) -> dict[str, Any]:
-        return {key: scalar(value) for key, value in parse_lines(self.cleaned_data["params_text"])}
+        params: dict[str, Any] = {}
+        triples, errors = parse_lines(self.cleaned_data["params_text"])
+        for number, key, value in triples:
+            if key in params:
+                errors.append(f"line {number}: {key} is given twice")
+            params[key] = scalar(value)
+        if errors:
+            self._parsed["params_text"] = params
+            raise forms.ValidationError(errors)
+        return params
 
     def clean_axes_text(self) -> list[dict[str, Any]]:
         axes = []
-        for key, value in parse_lines(self.cleaned_data["axes_text"]):
-            match = _RANGE_RE.match(value.replace(" ", ""))
+        triples, errors = parse_lines(self.cleaned_data["axes_text"])
+        for number, key, value in triples:
+            compact = value.replace(" ", "")
+            match = _RANGE_RE.match(compact)
+            if not match and _RANGE_START_RE.match(compact):
+                # "pow2(1.." is a range cut short, not a value named "pow2(1..".
+                errors.append(
+                    f"line {number}: {key}: {value!r} is not a range; write pow2(1..64) "
+                    "or linear(4..16, 4)"
+                )
+                continue
             if match:
                 scale, start, stop, step = match.groups()
                 spec = {"start": int(start), "stop": int(stop), "scale": scale}
@@ -165,6 +190,9 @@ class MatrixForm(forms.ModelForm):
             else:
                 values = [scalar(v) for v in value.split(",") if v.strip()]
                 axes.append({"param": key, "values": values})
+        if errors:
+            self._parsed["axes_text"] = axes
+            raise forms.ValidationError(errors)
         return axes
 
     def clean(self) -> dict[str, Any]:
@@ -176,23 +204,28 @@ class MatrixForm(forms.ModelForm):
             for line in (data.get("exclusions_text") or "").splitlines()
             if line.strip()
         ]
-        if "params_text" in self.errors or "axes_text" in self.errors:
-            return data  # the text itself did not parse; its error says why
+        # The lines of a text box that did parse are checked too, so that every problem of
+        # the form shows at once (a bad line does not hide a bad value on the next one).
         definition = {k: data[k] for k in self.Meta.fields if k in data}
         definition.update(
-            fixed_params=data["params_text"],
-            axes=data["axes_text"],
+            fixed_params=data.get("params_text", self._parsed.get("params_text", {})),
+            axes=data.get("axes_text", self._parsed.get("axes_text", [])),
             exclusions=data["exclusions"],
         )
         try:
-            clean = validate_matrix(definition)
+            clean = validate_matrix(definition, build_cells=not self.errors)
         except MatrixInvalid as exc:
             for field_name, messages in exc.renamed(FORM_FIELDS).items():
                 target = field_name if field_name in self.fields else None
-                if target in self.errors:
+                if target in self.errors and target not in self._parsed:
                     continue  # already explained by the field's own check
+                if target in self._parsed and any("is required" in m for m in messages):
+                    # A required parameter may sit on a line that did not parse.
+                    messages = [m for m in messages if "is required" not in m]
                 for message in messages:
                     self.add_error(target, message)
+            return data
+        if self.errors:
             return data
         data["name"] = clean["name"]
         data["description"] = clean["description"]

@@ -11,7 +11,9 @@ What is checked: the tool is known and can run in the launch mode; every fixed p
 every axis value passes the tool adapter's ``Param.clean``; tuning and target axes are well
 formed; axes, cells and runs stay within their bounds (BEEWEB_MATRIX_MAX_RUNS); exclusion
 rules parse and use known names within the evaluator's bounds; repetitions, tasks per node
-and timeout are in range; texts are bounded and free of control characters.
+and timeout are in range; texts are bounded and free of control characters. Then every cell's
+command is built as the preview builds it (``matrices.cell_problems``), so a matrix whose
+cells the tool refuses is not saved. Every problem is reported at once, not the first.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from django.conf import settings
 from experiments import matrices
 from experiments.input_checks import CONTROL_CHARS, CONTROL_CHARS_BUT_LINES
 from experiments.matrices import TARGET_AXIS, TUNING_PREFIX, MatrixError
-from experiments.models import LaunchMode
+from experiments.models import LaunchMode, Matrix
 from experiments.tuning_keys import SCOPE_NAMES
 from runners.tools import ADAPTERS
 from runners.tools.base import ParamError
@@ -37,6 +39,7 @@ MAX_PARAMS = 100
 MAX_TASKS_PER_NODE = 1024
 MAX_REPETITIONS = 100
 MAX_TIMEOUT_S = 7 * 24 * 3600
+MAX_BAD_VALUES = 5  # refused values of one axis listed one by one
 
 DEFAULTS: dict[str, Any] = {
     "name": "",
@@ -83,10 +86,11 @@ class _Errors(dict):
         self.setdefault(field_name, []).append(message)
 
 
-def validate_matrix(data: Mapping[str, Any]) -> dict[str, Any]:
+def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dict[str, Any]:
     """The cleaned definition (model field names; missing fields take their defaults), or
     MatrixInvalid listing every problem by field. ``testbeds`` and ``tuning_sets`` are
-    sequences of already resolved objects (only their number matters here)."""
+    sequences of already resolved objects. ``build_cells=False`` skips building the cells'
+    commands (the caller already knows of problems that would make them misleading)."""
     data = {**DEFAULTS, **{k: v for k, v in data.items() if k in DEFAULTS}}
     errors = _Errors()
     clean: dict[str, Any] = {}
@@ -150,11 +154,11 @@ def validate_matrix(data: Mapping[str, Any]) -> dict[str, Any]:
             if message:
                 errors.add("axes", message)
                 continue
-            for value in values:
-                message = _check_value(adapter, name, value)
-                if message:
-                    errors.add("axes", message)
-                    break
+            bad = [m for m in (_check_value(adapter, name, v) for v in values) if m]
+            for message in bad[:MAX_BAD_VALUES]:
+                errors.add("axes", message)
+            if len(bad) > MAX_BAD_VALUES:
+                errors.add("axes", f"{name}: and {len(bad) - MAX_BAD_VALUES} more values refused")
     clean["axes"] = axes
 
     if adapter is not None:
@@ -208,6 +212,15 @@ def validate_matrix(data: Mapping[str, Any]) -> dict[str, Any]:
                     f"{runs} runs exceed the limit of {settings.MATRIX_MAX_RUNS} "
                     "(BEEWEB_MATRIX_MAX_RUNS)",
                 )
+
+    if build_cells and not errors and adapter is not None:
+        # Each cell's command as plan() builds it: the tool adapter's checks across
+        # parameters (bs larger than size, time_based without runtime) and target names
+        # refuse the matrix now, not in the preview after it was saved.
+        draft = Matrix(**{k: v for k, v in clean.items() if k not in ("testbeds", "tuning_sets")})
+        for field_name, messages in matrices.cell_problems(draft, testbeds, tunings).items():
+            for message in messages:
+                errors.add(field_name, message)
 
     if errors:
         raise MatrixInvalid(dict(errors))

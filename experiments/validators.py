@@ -1,5 +1,8 @@
 """Checks shared by the models, the forms, the API and the matrix expansion.
 
+They are model field validators, so the web forms (ModelForm runs them) and the API
+(ModelSerializer copies them onto its fields) give the same verdict with the same message.
+
 Where benchmarks may work on a node: a testbed's benchmark directory and a target's mount point
 are checked on the server (:func:`work_path_problem`), whatever the node's own confinement
 (``BEEWEB_NODE_DIRS``) says afterwards.
@@ -7,7 +10,9 @@ are checked on the server (:func:`work_path_problem`), whatever the node's own c
 
 from __future__ import annotations
 
+import ipaddress
 import posixpath
+import re
 import unicodedata
 
 from django.core.exceptions import ValidationError
@@ -87,3 +92,72 @@ def validate_work_path(value: str) -> None:
     problem = work_path_problem(value)
     if problem:
         raise ValidationError(problem, code="work_path")
+
+
+# --- Hostnames and addresses --------------------------------------------------------------
+# RFC 1123 host names: dot-separated labels of 1-63 letters, digits and hyphens, none starting
+# or ending with a hyphen, 253 characters in all. A node's hostname names its worker queue
+# (runners.launch.queue_for), its MPI host entry and its lease, so anything else ("bad host
+# name!", "node_1") would only fail later, on a worker or in mpirun.
+MAX_HOSTNAME = 253
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)\Z")
+
+
+def hostname_problem(name: str) -> str | None:
+    """Why ``name`` is not an RFC 1123 host name, or None when it is."""
+    if not isinstance(name, str) or not name:
+        return "give a host name"
+    if len(name) > MAX_HOSTNAME:
+        return f"{name[:40]!r}… is longer than {MAX_HOSTNAME} characters"
+    for label in name.split("."):
+        if not label:
+            return f"{name!r} has an empty label (two dots, or a dot at an end)"
+        if len(label) > 63:
+            return f"{name!r}: the label {label[:20]!r}… is longer than 63 characters"
+        if not _LABEL.match(label):
+            return (
+                f"{name!r} is not a host name: labels are letters, digits and hyphens "
+                "(no spaces, underscores or other signs), not starting or ending with a hyphen"
+            )
+    return None
+
+
+def validate_hostname(value: str) -> None:
+    """Django validator of :func:`hostname_problem` (``Node.hostname``)."""
+    problem = hostname_problem(value)
+    if problem:
+        raise ValidationError(problem, code="hostname")
+
+
+def validate_address(value: str) -> None:
+    """A node's address: an IPv4 or IPv6 address, or an RFC 1123 host name."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        problem = hostname_problem(value)
+        if problem:
+            raise ValidationError(
+                f"{value!r} is neither an IP address nor a host name", code="address"
+            ) from None
+
+
+# --- Bounds of datasheet numbers ----------------------------------------------------------
+# Empty means "not known"; a number given must make sense, because the limits
+# (experiments/limits.py) multiply them: a drive of -100 MB/s would lower a testbed's
+# ceiling, a profile of zero sockets would give it no cores.
+
+
+def validate_positive(value: float) -> None:
+    """Strictly above zero: bandwidths, IOPS, capacities and clocks of zero mean nothing."""
+    if value is not None and not value > 0:
+        raise ValidationError(f"must be greater than zero (got {value:g})", code="min_value")
+
+
+def validate_count(value: int) -> None:
+    """Counts (sockets, cores, drives, NICs, links) are at least one; leave it empty when
+    not known."""
+    if value is not None and value < 1:
+        raise ValidationError(
+            f"must be at least 1 (got {value}); leave it empty when not known",
+            code="min_value",
+        )

@@ -246,13 +246,9 @@ class TestbedNodeSerializer(serializers.ModelSerializer):
         node = data.get("node")
         _check_node_joins(self, testbed, node)
         if testbed is not None and node is not None:
-            clash = testbed.members.filter(node=node)
-            if self.instance is not None:
-                clash = clash.exclude(pk=self.instance.pk)
-            if clash.exists():
-                raise serializers.ValidationError(
-                    {"node": "This node is already in the testbed; edit its roles instead."}
-                )
+            problem = testbed.member_clash(node, exclude_pk=getattr(self.instance, "pk", None))
+            if problem:
+                raise serializers.ValidationError({"node": problem})
         return data
 
 

@@ -13,7 +13,13 @@ from experiments.models.common import (
     UUIDModel,
     published_key_constraint,
 )
-from experiments.validators import validate_work_path
+from experiments.validators import (
+    validate_address,
+    validate_count,
+    validate_hostname,
+    validate_positive,
+    validate_work_path,
+)
 
 
 class Architecture(models.TextChoices):
@@ -32,20 +38,30 @@ class HardwareProfile(OwnedModel, PublishedModel):
     model = models.CharField(max_length=120, blank=True)
     architecture = models.CharField(max_length=16, choices=Architecture.choices)
     cpu_model = models.CharField("CPU model", max_length=160, blank=True)
-    sockets = models.PositiveSmallIntegerField(null=True, blank=True)
-    cores_per_socket = models.PositiveSmallIntegerField(null=True, blank=True)
-    threads_per_core = models.PositiveSmallIntegerField(null=True, blank=True)
+    sockets = models.PositiveSmallIntegerField(null=True, blank=True, validators=[validate_count])
+    cores_per_socket = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[validate_count]
+    )
+    threads_per_core = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[validate_count]
+    )
     clock_ghz = models.FloatField(
         "clock (GHz)", null=True, blank=True, validators=[MinValueValidator(0.01)]
     )
-    numa_domains = models.PositiveSmallIntegerField("NUMA domains", null=True, blank=True)
-    memory_gib = models.FloatField(
-        "memory (GiB)", null=True, blank=True, validators=[MinValueValidator(0)]
+    numa_domains = models.PositiveSmallIntegerField(
+        "NUMA domains", null=True, blank=True, validators=[validate_count]
     )
-    memory_channels = models.PositiveSmallIntegerField(null=True, blank=True)
+    memory_gib = models.FloatField(
+        "memory (GiB)", null=True, blank=True, validators=[validate_positive]
+    )
+    memory_channels = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[validate_count]
+    )
     dimm_type = models.CharField("DIMM type", max_length=80, blank=True)
     raid_controller = models.CharField("RAID controller", max_length=160, blank=True)
-    tdp_watts = models.PositiveIntegerField("TDP (W)", null=True, blank=True)
+    tdp_watts = models.PositiveIntegerField(
+        "TDP (W)", null=True, blank=True, validators=[validate_count]
+    )
     notes = models.TextField(blank=True)
 
     class Meta:
@@ -92,7 +108,9 @@ class Drive(UUIDModel):
     kind = models.CharField(max_length=8, choices=DriveKind.choices)
     model = models.CharField(max_length=160, blank=True)
     count = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
-    capacity_gb = models.FloatField("capacity (GB)", null=True, blank=True)
+    capacity_gb = models.FloatField(
+        "capacity (GB)", null=True, blank=True, validators=[validate_positive]
+    )
     interface = models.CharField(max_length=8, choices=DriveInterface.choices, blank=True)
     pcie_gen = models.PositiveSmallIntegerField(
         "PCIe generation",
@@ -100,11 +118,21 @@ class Drive(UUIDModel):
         blank=True,
         validators=[MinValueValidator(1), MaxValueValidator(6)],
     )
-    pcie_lanes = models.PositiveSmallIntegerField("PCIe lanes", null=True, blank=True)
-    seq_read_mbps = models.FloatField("sequential read (MB/s)", null=True, blank=True)
-    seq_write_mbps = models.FloatField("sequential write (MB/s)", null=True, blank=True)
-    rand_read_iops = models.FloatField("random read IOPS", null=True, blank=True)
-    rand_write_iops = models.FloatField("random write IOPS", null=True, blank=True)
+    pcie_lanes = models.PositiveSmallIntegerField(
+        "PCIe lanes", null=True, blank=True, validators=[validate_count]
+    )
+    seq_read_mbps = models.FloatField(
+        "sequential read (MB/s)", null=True, blank=True, validators=[validate_positive]
+    )
+    seq_write_mbps = models.FloatField(
+        "sequential write (MB/s)", null=True, blank=True, validators=[validate_positive]
+    )
+    rand_read_iops = models.FloatField(
+        "random read IOPS", null=True, blank=True, validators=[validate_positive]
+    )
+    rand_write_iops = models.FloatField(
+        "random write IOPS", null=True, blank=True, validators=[validate_positive]
+    )
     purpose = models.CharField(max_length=10, choices=DrivePurpose.choices, default="data")
 
     class Meta:
@@ -163,9 +191,18 @@ class Nic(UUIDModel):
 class Node(OwnedModel, PublishedModel):
     """One machine of a hardware profile."""
 
-    hostname = models.CharField(max_length=253)
+    hostname = models.CharField(
+        max_length=253,
+        validators=[validate_hostname],
+        help_text="RFC 1123 host name: letters, digits, hyphens and dots (e.g. stor01.lab).",
+    )
     profile = models.ForeignKey(HardwareProfile, on_delete=models.PROTECT, related_name="nodes")
-    address = models.CharField(max_length=255, blank=True, help_text="IP address or DNS name.")
+    address = models.CharField(
+        max_length=255,
+        blank=True,
+        validators=[validate_address],
+        help_text="IP address or DNS name.",
+    )
     os = models.CharField("OS", max_length=120, blank=True)
     kernel = models.CharField(max_length=120, blank=True)
     notes = models.TextField(blank=True)
@@ -296,6 +333,25 @@ class Testbed(OwnedModel, PublishedModel):
             return True
         return bool(node.shared or (user is not None and user.is_staff))
 
+    def member_clash(self, node: Node, exclude_pk: int | None = None) -> str | None:
+        """Why ``node`` cannot be a member besides the present ones, or None: it is one
+        already, or another member has its host name (say a published node and one's own
+        node of the same machine). Runs find their launcher, MPI hosts and leases by host
+        name, so two members of one name would be one machine counted twice."""
+        others = self.members.select_related("node")
+        if exclude_pk is not None:
+            others = others.exclude(pk=exclude_pk)
+        for member in others:
+            if member.node_id == node.pk:
+                return "This node is already in the testbed; edit its roles instead."
+            if member.node.hostname.lower() == node.hostname.lower():
+                whose = "a published node" if member.node.published else "another node"
+                return (
+                    f"The testbed already has {whose} with the host name {node.hostname!r}; "
+                    "a testbed holds each host once (edit that member's roles instead)."
+                )
+        return None
+
     def node_refused(self, node: Node, user=None) -> str | None:
         """Why ``node`` may not join this testbed, or None."""
         if self.may_use_node(node, user):
@@ -323,6 +379,7 @@ class TestbedNode(UUIDModel):
     storage_links = models.PositiveSmallIntegerField(
         null=True,
         blank=True,
+        validators=[validate_count],
         help_text="Network links that carry storage traffic; empty means all ports of its NICs.",
     )
 
@@ -420,7 +477,9 @@ class Target(UUIDModel):
         help_text="Where the target is mounted on its node; local benchmarks of this target "
         "write below it.",
     )
-    capacity_gb = models.FloatField("capacity (GB)", null=True, blank=True)
+    capacity_gb = models.FloatField(
+        "capacity (GB)", null=True, blank=True, validators=[validate_positive]
+    )
     pool = models.ForeignKey(
         StoragePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="targets"
     )
