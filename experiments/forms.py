@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from experiments.importing import binary_problem
 from experiments.models import (
     Drive,
     HardwareProfile,
@@ -15,7 +16,7 @@ from experiments.models import (
     TestbedNode,
     TuningSet,
 )
-from experiments.tuning_keys import SCOPES, TuningValueError, format_conf, normalise, parse_conf
+from experiments.tuning_keys import SCOPES, check_conf, format_conf
 from experiments.validators import work_path_problem
 
 
@@ -363,25 +364,11 @@ class TuningSetForm(forms.ModelForm):
         unknown: list[str] = []
         for scope, _ in SCOPES:
             field = f"scope_{scope}"
-            try:
-                lines = parse_conf(data.get(field) or "")
-            except TuningValueError as exc:
-                self.add_error(field, str(exc))
-                continue
-            seen: set[str] = set()
-            for number, key, value in lines:
-                if key in seen:
-                    self.add_error(field, f"line {number}: {key} is given twice")
-                    continue
-                seen.add(key)
-                try:
-                    _, known = normalise(scope, key, value)
-                except TuningValueError as exc:
-                    self.add_error(field, f"line {number}: {exc}")
-                    continue
-                if not known:
-                    unknown.append(f"{scope}.{key}")
-                entries.append((scope, key, value))
+            found, unknown_keys, errors = check_conf(scope, data.get(field) or "")
+            for message in errors:
+                self.add_error(field, message)
+            unknown += [f"{scope}.{key}" for key in unknown_keys]
+            entries += [(scope, key, value) for key, value in found]
         self.entries = entries
         self.unknown_keys = unknown
         return data
@@ -401,27 +388,22 @@ class ConfImportForm(forms.Form):
         if upload:
             if upload.size > 1_000_000:
                 raise forms.ValidationError("The file is larger than 1 MB.")
+            raw = upload.read()
+            problem = binary_problem(raw)
+            if problem:
+                raise forms.ValidationError(f"{upload.name} {problem}.")
             try:
-                text = upload.read().decode("utf-8")
+                text = raw.decode("utf-8")
             except UnicodeDecodeError:
-                raise forms.ValidationError("The file is not UTF-8 text.") from None
+                raise forms.ValidationError(f"{upload.name} is not UTF-8 text.") from None
         if not text.strip():
             raise forms.ValidationError("Choose a file or paste its text.")
-        try:
-            lines = parse_conf(text)
-        except TuningValueError as exc:
-            raise forms.ValidationError(str(exc)) from None
-        errors = []
-        for number, key, value in lines:
-            try:
-                normalise(data["scope"], key, value)
-            except TuningValueError as exc:
-                errors.append(f"line {number}: {exc}")
-            except KeyError:
-                pass
+        if "scope" not in data:
+            return data  # the scope's own error says why
+        entries, _, errors = check_conf(data["scope"], text)
         if errors:
             raise forms.ValidationError(errors)
-        data["entries"] = [(key, value) for _, key, value in lines]
+        data["entries"] = entries
         return data
 
 
@@ -485,21 +467,28 @@ class ImportForm(forms.Form):
         return testbed
 
     def clean(self):
-        from experiments.importing import MAX_IMPORT_BYTES, item_problem
+        from experiments.importing import MAX_IMPORT_BYTES, binary_problem, item_problem
 
         data = super().clean()
         items: list[tuple[str, str]] = []
+        problems: list[str] = []
         for upload in data.get("files") or []:
             if upload.size > MAX_IMPORT_BYTES:
-                raise forms.ValidationError(f"{upload.name} is larger than 20 MiB.")
-            items.append((upload.name, upload.read().decode("utf-8", errors="replace")))
+                problems.append(f"{upload.name} is larger than 20 MiB.")
+                continue
+            raw = upload.read()
+            problem = binary_problem(raw)
+            if problem:
+                problems.append(f"{upload.name} {problem}.")
+                continue
+            items.append((upload.name, raw.decode("utf-8", errors="replace")))
         if (data.get("text") or "").strip():
             items.append((data.get("label") or "pasted output", data["text"]))
-        if not items:
+        if not items and not problems:
             raise forms.ValidationError("Choose output files or paste output.")
-        problems = [f"{name}: {p}" for name, text in items if (p := item_problem(name, text))]
+        problems += [f"{name}: {p}" for name, text in items if (p := item_problem(name, text))]
         if problems:
-            raise forms.ValidationError(problems)
+            raise forms.ValidationError(["Nothing was imported.", *problems])
         data["items"] = items
         return data
 
@@ -557,7 +546,12 @@ class TopologyImportForm(forms.Form):
             if upload.size > MAX_TOPOLOGY_BYTES:
                 self.add_error("files", f"{upload.name} is larger than 2 MiB.")
                 continue
-            text = upload.read().decode("utf-8", errors="replace")
+            raw = upload.read()
+            problem = binary_problem(raw)
+            if problem:
+                self.add_error("files", f"{upload.name} {problem}.")
+                continue
+            text = raw.decode("utf-8", errors="replace")
             items.append(("files", upload.name, text, data.get("files_node_type", "")))
         if not items and not self.errors:
             raise forms.ValidationError("Paste BeeGFS output or choose output files.")

@@ -3,6 +3,8 @@ checked, stored as a run with its raw text, then parsed through ``experiments.re
 
 from __future__ import annotations
 
+import re
+
 from experiments.input_checks import text_problem
 from experiments.models import Run
 from experiments.models.runs import Tool
@@ -17,10 +19,77 @@ from runners.parsers import ParseResult
 
 MAX_IMPORT_BYTES = MAX_OUTPUT_BYTES
 
+# Benchmark output is text. A file picked by mistake (a screenshot of the results, the
+# results as a PDF or an archive) would otherwise be stored as an "imported" run whose
+# output is hundreds of kilobytes of binary garbage; it is named by its first bytes and
+# refused, and anything else that is mostly not text is refused too.
+BINARY_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"\x1f\x8b", "gzip-compressed data"),
+    (b"PK\x03\x04", "a zip archive (or an office document)"),
+    (b"\xfd7zXZ\x00", "xz-compressed data"),
+    (b"(\xb5/\xfd", "zstd-compressed data"),
+    (b"BZh", "bzip2-compressed data"),
+    (b"\x7fELF", "an ELF executable"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+)
+# Characters that text output does not hold: C0 controls other than tab, line breaks, form
+# feed, backspace and escape (progress bars and colours use those), DEL, and U+FFFD (bytes
+# that were not UTF-8).
+_NOT_TEXT = re.compile("[\x00-\x07\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
+# A few such characters are tolerated (a stray byte in a log): at most this fraction.
+MAX_NOT_TEXT = 0.01
+
+
+def _binary_kind(head: str | bytes) -> str | None:
+    """What a known binary format the first bytes (or characters, read as Latin-1 or with
+    U+FFFD replacing undecodable bytes) announce, or None."""
+    if isinstance(head, str):
+        head = head[:32].encode("latin-1", "replace")
+    for magic, kind in BINARY_MAGIC:
+        if head.startswith(magic):
+            return kind
+        if magic[0] >= 0x80 and head.startswith(b"?" + magic[1:]):
+            return kind  # the first byte was not UTF-8 and became U+FFFD
+    return None
+
+
+def binary_problem(data: bytes) -> str | None:
+    """Why uploaded bytes are not benchmark output (a known binary format, NUL bytes, not
+    UTF-8 text), or None."""
+    kind = _binary_kind(data[:32])
+    if kind:
+        return f"is {kind}, not text output of a benchmark"
+    if b"\x00" in data:
+        return "holds NUL bytes: it is binary data, not text output of a benchmark"
+    return not_text_problem(data.decode("utf-8", errors="replace"))
+
+
+def not_text_problem(text: str) -> str | None:
+    """Why ``text`` is not benchmark output (it starts like a binary format, or more than
+    MAX_NOT_TEXT of its characters are control characters or undecodable bytes), or None."""
+    kind = _binary_kind(text)
+    if kind:
+        return f"is {kind}, not text output of a benchmark"
+    if not text:
+        return None
+    bad = len(_NOT_TEXT.findall(text))
+    if bad > max(1, MAX_NOT_TEXT * len(text)):
+        return (
+            f"is not text: {bad} of its {len(text)} characters are control characters or "
+            "bytes that are not UTF-8"
+        )
+    return None
+
 
 def item_problem(name: str, text: str) -> str | None:
     """Why one item of an import cannot be stored (too large, a NUL character or a lone
-    surrogate in its name or text), or None. Every item of an import is checked."""
+    surrogate in its name or text, not text at all), or None. Every item of an import is
+    checked."""
     chars = len(text)
     size = chars if chars > MAX_IMPORT_BYTES else len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_IMPORT_BYTES:
@@ -28,6 +97,9 @@ def item_problem(name: str, text: str) -> str | None:
     problem = text_problem(name)
     if problem:
         return f"the name {problem}"
+    problem = not_text_problem(text)
+    if problem:
+        return f"the output {problem}"
     problem = text_problem(text)
     return f"the output {problem}" if problem else None
 

@@ -213,6 +213,38 @@ def parse_conf(text: str) -> list[tuple[int, str, str]]:
     return entries
 
 
+def check_conf(scope: str, text: str) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """``key = value`` text of one scope checked line by line: (entries, unknown keys,
+    errors). Every bad line gets its message ("line 3: vm.dirty_ratio expects a whole
+    number, got 'x'"), so a form lists them all at once rather than the first."""
+    entries: list[tuple[str, str]] = []
+    unknown: list[str] = []
+    errors: list[str] = []
+    seen: set[str] = set()
+    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
+        stripped = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+        if not stripped:
+            continue
+        m = _CONF_LINE.match(stripped)
+        if not m:
+            errors.append(f"line {number}: expected 'key = value', got {line.strip()[:80]!r}")
+            continue
+        key, value = m.group(1), m.group(2)
+        if key in seen:
+            errors.append(f"line {number}: {key} is given twice")
+            continue
+        seen.add(key)
+        try:
+            _, known = normalise(scope, key, value)
+        except TuningValueError as exc:
+            errors.append(f"line {number}: {exc}")
+            continue
+        if not known:
+            unknown.append(key)
+        entries.append((key, value))
+    return entries, unknown, errors
+
+
 def format_conf(items: list[tuple[str, str]]) -> str:
     """Inverse of parse_conf: aligned ``key = value`` lines."""
     width = max((len(key) for key, _ in items), default=0)

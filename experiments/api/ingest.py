@@ -32,6 +32,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from experiments.importing import not_text_problem
 from experiments.input_checks import clean_text, json_problem, text_problem
 from experiments.models import Metric, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
@@ -255,6 +256,10 @@ def _validate(item: Item) -> dict[str, Any]:
         "started_at": _when(item, "started_at"),
         "finished_at": _when(item, "finished_at"),
     }
+    problem = not_text_problem(clean["raw_output"]) if clean["raw_output"] else None
+    if problem:
+        item.errors["raw_output"] = f"{problem}; nothing was stored"
+        clean["raw_output"] = ""
     if not clean["testbed"] and "testbed" not in item.errors:
         item.errors["testbed"] = "required: a testbed UUID or name"
     if clean["tool"] and clean["tool"] not in TOOLS:

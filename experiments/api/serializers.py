@@ -515,6 +515,26 @@ class MatrixSerializer(OwnedSerializer):
                     raise serializers.ValidationError(problem)
         return value
 
+    def to_internal_value(self, data):
+        """Field errors (``repetitions: 0``, an unknown testbed) stop DRF before
+        :meth:`validate`; the definition's other fields are checked too, so that one answer
+        lists every problem."""
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if self.partial or not isinstance(exc.detail, dict) or not hasattr(data, "get"):
+                raise
+            definition = {k: data[k] for k in FIELDS if k in data and k not in exc.detail}
+            # Only whether testbeds are given matters without building the cells.
+            definition["testbeds"] = list(data.get("testbeds") or [])
+            definition["tuning_sets"] = []
+            try:
+                validate_matrix(definition, build_cells=False)
+            except MatrixInvalid as more:
+                errors = {k: v for k, v in more.errors.items() if k not in exc.detail}
+                raise serializers.ValidationError({**errors, **exc.detail}) from None
+            raise
+
     def validate(self, data):
         """The definition goes through matrix_validation.validate_matrix, as the page's and
         YAML files' do (a partial update is checked as the whole it makes)."""

@@ -338,17 +338,22 @@ class Testbed(OwnedModel, PublishedModel):
         already, or another member has its host name (say a published node and one's own
         node of the same machine). Runs find their launcher, MPI hosts and leases by host
         name, so two members of one name would be one machine counted twice."""
-        others = self.members.select_related("node")
+        others = self.members.select_related("node__owner")
         if exclude_pk is not None:
             others = others.exclude(pk=exclude_pk)
         for member in others:
             if member.node_id == node.pk:
                 return "This node is already in the testbed; edit its roles instead."
             if member.node.hostname.lower() == node.hostname.lower():
-                whose = "a published node" if member.node.published else "another node"
+                if member.node.published:
+                    whose = "the published node"
+                elif member.node.owner_id:
+                    whose = f"{member.node.owner.username}'s node"
+                else:
+                    whose = "the node"
                 return (
-                    f"The testbed already has {whose} with the host name {node.hostname!r}; "
-                    "a testbed holds each host once (edit that member's roles instead)."
+                    f"The testbed already has {whose} {member.node.hostname!r}: a testbed "
+                    "holds each host once (edit that member's roles instead)."
                 )
         return None
 

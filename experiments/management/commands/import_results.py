@@ -6,7 +6,12 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments.importing import MAX_IMPORT_BYTES, import_output, item_problem
+from experiments.importing import (
+    MAX_IMPORT_BYTES,
+    binary_problem,
+    import_output,
+    item_problem,
+)
 from experiments.models import Testbed, TuningSet
 from experiments.utils import is_uuid
 
@@ -52,6 +57,11 @@ class Command(BaseCommand):
                 continue
             if len(data) > MAX_IMPORT_BYTES:
                 self.stderr.write(f"{name}: larger than {MAX_IMPORT_BYTES // 2**20} MiB, skipped")
+                failed += 1
+                continue
+            problem = binary_problem(data)
+            if problem:
+                self.stderr.write(f"{name} {problem}, skipped")
                 failed += 1
                 continue
             text = data.decode("utf-8", errors="replace")
