@@ -427,7 +427,7 @@ def test_uploaded_file_with_a_nul_byte_is_refused_at_preview(alice_client, testb
             "/runs/import/", {"testbed": str(testbed.uuid), "files": [upload]}
         )
     assert response.status_code == 200  # the form again, with the reason
-    assert "out.txt: the output contains a NUL character" in message(response)
+    assert "out.txt holds NUL bytes: it is binary data" in message(response)
 
 
 # --- Bulk ingest limits -------------------------------------------------------------------
