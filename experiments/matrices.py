@@ -885,31 +885,44 @@ def cell_problems(
         return {exc.field if exc.field != "params" else "fixed_params": [exc.message]}
     several = len(testbeds) > 1 or len(tuning_sets) > 1
     by_problem: dict[str, list[str]] = {}
+    contexts: dict[tuple[int, int | None], Any] = {}  # one per testbed and target
+    built: dict[tuple[Any, str], str | None] = {}  # each distinct command's problem
     for cell in all_cells:
         if cell.excluded_by:
             continue
-        launcher, clients = launcher_and_hosts(cell.testbed, cell.target)
-        try:
-            workdir = workdir_for(cell.testbed, cell.target)
-        except MatrixError:
-            workdir = CHECK_WORKDIR
-        spec = LaunchSpec(
-            workdir=f"{workdir}/{PREVIEW_RUN_DIR}",
-            launcher=launcher.hostname if launcher else "",
-            mode=matrix.launch_mode,
-            hosts=tuple(map(_host, clients)),
-            tasks_per_node=matrix.tasks_per_node,
-        )
-        try:
-            adapter.build(cell.tool_params, spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR))
-        except ParamError as exc:
-            if exc.param in CONTEXT_PARAMS:
-                continue
+        where_key = (cell.testbed.pk, cell.target.pk if cell.target else None)
+        ctx = contexts.get(where_key)
+        if ctx is None:
+            launcher, clients = launcher_and_hosts(cell.testbed, cell.target)
+            try:
+                workdir = workdir_for(cell.testbed, cell.target)
+            except MatrixError:
+                workdir = CHECK_WORKDIR
+            spec = LaunchSpec(
+                workdir=f"{workdir}/{PREVIEW_RUN_DIR}",
+                launcher=launcher.hostname if launcher else "",
+                mode=matrix.launch_mode,
+                hosts=tuple(map(_host, clients)),
+                tasks_per_node=matrix.tasks_per_node,
+            )
+            ctx = contexts[where_key] = spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR)
+        # Cells that differ only in tuning set or tuning axes build the same command.
+        built_key = (where_key, json.dumps(cell.tool_params, sort_keys=True, default=str))
+        if built_key in built:
+            problem = built[built_key]
+        else:
+            try:
+                adapter.build(cell.tool_params, ctx)
+                problem = None
+            except ParamError as exc:
+                problem = None if exc.param in CONTEXT_PARAMS else str(exc)
+            built[built_key] = problem
+        if problem:
             where = cell.label
             if several:
                 tuning = f", tuning {cell.tuning_set}" if cell.tuning_set else ""
                 where = f"{where} (testbed {cell.testbed.name}{tuning})"
-            by_problem.setdefault(str(exc), []).append(where)
+            by_problem.setdefault(problem, []).append(where)
     problems = []
     for problem, where in by_problem.items():
         shown = "; ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")

@@ -124,6 +124,24 @@ def test_matrix_form_refuses_cells_the_tool_cannot_build(alice_client, bench):
     ]
 
 
+def test_matrix_cell_problems_are_capped(alice_client, bench):
+    """25 directories outside the benchmark directory: 25 different problems, of which the
+    first 20 are listed and the rest counted."""
+    directories = ", ".join(f"/elsewhere/d{n}" for n in range(25))
+    response = alice_client.post(
+        reverse("experiments:matrix_new"),
+        _matrix_form(bench, axes_text=f"rw = write\ndirectory = {directories}"),
+    )
+    assert response.status_code == 200
+    assert Matrix.objects.count() == 0
+    errors = response.context["form"].non_field_errors()
+    assert len(errors) == 21 and errors[-1] == "and 5 more problems"
+    assert errors[0].startswith(
+        "cell rw=write, directory=/elsewhere/d0: directory: '/elsewhere/d0' is outside the "
+        "benchmark directory"
+    )
+
+
 def test_matrix_form_saves_a_valid_matrix(alice_client, bench):
     response = alice_client.post(
         reverse("experiments:matrix_new"),
