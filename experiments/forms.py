@@ -129,6 +129,8 @@ class TestbedForm(forms.ModelForm):
             "network_notes",
             "benchmark_dir",
             "independent_storage",
+            "slurm_partition",
+            "slurm_account",
         ]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),

@@ -23,9 +23,18 @@ from django.db.models import Avg, DurationField, ExpressionWrapper, F, Prefetch,
 from django.utils import timezone
 
 from experiments.input_checks import CONTROL_CHARS
-from experiments.models import Matrix, Node, Run, Target, Testbed, TestbedNode, TuningSet
+from experiments.models import (
+    LaunchMode,
+    Matrix,
+    Node,
+    Run,
+    Target,
+    Testbed,
+    TestbedNode,
+    TuningSet,
+)
 from experiments.validators import work_path_problem
-from runners import registry
+from runners import registry, slurm
 from runners.dispatch import dispatch
 from runners.launch import LaunchSpec, queue_for
 from runners.tools import get_adapter
@@ -33,6 +42,8 @@ from runners.tools.base import MAX_TEXT, Host, ParamError
 
 TUNING_PREFIX = "tuning:"
 TARGET_AXIS = "target"
+# Nodes a Slurm-mode run asks for (salloc --nodes): a fixed parameter or an axis, default 1.
+SLURM_NODES = "slurm_nodes"
 RANGE_SCALES = ("pow2", "linear")
 MAX_AXIS_VALUES = 1000
 MAX_AXES = 16
@@ -488,7 +499,7 @@ class Cell:
         return {
             k: v
             for k, v in self.params.items()
-            if not k.startswith(TUNING_PREFIX) and k != TARGET_AXIS
+            if not k.startswith(TUNING_PREFIX) and k not in (TARGET_AXIS, SLURM_NODES)
         }
 
     @property
@@ -714,17 +725,31 @@ def launch_refused(matrix: Matrix, user) -> str | None:
     return None
 
 
+def slurm_refusal(testbed: Testbed) -> str:
+    return (
+        f"testbed {testbed.name!r} has no Slurm partition: set one on the testbed, or "
+        "choose another launch mode"
+    )
+
+
 def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
     """What the worker needs besides the parameters (``runners.launch.LaunchSpec``, stored
     on the run as ``launch``), and the launcher node."""
     launcher, clients = launcher_and_hosts(cell.testbed, cell.target)
     if launcher is None:
         raise MatrixError("testbeds", f"testbed {cell.testbed.name!r} has no nodes")
+    slurm_mode = matrix.launch_mode == LaunchMode.SLURM
+    if slurm_mode and not cell.testbed.slurm_partition:
+        raise MatrixError("launch_mode", slurm_refusal(cell.testbed))
     spec = LaunchSpec(
         workdir=workdir_for(cell.testbed, cell.target),
         launcher=launcher.hostname,
         mode=matrix.launch_mode,
-        hosts=tuple(map(_host, clients)),
+        # Slurm chooses the clients when the job starts (the run records them then).
+        hosts=() if slurm_mode else tuple(map(_host, clients)),
+        partition=cell.testbed.slurm_partition if slurm_mode else "",
+        account=cell.testbed.slurm_account if slurm_mode else "",
+        nodes=int(cell.params.get(SLURM_NODES, 1)) if slurm_mode else 1,
         tasks_per_node=matrix.tasks_per_node,
         timeout_s=matrix.timeout_s,
         drop_caches=matrix.drop_caches,
@@ -740,6 +765,7 @@ def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
 
 # Stands for a run's own directory (runners.nodepolicy.run_dir_name) in the preview.
 PREVIEW_RUN_DIR = "beeweb-run-UUID-N"
+PREVIEW_JOB = "1"  # stands for the Slurm job id in a preview; shown as <job>
 
 
 # --- Preview ------------------------------------------------------------------------------
@@ -841,8 +867,11 @@ def plan(matrix: Matrix) -> Plan:
             # whose name (uuid, attempt) is only known when the run starts.
             spec = LaunchSpec.read(item.launch)
             spec = replace(spec, workdir=f"{spec.workdir}/{PREVIEW_RUN_DIR}")
-            ctx = spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR)
-            command = adapter.build(cell.tool_params, ctx)
+            if spec.mode == LaunchMode.SLURM:
+                command = _slurm_preview(spec, adapter, cell)
+            else:
+                ctx = spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR)
+                command = adapter.build(cell.tool_params, ctx)
         except (MatrixError, ParamError) as exc:
             item.error = str(exc)
             continue
@@ -931,6 +960,19 @@ def cell_problems(
         rest = len(problems) - MAX_LISTED_PROBLEMS
         problems = problems[:MAX_LISTED_PROBLEMS] + [f"and {rest} more problems"]
     return {"cells": problems} if problems else {}
+def _slurm_preview(spec: LaunchSpec, adapter, cell: Cell):
+    """The command of a Slurm-mode cell as its steps will run it, with a stand-in job id and
+    stand-in node names (Slurm chooses both when the job starts)."""
+    mode = slurm.inner_mode(adapter.modes)
+    if mode is None:
+        raise MatrixError("launch_mode", f"{adapter.tool} cannot run in Slurm mode")
+    hosts = tuple(Host(f"slurm-node-{i}", f"slurm-node-{i}") for i in range(1, spec.nodes + 1))
+    ctx = replace(spec, mode=mode, hosts=hosts).context(
+        settings.RUN_DIR / PREVIEW_RUN_DIR, slurm_job=PREVIEW_JOB
+    )
+    command = slurm.as_steps(adapter.build(cell.tool_params, ctx), PREVIEW_JOB, mode)
+    shown = f"--jobid={PREVIEW_JOB}"
+    return replace(command, argv=[a if a != shown else "--jobid=<job>" for a in command.argv])
 
 
 def _tool_estimate(params: dict[str, Any]) -> float | None:

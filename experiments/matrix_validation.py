@@ -27,11 +27,12 @@ from django.conf import settings
 
 from experiments import matrices
 from experiments.input_checks import CONTROL_CHARS, CONTROL_CHARS_BUT_LINES
-from experiments.matrices import TARGET_AXIS, TUNING_PREFIX, MatrixError
+from experiments.matrices import SLURM_NODES, TARGET_AXIS, TUNING_PREFIX, MatrixError
 from experiments.models import LaunchMode, Matrix
 from experiments.tuning_keys import SCOPE_NAMES
+from runners import slurm
 from runners.tools import ADAPTERS
-from runners.tools.base import ParamError
+from runners.tools.base import ParamError, clean_int
 
 MAX_NAME = 160  # Matrix.name
 MAX_DESCRIPTION = 10_000
@@ -109,6 +110,10 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
     mode = data["launch_mode"]
     if mode not in LaunchMode.values:
         errors.add("launch_mode", f"must be one of {', '.join(LaunchMode.values)}")
+    elif mode == LaunchMode.SLURM:
+        if adapter is not None and slurm.inner_mode(adapter.modes) is None:
+            modes = ", ".join(adapter.modes)
+            errors.add("launch_mode", f"{tool} cannot run in Slurm mode (modes: {modes})")
     elif adapter is not None and mode not in adapter.modes:
         modes = ", ".join(adapter.modes)
         errors.add("launch_mode", f"{tool} cannot run in {mode} mode (modes: {modes})")
@@ -171,6 +176,7 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
     tunings = list(data["tuning_sets"] or [])
     if not testbeds:
         errors.add("testbeds", "choose at least one testbed")
+    _check_slurm(clean, adapter, params, axes, testbeds, errors)
     clean["testbeds"], clean["tuning_sets"] = testbeds, tunings
 
     rules = data["exclusions"] if data["exclusions"] is not None else []
@@ -227,6 +233,41 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
     return clean
 
 
+def _check_slurm(clean, adapter, params, axes, testbeds, errors: _Errors) -> None:
+    """Slurm mode needs a partition on every testbed; ``slurm_nodes`` belongs to Slurm mode
+    only, and more than one node (or task per node) to the MPI tools, whose ranks srun
+    places over the allocation: a single-process tool runs as one task and cannot combine
+    the outputs of several nodes."""
+    values = [params[SLURM_NODES]] if SLURM_NODES in params else []
+    for axis in axes:
+        if axis.get("param") == SLURM_NODES:
+            try:
+                values += matrices.axis_values(axis)
+            except MatrixError:
+                pass  # reported with the axes
+    if clean["launch_mode"] != LaunchMode.SLURM:
+        if values:
+            errors.add("axes", f"{SLURM_NODES}: applies to the Slurm launch mode only")
+        return
+    for testbed in testbeds:
+        if not getattr(testbed, "slurm_partition", ""):
+            errors.add("launch_mode", matrices.slurm_refusal(testbed))
+    if adapter is None or slurm.inner_mode(adapter.modes) is None:
+        return
+    if slurm.inner_mode(adapter.modes) != "mpi":
+        if any(v != 1 for v in values):
+            errors.add(
+                "axes",
+                f"{SLURM_NODES}: {adapter.tool} runs as one process in Slurm mode: one node "
+                "only (MPI tools such as ior and mdtest span several)",
+            )
+        if clean["tasks_per_node"] != 1:
+            errors.add(
+                "tasks_per_node",
+                f"{adapter.tool} runs as one process in Slurm mode: leave it at 1",
+            )
+
+
 def _text(
     value: Any, field_name: str, limit: int, errors: _Errors, *, required=False, lines=False
 ) -> str:
@@ -256,7 +297,7 @@ def _check_name(tool: Any, adapter, name: Any) -> str:
         return "parameter names must be text"
     if len(name) > matrices.MAX_NAME_LENGTH:
         return f"a parameter name is longer than {matrices.MAX_NAME_LENGTH} characters"
-    if name == TARGET_AXIS:
+    if name in (TARGET_AXIS, SLURM_NODES):
         return ""
     if name.startswith(TUNING_PREFIX):
         scope, _, key = name[len(TUNING_PREFIX) :].partition(".")
@@ -289,6 +330,12 @@ def _check_value(adapter, name: str, value: Any) -> str:
     except MatrixError as exc:
         return str(exc)
     if name == TARGET_AXIS or name.startswith(TUNING_PREFIX):
+        return ""
+    if name == SLURM_NODES:
+        try:
+            clean_int(value, SLURM_NODES, 1, slurm.MAX_NODES)
+        except ParamError as exc:
+            return str(exc)
         return ""
     if param is None:
         return ""

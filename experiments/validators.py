@@ -160,4 +160,15 @@ def validate_count(value: int) -> None:
         raise ValidationError(
             f"must be at least 1 (got {value}); leave it empty when not known",
             code="min_value",
+SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+
+
+def validate_slurm_name(value: str) -> None:
+    """A Slurm partition or account name: it becomes ``--partition=<name>`` of an argv, so
+    letters, digits and ._- only, not starting with '-'."""
+    if value and not SLURM_NAME_RE.match(value):
+        raise ValidationError(
+            "a Slurm name holds letters, digits and ._- only (at most 64, not starting with "
+            "'-' or '.')",
+            code="slurm_name",
         )

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from django.utils import timezone
 
 from experiments.models import Run, Worker
 from experiments.results import MAX_OUTPUT_BYTES, parse_stored, record_launch
-from runners import holding, nodeconfig, nodepolicy
+from runners import holding, nodeconfig, nodepolicy, slurm
 from runners.launch import LaunchError, LaunchSpec
 from runners.tools import get_adapter
 from runners.tools.base import Command, ParamError
@@ -51,6 +52,8 @@ KILL_GRACE_SECONDS = 5.0
 REAPER = Path(__file__).resolve().with_name("reaper.py")
 # Output of earlier attempts kept on the run when it is requeued (per attempt).
 HISTORY_BYTES = 64 * 1024
+# Keys of Run.params that are not the tool's: the target it runs on and the Slurm node count.
+NOT_TOOL_PARAMS = frozenset({"target", "slurm_nodes"})
 
 
 def _code_root(env: dict[str, str]) -> str:
@@ -330,21 +333,40 @@ def _remove_beating(run: Run, paths: list[Path]) -> None:
 def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | None, str]:
     """Build the command for the run's directory, apply the tuning the node allows, run the
     preparation steps and the tool; (status, output, exit code, error). Every OS setting
-    applied is restored before this returns, whatever happened."""
-    launch = run.launch
+    applied is restored before this returns, whatever happened. A Slurm-mode run first gets
+    its nodes from Slurm (``_run_in_slurm``)."""
     try:
-        spec = replace(LaunchSpec.read(launch), workdir=str(workdir))
+        spec = replace(LaunchSpec.read(run.launch), workdir=str(workdir))
         adapter = get_adapter(run.tool)
-        ctx = spec.context(scratch, run_as_root=os.geteuid() == 0)
-        tool_params = {
-            k: v for k, v in run.params.items() if not k.startswith("tuning:") and k != "target"
-        }
-        command = adapter.build(tool_params, ctx)
-        _check_paths(command, ctx)
     except ParamError as exc:
         return Run.Status.FAILED, "", None, f"invalid parameters: {exc}"
     except LaunchError as exc:
         return Run.Status.FAILED, "", None, str(exc)
+    if spec.mode == "slurm":
+        return _run_in_slurm(run, spec, adapter, scratch)
+    return _build_and_run(run, spec, adapter, scratch)
+
+
+def _build_and_run(
+    run: Run,
+    spec: LaunchSpec,
+    adapter: Any,
+    scratch: Path,
+    job: str = "",
+    on_stop: Callable[[], None] | None = None,
+) -> tuple[str, str, int | None, str]:
+    """The command built for ``spec`` (inside Slurm job ``job`` when given), the node's
+    configuration recorded, tuning applied, then the steps and the tool."""
+    try:
+        ctx = spec.context(scratch, run_as_root=os.geteuid() == 0, slurm_job=job)
+        tool_params = {k: v for k, v in run.params.items() if k not in NOT_TOOL_PARAMS}
+        tool_params = {k: v for k, v in tool_params.items() if not k.startswith("tuning:")}
+        command = adapter.build(tool_params, ctx)
+        _check_paths(command, ctx)
+        if job:
+            command = slurm.as_steps(command, job, spec.mode)
+    except ParamError as exc:
+        return Run.Status.FAILED, "", None, f"invalid parameters: {exc}"
 
     config = nodeconfig.read(ctx.workdir, adapter.version_argv())
     config["run_dir"] = str(ctx.workdir)
@@ -354,7 +376,7 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
         applied = config["applied"] = nodeconfig.apply_tuning(
             _tuning_for(run, spec), ctx.workdir, allowed
         )
-    launch = record_launch(launch, run.params, command.parse_options)
+    launch = record_launch(run.launch, run.params, command.parse_options)
     update_run(
         run,
         argv=command.argv,
@@ -363,18 +385,147 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
         tool_version=(config.get("tool_version") or "")[:60],
         launch=launch,
     )
+    drop = (lambda: slurm.drop_caches(job, [h.name for h in spec.hosts])) if job else None
     try:
-        return _run_steps(run, spec, command, ctx, config)
+        return _run_steps(run, spec, command, ctx, config, drop=drop, on_stop=on_stop)
     finally:
         if applied:
             nodeconfig.restore_tuning(applied)
             update_run(run, effective_config=config)
 
 
-def _run_steps(
-    run: Run, spec: LaunchSpec, command: Command, ctx: Any, config: dict[str, Any]
+def _run_in_slurm(
+    run: Run, spec: LaunchSpec, adapter: Any, scratch: Path
 ) -> tuple[str, str, int | None, str]:
-    """Preparation steps, cache drop, then the measured command, under one timeout."""
+    """The run inside a Slurm allocation of its own (``runners.slurm``): allocate, record the
+    job and its nodes, run the steps, and end with Slurm's verdict when Slurm ended the job.
+    The allocation is released (and its final state recorded) whatever happened."""
+    inner = slurm.inner_mode(adapter.modes)
+    if inner is None:
+        return Run.Status.FAILED, "", None, f"{run.tool} cannot run in Slurm mode"
+    try:
+        argv = slurm.salloc_argv(
+            run.pk,
+            nodes=spec.nodes,
+            tasks_per_node=spec.tasks_per_node,
+            partition=spec.partition,
+            account=spec.account,
+            timeout_s=spec.timeout_s or 3600,
+        )
+    except ParamError as exc:
+        return Run.Status.FAILED, "", None, f"invalid Slurm settings: {exc}"
+    allocation = slurm.Allocation(argv)
+    cancelled = threading.Event()
+
+    def stop() -> None:
+        if allocation.job_id:
+            cancelled.set()
+            slurm.cancel(allocation.job_id)
+
+    try:
+        allocation.start()
+        waited = _allocate(run, allocation)
+        if waited is not None:
+            return waited
+        job_id = str(allocation.job_id)
+        job = slurm.show_job(job_id)
+        names = slurm.hostnames(job.nodelist)
+        hosts = slurm.hosts_of(names)
+        update_run(
+            run,
+            slurm_job_id=job_id,
+            slurm_state=job.state,
+            slurm_reason=job.reason,
+            slurm_nodes=names,
+            launch={**run.launch, "hosts": [[h.name, h.address] for h in hosts]},
+        )
+        # Slurm's time limit ends the job before the executor's own deadline does.
+        timeout_s = slurm.minutes(spec.timeout_s or 3600) * 60 + slurm.GRACE_SECONDS
+        inner_spec = replace(spec, mode=inner, hosts=hosts, timeout_s=timeout_s)
+        status, output, exit_code, error = _build_and_run(
+            run, inner_spec, adapter, scratch, job=job_id, on_stop=stop
+        )
+        if status != Run.Status.SUCCEEDED and not cancelled.is_set():
+            job = slurm.settled(job_id)
+            if not job.live:
+                error = f"Slurm ended job {job_id}: {job.describe()}"
+                status = Run.Status.FAILED
+        return status, output, exit_code, error
+    except slurm.SlurmError as exc:
+        return Run.Status.FAILED, allocation.output(), None, f"Slurm: {exc}"
+    finally:
+        allocation.release()
+        _record_job(run, allocation.job_id)
+
+
+def _allocate(run: Run, allocation: Any) -> tuple[str, str, int | None, str] | None:
+    """Wait until Slurm grants the allocation (None), writing heartbeats and the pending job;
+    the outcome when salloc fails or the run is cancelled or deleted meanwhile (a pending
+    job is then cancelled)."""
+    last_write = time.monotonic()
+    while not allocation.granted.wait(0.2):
+        if allocation.job_id and run.slurm_job_id != allocation.job_id:
+            update_run(
+                run,
+                slurm_job_id=allocation.job_id,
+                slurm_state="PENDING",
+                waiting_for=f"waiting for Slurm to allocate job {allocation.job_id}",
+            )
+        if allocation.ended:
+            allocation.release()  # reads the rest of its output
+            if allocation.granted.is_set():
+                break
+            lines = allocation.output().splitlines()
+            why = lines[-1] if lines else f"exit status {allocation.proc.returncode}"
+            return (
+                Run.Status.FAILED,
+                allocation.output(),
+                allocation.proc.returncode,
+                (f"Slurm refused the allocation: {why}"),
+            )
+        tick = time.monotonic()
+        if tick - last_write < settings.RUN_PROGRESS_SECONDS:
+            continue
+        last_write = tick
+        now = timezone.now()
+        alive = update_run(run, heartbeat_at=now)
+        Worker.objects.filter(name=run.worker).update(last_seen=now)
+        cancel = alive and Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
+        if not alive or cancel:
+            if allocation.job_id:
+                slurm.cancel(allocation.job_id)
+            what = f"Slurm job {allocation.job_id}" if allocation.job_id else "the allocation"
+            if not alive:
+                return Run.Status.CANCELLED, "", None, f"the run was deleted; {what} cancelled"
+            return Run.Status.CANCELLED, "", None, f"cancelled while {what} was pending"
+    update_run(run, waiting_for="", slurm_job_id=str(allocation.job_id))
+    return None
+
+
+def _record_job(run: Run, job_id: str | None) -> None:
+    """The job's final state and reason, once salloc has let it go."""
+    if not job_id:
+        return
+    try:
+        job = slurm.settled(job_id, wait=5.0)
+    except slurm.SlurmError as exc:
+        log.warning("run %s: could not read Slurm job %s: %s", run.pk, job_id, exc)
+        return
+    update_run(run, slurm_state=job.state, slurm_reason=job.reason)
+
+
+def _run_steps(
+    run: Run,
+    spec: LaunchSpec,
+    command: Command,
+    ctx: Any,
+    config: dict[str, Any],
+    drop: Callable[[], Any] | None = None,
+    on_stop: Callable[[], None] | None = None,
+) -> tuple[str, str, int | None, str]:
+    """Preparation steps, cache drop, then the measured command, under one timeout. ``drop``
+    replaces this node's cache drop (a Slurm run drops on its allocated nodes); ``on_stop``
+    runs before a cancelled, timed-out or deleted run's process group is killed."""
     timeout_s = spec.timeout_s or 3600
     deadline = time.monotonic() + timeout_s
     try:
@@ -384,7 +535,14 @@ def _run_steps(
     for index, argv in enumerate(command.prepare):
         step = replace(command, argv=argv, prepare=[])
         status, output, exit_code, error = _supervise(
-            run, step, ctx.scratch, timeout_s, deadline, f"prepare-{index}.log", stream=False
+            run,
+            step,
+            ctx.scratch,
+            timeout_s,
+            deadline,
+            f"prepare-{index}.log",
+            stream=False,
+            on_stop=on_stop,
         )
         config.setdefault("prepare", []).append(
             {"argv": argv, "exit_code": exit_code, "output": output[-HISTORY_BYTES:]}
@@ -393,9 +551,11 @@ def _run_steps(
         if status != Run.Status.SUCCEEDED:
             return status, "", exit_code, f"preparation step {' '.join(argv)}: {error}"
     if spec.drop_caches:
-        config["drop_caches"] = nodeconfig.drop_caches()
+        config["drop_caches"] = drop() if drop is not None else nodeconfig.drop_caches()
         update_run(run, effective_config=config)
-    status, output, exit_code, error = _supervise(run, command, ctx.scratch, timeout_s, deadline)
+    status, output, exit_code, error = _supervise(
+        run, command, ctx.scratch, timeout_s, deadline, on_stop=on_stop
+    )
     if command.output_file and Path(command.output_file).exists():
         # The tool's result file is what parses; the console output stays in history.
         result_text = Path(command.output_file).read_text(errors="replace")
@@ -417,10 +577,12 @@ def _supervise(
     deadline: float,
     log_name: str = "output.log",
     stream: bool = True,
+    on_stop: Callable[[], None] | None = None,
 ) -> tuple[str, str, int | None, str]:
     """Start the tool and watch it until it ends, ``deadline`` (monotonic) passes or the run
     is cancelled; (status, output, exit code, error). ``stream`` stores the output on the run
-    as it grows (not for preparation steps, whose output is not the run's)."""
+    as it grows (not for preparation steps, whose output is not the run's). ``on_stop`` runs
+    before the process group is killed (a Slurm run's scancel)."""
     log_path = scratch / log_name
     env = {**os.environ, **command.env}
     with open(log_path, "wb") as log_file:
@@ -444,13 +606,19 @@ def _supervise(
     last_size = -1
     reason = ""
     exited = _exit_waiter(proc)
+
+    def kill() -> None:
+        if on_stop is not None:
+            on_stop()
+        _kill_group(proc)
+
     while True:
         if exited(0.5):
             break
         now = time.monotonic()
         if now > deadline:
             reason = f"timed out after {timeout_s} s; the process group was killed"
-            _kill_group(proc)
+            kill()
             break
         if now - last_write >= settings.RUN_PROGRESS_SECONDS:
             last_write = now
@@ -465,11 +633,11 @@ def _supervise(
             Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
             if not alive:
                 reason = "the run was deleted while it ran; the process group was killed"
-                _kill_group(proc)
+                kill()
                 break
             if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
                 reason = "cancelled while running; the process group was killed"
-                _kill_group(proc)
+                kill()
                 break
     output = _read(log_path)
     exit_code = proc.returncode

@@ -1,8 +1,9 @@
 """Exclusive use of every node a run touches (issue 14, item 1).
 
 Before its tool starts, a run holds its nodes (``nodes_for``): the launcher, the clients of an
-MPI or multi-host run, its target's node and, unless its testbed says its storage is
-independent, the testbed's storage and metadata servers. The holding lives in the database,
+MPI or multi-host run (not of a Slurm-mode run: Slurm gives its job the clients exclusively),
+its target's node and, unless its testbed says its storage is independent, the testbed's
+storage and metadata servers. The holding lives in the database,
 one ``NodeLease`` row per held node (unique on the hostname), taken in one transaction:
 
 - all or nothing: the Node rows are locked (select_for_update, pk order, so two acquirers of
@@ -44,7 +45,8 @@ def nodes_for(run: Run) -> list[str]:
         names.add(spec.launcher)
     elif run.node_id:
         names.add(run.node.hostname)
-    if spec is not None and spec.mode != "single":
+    # Slurm owns the clients of a Slurm-mode run (its job is --exclusive): not held here.
+    if spec is not None and spec.mode not in ("single", "slurm"):
         names.update(host.name for host in spec.hosts)
     if run.target_id and run.target.node_id:
         names.add(run.target.node.hostname)

@@ -15,7 +15,7 @@ from typing import Any
 
 from runners.tools.base import Host, LaunchContext, ParamError
 
-MODES = ("single", "mpi", "multihost")  # experiments.models.matrices.LaunchMode
+MODES = ("single", "mpi", "multihost", "slurm")  # experiments.models.matrices.LaunchMode
 
 
 class LaunchError(ValueError):
@@ -26,9 +26,13 @@ class LaunchError(ValueError):
 class LaunchSpec:
     workdir: str  # the testbed's (or target's) benchmark directory on the launcher
     launcher: str  # hostname of the node whose worker runs it (its queue: queue_for())
-    mode: str = "single"  # MODES: one process, an MPI job, or one process per host
-    hosts: tuple[Host, ...] = ()  # client nodes of an MPI or multi-host run
+    mode: str = "single"  # MODES: one process, an MPI job, one process per host, Slurm
+    hosts: tuple[Host, ...] = ()  # client nodes of an MPI or multi-host run (Slurm: allocated)
     tasks_per_node: int = 1
+    # Slurm mode (runners.slurm): the testbed's partition and account, the nodes to allocate.
+    partition: str = ""
+    account: str = ""
+    nodes: int = 1
     timeout_s: int | None = None
     drop_caches: bool = False
     apply_tuning: bool = False
@@ -52,6 +56,8 @@ class LaunchSpec:
             mode = launch.get("mode") or "single"
             if mode not in MODES:
                 raise LaunchError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+            if mode == "slurm" and not launch.get("partition"):
+                raise LaunchError("a Slurm-mode run names no partition")
             hosts = tuple(Host(name=str(n), address=str(a)) for n, a in launch.get("hosts") or [])
             timeout = launch.get("timeout_s")
             tuning = launch.get("tuning") or {}
@@ -63,6 +69,9 @@ class LaunchSpec:
                 mode=mode,
                 hosts=hosts,
                 tasks_per_node=int(launch.get("tasks_per_node") or 1),
+                partition=str(launch.get("partition") or ""),
+                account=str(launch.get("account") or ""),
+                nodes=int(launch.get("nodes") or 1),
                 timeout_s=None if timeout in (None, "") else int(timeout),
                 drop_caches=bool(launch.get("drop_caches")),
                 apply_tuning=bool(launch.get("apply_tuning")),
@@ -75,8 +84,11 @@ class LaunchSpec:
         except (KeyError, TypeError, ValueError) as exc:
             raise LaunchError(f"malformed launch spec: {exc!r}") from exc
 
-    def context(self, scratch: Path, run_as_root: bool = False) -> LaunchContext:
-        """What the tool adapters build their argv from."""
+    def context(
+        self, scratch: Path, run_as_root: bool = False, slurm_job: str = ""
+    ) -> LaunchContext:
+        """What the tool adapters build their argv from. A Slurm-mode spec is first turned
+        into the mode its tool runs in inside the allocation (``runners.slurm.inner``)."""
         return LaunchContext(
             workdir=Path(self.workdir),
             scratch=scratch,
@@ -84,6 +96,7 @@ class LaunchSpec:
             hosts=self.hosts,
             tasks_per_node=self.tasks_per_node,
             run_as_root=run_as_root,
+            slurm_job=slurm_job,
         )
 
 

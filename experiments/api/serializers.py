@@ -373,6 +373,8 @@ class TestbedSerializer(OwnedSerializer):
             "switch",
             "network_notes",
             "benchmark_dir",
+            "slurm_partition",
+            "slurm_account",
             "operators",
             "operator_groups",
             "members",
@@ -671,10 +673,14 @@ class RunSerializer(OwnedSerializer):
         return value
 
 
+# Slurm launch mode (runners.slurm): the job, its state and reason, the nodes it allocated.
+SLURM = ["slurm_job_id", "slurm_state", "slurm_reason", "slurm_nodes"]
+
+
 class RunDetailSerializer(RunSerializer):
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "raw_output", "effective_config", "launch"]
-        read_only_fields = [*RUN_READ_ONLY, "raw_output", "effective_config", "launch"]
+        fields = [*RunSerializer.Meta.fields, "raw_output", "effective_config", "launch", *SLURM]
+        read_only_fields = [*RUN_READ_ONLY, "raw_output", "effective_config", "launch", *SLURM]
 
 
 # --- Ingest (schema of POST /api/runs/ and /api/runs/bulk/) ---------------------------------

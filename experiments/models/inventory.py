@@ -18,6 +18,7 @@ from experiments.validators import (
     validate_count,
     validate_hostname,
     validate_positive,
+    validate_slurm_name,
     validate_work_path,
 )
 
@@ -270,6 +271,23 @@ class Testbed(OwnedModel, PublishedModel):
         help_text="Runs on different nodes do not share disks (e.g. independent local disks): "
         "a run holds only its launcher, clients and target node, not the storage and "
         "metadata servers. Comparisons say so for its points.",
+    )
+    # Slurm launch mode (runners.slurm): where Slurm owns the client nodes, a matrix in Slurm
+    # mode asks this partition (and account) for them. Blank: not a Slurm testbed.
+    slurm_partition = models.CharField(
+        "Slurm partition",
+        max_length=64,
+        blank=True,
+        validators=[validate_slurm_name],
+        help_text="Slurm partition whose nodes are this testbed's clients (Slurm launch mode); "
+        "blank when Slurm does not own them.",
+    )
+    slurm_account = models.CharField(
+        "Slurm account",
+        max_length=64,
+        blank=True,
+        validators=[validate_slurm_name],
+        help_text="Slurm account charged for the jobs (blank: the user's default).",
     )
     operators = models.ManyToManyField(
         settings.AUTH_USER_MODEL,

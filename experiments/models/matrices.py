@@ -16,6 +16,7 @@ class LaunchMode(models.TextChoices):
     SINGLE = "single", "one process on the launcher node"
     MPI = "mpi", "MPI (mpirun over the testbed's client nodes)"
     MULTIHOST = "multihost", "the tool's own multi-host mode"
+    SLURM = "slurm", "Slurm (a job on the testbed's partition; Slurm chooses the clients)"
 
 
 class Matrix(OwnedModel):
@@ -31,7 +32,7 @@ class Matrix(OwnedModel):
     tasks_per_node = models.PositiveSmallIntegerField(
         default=1,
         validators=[MinValueValidator(1), MaxValueValidator(1024)],
-        help_text="MPI ranks per client node (MPI mode).",
+        help_text="MPI ranks per client node (MPI and Slurm modes).",
     )
     # {"param": value}: the tool parameters every run shares.
     fixed_params = models.JSONField(default=dict, blank=True)

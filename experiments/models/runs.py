@@ -123,6 +123,14 @@ class Run(OwnedModel, PublishedModel):
     waiting_for = models.TextField(
         blank=True, help_text="While the run waits for its nodes: which, and who holds them."
     )
+    # Slurm launch mode (runners.slurm): the job that held the run's client nodes, its state
+    # as Slurm last reported it, Slurm's reason, and the nodes it allocated (the run's hosts).
+    slurm_job_id = models.CharField("Slurm job id", max_length=20, blank=True)
+    slurm_state = models.CharField("Slurm job state", max_length=32, blank=True)
+    slurm_reason = models.CharField("Slurm reason", max_length=200, blank=True)
+    slurm_nodes = models.JSONField(
+        "Slurm nodes", default=list, blank=True, help_text="Nodes Slurm allocated to the run."
+    )
     # Idempotency key of a pushed/bulk-ingested run, chosen by the client (a file's hash, a
     # job id): ingesting the same key twice returns the existing run instead of a copy.
     client_key = models.CharField(

@@ -337,6 +337,9 @@ class LaunchContext:
     tasks_per_node: int = 1
     mpirun: str = "mpirun"
     run_as_root: bool = False  # add --allow-run-as-root to mpirun
+    # Slurm launch mode (runners.slurm): the job whose allocation the command runs in; MPI
+    # tools then start their ranks as a job step (srun --mpi=pmix) instead of under mpirun.
+    slurm_job: str = ""
 
     @property
     def nodes(self) -> int:
@@ -401,7 +404,19 @@ def check_context(ctx: Any, modes: tuple[str, ...], tool: str) -> LaunchContext:
 
 
 def mpi_launch(tool_argv: list[str], ctx: LaunchContext) -> tuple[list[str], dict[str, str]]:
-    """``tool_argv`` under mpirun with a hostfile in scratch: (argv, files to write)."""
+    """``tool_argv`` under mpirun with a hostfile in scratch: (argv, files to write). In a
+    Slurm allocation (``ctx.slurm_job``) a job step over its nodes instead: Slurm places the
+    ranks and PMIx wires them up (Debian's Open MPI has no Slurm PMI; pmix works)."""
+    if ctx.slurm_job:
+        job = clean_int(ctx.slurm_job, "slurm job", 1)
+        return [
+            "srun",
+            f"--jobid={job}",
+            "--mpi=pmix",
+            f"--nodes={len(ctx.hosts)}",
+            f"--ntasks-per-node={ctx.tasks_per_node}",
+            "--kill-on-bad-exit=1",
+        ] + tool_argv, {}
     hostfile = ctx.scratch / "hostfile"
     argv = [ctx.mpirun]
     if ctx.run_as_root:

@@ -1,0 +1,180 @@
+"""End to end: Slurm as a launch mode (issue 14, item 2) against a real slurmctld + slurmd
+(tests/slurm/slurm-cluster.sh, one fake node ``n1``) and a real Celery worker. A matrix in
+Slurm mode runs fio as a step of its own job: the job id, its state and the allocated node
+are stored and the metrics parsed; cancelling a running Slurm run cancels its job
+(scancel); a job that hits its Slurm time limit fails the run with Slurm's reason."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import time
+
+import pytest
+
+from tests.e2e import Stack, wait_for
+from tests.slurm.cluster import Cluster, unavailable
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
+    pytest.mark.skipif(unavailable() is not None, reason=unavailable() or ""),
+]
+HOST = socket.gethostname()
+
+INVENTORY = """
+from django.contrib.auth import get_user_model
+from experiments.models import HardwareProfile, Node, Testbed, TestbedNode
+admin = get_user_model().objects.get(is_superuser=True)
+profile = HardwareProfile.objects.create(owner=admin, name="box", architecture="x86_64")
+tb = Testbed.objects.create(owner=admin, name="slurm-tb", benchmark_dir={bench!r},
+                            slurm_partition="debug")
+node = Node.objects.create(owner=admin, hostname={host!r}, profile=profile)
+TestbedNode.objects.create(testbed=tb, node=node, client=True)
+"""
+
+LAUNCH = """
+from django.contrib.auth import get_user_model
+from experiments import matrices
+from experiments.matrix_files import from_data, parse_yaml
+admin = get_user_model().objects.get(is_superuser=True)
+matrix = from_data(parse_yaml({text!r}), admin)
+matrices.launch(matrix)
+print(matrix.pk)
+"""
+
+FIO = """\
+name: {name}
+tool: fio
+launch_mode: slurm
+testbeds: [slurm-tb]
+repetitions: 1
+drop_caches: {drop}
+timeout_s: {timeout}
+params: {params}
+"""
+
+RUN = """
+import json
+from experiments.models import Metric, Run
+r = Run.objects.filter(matrix_id={matrix}).get()
+print(json.dumps({{
+    "pk": r.pk, "status": r.status, "error": r.error, "job": r.slurm_job_id, "state": r.slurm_state,
+    "reason": r.slurm_reason, "nodes": r.slurm_nodes, "held": r.nodes_held,
+    "hosts": r.launch.get("hosts"), "argv": r.argv, "config": r.effective_config,
+    "metrics": Metric.objects.filter(run=r, primary=True).count(),
+    "output": r.raw_output[-2000:],
+}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("slurm")
+    cluster = Cluster(fake_nodes=1)
+    cluster.start()
+    stack = Stack(tmp)
+    try:
+        bench = tmp / "bench"
+        bench.mkdir()
+        stack.shell(INVENTORY.format(bench=str(bench), host=HOST))
+        stack.env.update(cluster.env)
+        stack.worker(f"node.{HOST}", f"slurm@{HOST}", env={"BEEWEB_NODE_DIRS": str(bench)})
+        online = "from experiments.models import Worker; print(Worker.objects.count())"
+        assert wait_for(lambda: stack.shell(online) == "1", 90), stack.worker_log(f"slurm@{HOST}")[
+            -3000:
+        ]
+        yield stack, cluster
+    finally:
+        stack.close()
+        cluster.stop()
+
+
+def launch(stack: Stack, name: str, params: str, timeout: int = 120, drop: bool = False) -> int:
+    text = FIO.format(name=name, params=params, timeout=timeout, drop=str(drop).lower())
+    return int(stack.shell(LAUNCH.format(text=text)))
+
+
+def run_of(stack: Stack, matrix: int) -> dict:
+    return json.loads(stack.shell(RUN.format(matrix=matrix)))
+
+
+def finished(stack: Stack, matrix: int) -> bool:
+    return run_of(stack, matrix)["status"] in ("succeeded", "failed", "cancelled")
+
+
+def test_fio_runs_as_a_step_of_its_slurm_job(lab):
+    stack, cluster = lab
+    started = time.monotonic()
+    matrix = launch(stack, "slurm fio", "{rw: write, size: 8m, bs: 1m}", drop=True)
+    assert wait_for(lambda: finished(stack, matrix), 90), stack.worker_log(f"slurm@{HOST}")[-3000:]
+    elapsed = time.monotonic() - started
+    run = run_of(stack, matrix)
+    assert run["status"] == "succeeded", run
+    assert run["job"].isdigit(), run
+    assert run["state"] == "COMPLETED", run
+    assert run["nodes"] == ["n1"] and run["hosts"] == [["n1", "n1"]], run
+    # Slurm owns the client: the run held its launcher only (no storage servers here).
+    assert run["held"] == [HOST], run
+    assert run["argv"][:6] == [
+        "srun",
+        f"--jobid={run['job']}",
+        "--nodes=1",
+        "--ntasks=1",
+        "--kill-on-bad-exit=1",
+        "fio",
+    ], run["argv"]
+    assert run["metrics"] >= 1, run
+    drop = run["config"]["drop_caches"]
+    assert list(drop) == ["n1"] and (
+        drop["n1"] == "dropped" or drop["n1"].startswith("not permitted: ")
+    ), drop
+    # What Slurm itself says about the job: its name, its node, completed.
+    shown = cluster.scontrol("show", "job", "-o", run["job"])
+    assert f"JobName=beeweb-run-{run['pk']} " in shown and "JobState=COMPLETED" in shown, shown
+    assert "NodeList=n1 " in shown, shown
+    print(f"\nSlurm-mode fio run (salloc, cache drop, srun fio, release): {elapsed:.1f} s")
+
+
+def test_cancel_runs_scancel(lab):
+    stack, cluster = lab
+    matrix = launch(
+        stack, "slurm cancel", "{rw: write, size: 8m, bs: 1m, runtime: 300, time_based: true}"
+    )
+    assert wait_for(
+        lambda: (r := run_of(stack, matrix))["status"] == "running" and "fio" in r["argv"], 60
+    ), run_of(stack, matrix)
+    job = run_of(stack, matrix)["job"]
+    assert "JobState=RUNNING" in cluster.scontrol("show", "job", "-o", job)
+    time.sleep(1)
+    stack.shell(
+        "from experiments import matrices; from experiments.models import Run;"
+        f"print(matrices.cancel_runs(Run.objects.filter(matrix_id={matrix})))"
+    )
+    cancelled = time.monotonic()
+    assert wait_for(lambda: finished(stack, matrix), 60), run_of(stack, matrix)
+    run = run_of(stack, matrix)
+    assert run["status"] == "cancelled", run
+    assert run["state"] == "CANCELLED", run
+    assert "JobState=CANCELLED" in cluster.scontrol("show", "job", "-o", job)
+    print(f"\ncancel of a running Slurm run: ended {time.monotonic() - cancelled:.1f} s later")
+
+
+def test_a_job_past_its_time_limit_fails_with_slurms_reason(lab):
+    stack, cluster = lab
+    # timeout_s 30 -> --time=1 (minute); fio would write for 300 s.
+    matrix = launch(
+        stack,
+        "slurm timeout",
+        "{rw: write, size: 8m, bs: 1m, runtime: 300, time_based: true}",
+        timeout=30,
+    )
+    started = time.monotonic()
+    assert wait_for(lambda: finished(stack, matrix), 180, interval=1), run_of(stack, matrix)
+    run = run_of(stack, matrix)
+    assert run["status"] == "failed", run
+    assert run["error"] == f"Slurm ended job {run['job']}: TIMEOUT (TimeLimit)", run
+    assert (run["state"], run["reason"]) == ("TIMEOUT", "TimeLimit"), run
+    assert "TimeLimit=00:01:00" in cluster.scontrol("show", "job", "-o", run["job"])
+    print(f"\nSlurm time limit (1 min): the run failed {time.monotonic() - started:.0f} s in")
