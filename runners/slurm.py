@@ -45,6 +45,7 @@ GRACE_SECONDS = 120
 # How long a finished step may leave the job RUNNING/COMPLETING before its state is read
 # as final (slurmctld needs a moment to record a time limit or a node failure).
 SETTLE_SECONDS = 15.0
+RUNNING_GRACE = 2.0  # how long a RUNNING job may take to show that Slurm ended it
 COMMAND_TIMEOUT = 30  # scontrol / scancel / a cache-drop step
 MAX_NODES = 4096
 # States of a job that still holds (or is about to hold) its nodes.
@@ -185,11 +186,15 @@ def cancel(job_id: str) -> str:
 
 
 def settled(job_id: str, wait: float = SETTLE_SECONDS) -> Job:
-    """The job's state once it is no longer RUNNING/COMPLETING, or as it is after ``wait``
-    seconds (a step that ended on its own leaves the job running: that is the answer)."""
-    deadline = time.monotonic() + wait
+    """The job's state once it is no longer COMPLETING (up to ``wait`` seconds), or RUNNING
+    for a few seconds more: when Slurm ends a job it marks it (COMPLETING, with the reason)
+    before it kills the steps, so a job still RUNNING a moment after its step ended lives on
+    and the step ended on its own."""
+    started = time.monotonic()
     job = show_job(job_id)
-    while job.state in ("RUNNING", "COMPLETING") and time.monotonic() < deadline:
+    while time.monotonic() - started < (wait if job.state == "COMPLETING" else RUNNING_GRACE):
+        if job.state not in ("RUNNING", "COMPLETING"):
+            break
         time.sleep(0.5)
         job = show_job(job_id)
     return job

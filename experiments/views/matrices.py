@@ -21,6 +21,7 @@ from experiments.matrix_forms import MatrixForm, MatrixImportForm
 from experiments.models import Matrix, Run, Worker
 from experiments.views.common import get_for_user, render_form, safe_next
 from runners import dispatch as dispatching
+from runners import slurm
 from runners.tools import ADAPTERS
 
 TAIL_LINES = 25
@@ -41,7 +42,11 @@ def matrix_list(request: HttpRequest) -> HttpResponse:
 
 def _tool_docs() -> list[dict]:
     return [
-        {"tool": name, "modes": adapter.modes, "params": adapter.describe()}
+        {
+            "tool": name,
+            "modes": (*adapter.modes, *(("slurm",) if slurm.inner_mode(adapter.modes) else ())),
+            "params": adapter.describe(),
+        }
         for name, adapter in sorted(ADAPTERS.items())
     ]
 

@@ -266,3 +266,40 @@ def test_a_slurm_matrix_plans_runs_without_hosts_and_previews_its_steps(alice, b
     run.launch = {**run.launch, "hosts": [["n1", "n1"], ["n2", "n2"]]}
     TestbedNode.objects.filter(testbed=bench).update(storage=False, metadata=False)
     assert holding.nodes_for(run) == ["stor1"]
+
+
+def test_the_run_page_and_the_api_show_the_slurm_job(alice, alice_client, bench):
+    from rest_framework.test import APIClient
+
+    matrix = from_yaml(
+        SLURM_FIO.format(tool="fio", params="{size: 8m}").replace(
+            "launch_mode: slurm", "launch_mode: single"
+        ),
+        alice,
+    )
+    matrices.expand(matrix)
+    run = Run.objects.get(matrix=matrix)
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.FAILED,
+        error="Slurm ended job 42: TIMEOUT (TimeLimit)",
+        slurm_job_id="42",
+        slurm_state="TIMEOUT",
+        slurm_reason="TimeLimit",
+        slurm_nodes=["n1", "n2"],
+    )
+    page = alice_client.get(run.get_absolute_url()).content.decode()
+    assert '<p id="slurm-job">Slurm job 42: TIMEOUT (TimeLimit) · allocated n1, n2</p>' in page
+    api = APIClient()
+    api.force_authenticate(alice)
+    data = api.get(f"/api/runs/{run.uuid}/").json()
+    assert (
+        data["slurm_job_id"],
+        data["slurm_state"],
+        data["slurm_reason"],
+        data["slurm_nodes"],
+    ) == (
+        "42",
+        "TIMEOUT",
+        "TimeLimit",
+        ["n1", "n2"],
+    )
