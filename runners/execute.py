@@ -359,9 +359,7 @@ def _build_and_run(
     configuration recorded, tuning applied, then the steps and the tool."""
     try:
         ctx = spec.context(scratch, run_as_root=os.geteuid() == 0, slurm_job=job)
-        tool_params = {k: v for k, v in run.params.items() if k not in NOT_TOOL_PARAMS}
-        tool_params = {k: v for k, v in tool_params.items() if not k.startswith("tuning:")}
-        command = adapter.build(tool_params, ctx)
+        command = adapter.build(_tool_params(run), ctx)
         _check_paths(command, ctx)
         if job:
             command = slurm.as_steps(command, job, spec.mode)
@@ -394,6 +392,14 @@ def _build_and_run(
             update_run(run, effective_config=config)
 
 
+def _tool_params(run: Run) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in run.params.items()
+        if k not in NOT_TOOL_PARAMS and not k.startswith("tuning:")
+    }
+
+
 def _run_in_slurm(
     run: Run, spec: LaunchSpec, adapter: Any, scratch: Path
 ) -> tuple[str, str, int | None, str]:
@@ -403,6 +409,10 @@ def _run_in_slurm(
     inner = slurm.inner_mode(adapter.modes)
     if inner is None:
         return Run.Status.FAILED, "", None, f"{run.tool} cannot run in Slurm mode"
+    try:
+        adapter.validate(_tool_params(run))  # before Slurm is asked for anything
+    except ParamError as exc:
+        return Run.Status.FAILED, "", None, f"invalid parameters: {exc}"
     try:
         argv = slurm.salloc_argv(
             run.pk,
@@ -415,11 +425,11 @@ def _run_in_slurm(
     except ParamError as exc:
         return Run.Status.FAILED, "", None, f"invalid Slurm settings: {exc}"
     allocation = slurm.Allocation(argv)
-    cancelled = threading.Event()
+    stopped = threading.Event()  # cancelled, timed out or deleted: beeweb ended the job
 
     def stop() -> None:
         if allocation.job_id:
-            cancelled.set()
+            stopped.set()
             slurm.cancel(allocation.job_id)
 
     try:
@@ -445,7 +455,9 @@ def _run_in_slurm(
         status, output, exit_code, error = _build_and_run(
             run, inner_spec, adapter, scratch, job=job_id, on_stop=stop
         )
-        if status != Run.Status.SUCCEEDED and not cancelled.is_set():
+        if stopped.is_set():
+            error = f"{error}; Slurm job {job_id} cancelled (scancel)"
+        elif status != Run.Status.SUCCEEDED:
             job = slurm.settled(job_id)
             if not job.live:
                 error = f"Slurm ended job {job_id}: {job.describe()}"
@@ -481,7 +493,7 @@ def _allocate(run: Run, allocation: Any) -> tuple[str, str, int | None, str] | N
                 Run.Status.FAILED,
                 allocation.output(),
                 allocation.proc.returncode,
-                (f"Slurm refused the allocation: {why}"),
+                f"Slurm refused the allocation: {why}",
             )
         tick = time.monotonic()
         if tick - last_write < settings.RUN_PROGRESS_SECONDS:

@@ -32,6 +32,9 @@ tb = Testbed.objects.create(owner=admin, name="slurm-tb", benchmark_dir={bench!r
                             slurm_partition="debug")
 node = Node.objects.create(owner=admin, hostname={host!r}, profile=profile)
 TestbedNode.objects.create(testbed=tb, node=node, client=True)
+bad = Testbed.objects.create(owner=admin, name="slurm-bad", benchmark_dir={bench!r},
+                             slurm_partition="nosuchpartition")
+TestbedNode.objects.create(testbed=bad, node=node, client=True)
 """
 
 LAUNCH = """
@@ -48,7 +51,7 @@ FIO = """\
 name: {name}
 tool: fio
 launch_mode: slurm
-testbeds: [slurm-tb]
+testbeds: [{testbed}]
 repetitions: 1
 drop_caches: {drop}
 timeout_s: {timeout}
@@ -91,8 +94,17 @@ def lab(tmp_path_factory):
         cluster.stop()
 
 
-def launch(stack: Stack, name: str, params: str, timeout: int = 120, drop: bool = False) -> int:
-    text = FIO.format(name=name, params=params, timeout=timeout, drop=str(drop).lower())
+def launch(
+    stack: Stack,
+    name: str,
+    params: str,
+    timeout: int = 120,
+    drop: bool = False,
+    testbed: str = "slurm-tb",
+) -> int:
+    text = FIO.format(
+        name=name, params=params, timeout=timeout, drop=str(drop).lower(), testbed=testbed
+    )
     return int(stack.shell(LAUNCH.format(text=text)))
 
 
@@ -137,6 +149,18 @@ def test_fio_runs_as_a_step_of_its_slurm_job(lab):
     print(f"\nSlurm-mode fio run (salloc, cache drop, srun fio, release): {elapsed:.1f} s")
 
 
+def test_an_allocation_slurm_refuses_fails_the_run_with_sallocs_words(lab):
+    stack, _ = lab
+    matrix = launch(stack, "bad partition", "{rw: write, size: 8m, bs: 1m}", testbed="slurm-bad")
+    assert wait_for(lambda: finished(stack, matrix), 60), run_of(stack, matrix)
+    run = run_of(stack, matrix)
+    assert run["status"] == "failed", run
+    assert run["error"].startswith("Slurm refused the allocation: salloc: error: "), run
+    assert "partition" in run["error"].lower(), run
+    # No job, no step: the argv is still the expansion's preview.
+    assert run["job"] == "" and run["argv"][:2] == ["srun", "--jobid=<job>"], run
+
+
 def test_cancel_runs_scancel(lab):
     stack, cluster = lab
     matrix = launch(
@@ -157,6 +181,10 @@ def test_cancel_runs_scancel(lab):
     run = run_of(stack, matrix)
     assert run["status"] == "cancelled", run
     assert run["state"] == "CANCELLED", run
+    assert run["error"] == (
+        f"cancelled while running; the process group was killed; Slurm job {job} cancelled "
+        "(scancel)"
+    ), run
     assert "JobState=CANCELLED" in cluster.scontrol("show", "job", "-o", job)
     print(f"\ncancel of a running Slurm run: ended {time.monotonic() - cancelled:.1f} s later")
 
