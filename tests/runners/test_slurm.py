@@ -303,3 +303,21 @@ def test_the_run_page_and_the_api_show_the_slurm_job(alice, alice_client, bench)
         "TimeLimit",
         ["n1", "n2"],
     )
+
+
+@pytest.mark.parametrize("value", ["-p", "a b", "x;y", "--partition=all"])
+def test_a_slurm_partition_that_could_become_an_option_is_a_400(alice, bench, value):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(alice)
+    url = f"/api/testbeds/{bench.uuid}/"
+    response = api.patch(url, {"slurm_partition": value}, format="json")
+    assert response.status_code == 400, response.content
+    assert "slurm_partition" in response.json()
+    response = api.patch(
+        url, {"slurm_partition": "debug", "slurm_account": "io-lab"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    bench.refresh_from_db()
+    assert (bench.slurm_partition, bench.slurm_account) == ("debug", "io-lab")
