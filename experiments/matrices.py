@@ -960,6 +960,8 @@ def cell_problems(
         rest = len(problems) - MAX_LISTED_PROBLEMS
         problems = problems[:MAX_LISTED_PROBLEMS] + [f"and {rest} more problems"]
     return {"cells": problems} if problems else {}
+
+
 def _slurm_preview(spec: LaunchSpec, adapter, cell: Cell):
     """The command of a Slurm-mode cell as its steps will run it, with a stand-in job id and
     stand-in node names (Slurm chooses both when the job starts)."""

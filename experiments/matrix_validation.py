@@ -7,13 +7,15 @@ field names and call :func:`validate_matrix`. So a definition gets the same verd
 same messages whichever way it comes in; each caller only maps field names to its own (form
 fields, API fields, YAML keys).
 
-What is checked: the tool is known and can run in the launch mode; every fixed parameter and
-every axis value passes the tool adapter's ``Param.clean``; tuning and target axes are well
-formed; axes, cells and runs stay within their bounds (BEEWEB_MATRIX_MAX_RUNS); exclusion
-rules parse and use known names within the evaluator's bounds; repetitions, tasks per node
-and timeout are in range; texts are bounded and free of control characters. Then every cell's
-command is built as the preview builds it (``matrices.cell_problems``), so a matrix whose
-cells the tool refuses is not saved. Every problem is reported at once, not the first.
+What is checked: the tool is known and can run in the launch mode (Slurm mode: every testbed
+has a Slurm partition, and only MPI tools take more than one ``slurm_nodes``); every fixed
+parameter and every axis value passes the tool adapter's ``Param.clean``; tuning and target
+axes are well formed; axes, cells and runs stay within their bounds (BEEWEB_MATRIX_MAX_RUNS);
+exclusion rules parse and use known names within the evaluator's bounds; repetitions, tasks
+per node and timeout are in range; texts are bounded and free of control characters. Then
+every cell's command is built as the preview builds it (``matrices.cell_problems``), so a
+matrix whose cells the tool refuses is not saved. Every problem is reported at once, not the
+first.
 """
 
 from __future__ import annotations

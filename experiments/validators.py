@@ -160,6 +160,9 @@ def validate_count(value: int) -> None:
         raise ValidationError(
             f"must be at least 1 (got {value}); leave it empty when not known",
             code="min_value",
+        )
+
+
 SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 

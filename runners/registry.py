@@ -21,6 +21,8 @@ from runners import metrics
 # How a tool can be launched (runners.tools.base.MODES): "single" runs it on the launcher
 # node, "mpi" under mpirun over the client hosts, "multihost" through the tool's own client/
 # server protocol. A tool without modes is import-only: beeweb reads its output, never runs it.
+# The matrices' "slurm" mode is not listed here: it runs a tool with "mpi" (else "single") as
+# steps of a Slurm job (runners.slurm.inner_mode).
 LAUNCH_MODES = ("single", "mpi", "multihost")
 IMPORT_ONLY = "import-only"
 # The name stored for a run whose tool beeweb does not know (imported numbers).
