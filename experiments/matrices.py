@@ -913,13 +913,15 @@ def cell_problems(
     except MatrixError as exc:
         return {exc.field if exc.field != "params" else "fixed_params": [exc.message]}
     several = len(testbeds) > 1 or len(tuning_sets) > 1
+    slurm_mode = matrix.launch_mode == LaunchMode.SLURM
     by_problem: dict[str, list[str]] = {}
     contexts: dict[tuple[int, int | None], Any] = {}  # one per testbed and target
     built: dict[tuple[Any, str], str | None] = {}  # each distinct command's problem
     for cell in all_cells:
         if cell.excluded_by:
             continue
-        where_key = (cell.testbed.pk, cell.target.pk if cell.target else None)
+        nodes = int(cell.params.get(SLURM_NODES, 1)) if slurm_mode else 0
+        where_key = (cell.testbed.pk, cell.target.pk if cell.target else None, nodes)
         ctx = contexts.get(where_key)
         if ctx is None:
             launcher, clients = launcher_and_hosts(cell.testbed, cell.target)
@@ -927,11 +929,18 @@ def cell_problems(
                 workdir = workdir_for(cell.testbed, cell.target)
             except MatrixError:
                 workdir = CHECK_WORKDIR
+            mode, hosts = matrix.launch_mode, tuple(map(_host, clients))
+            if slurm_mode:
+                # As the Slurm steps will run it: the tool's own mode over stand-in nodes.
+                mode = slurm.inner_mode(adapter.modes) or mode
+                hosts = tuple(
+                    Host(f"slurm-node-{i}", f"slurm-node-{i}") for i in range(1, nodes + 1)
+                )
             spec = LaunchSpec(
                 workdir=f"{workdir}/{PREVIEW_RUN_DIR}",
                 launcher=launcher.hostname if launcher else "",
-                mode=matrix.launch_mode,
-                hosts=tuple(map(_host, clients)),
+                mode=mode,
+                hosts=hosts,
                 tasks_per_node=matrix.tasks_per_node,
             )
             ctx = contexts[where_key] = spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR)
