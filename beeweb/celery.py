@@ -1,7 +1,8 @@
 """The Celery application; configuration comes from Django settings (CELERY_* names).
 
 A bootstep records each worker in the database when it starts and every 30 seconds after,
-so the dashboard (and the janitor of later issues) knows which workers are alive.
+so the dashboard (and the janitor of later issues) knows which workers are alive; another
+starts the node agent of a node worker (runners.agent).
 """
 
 from __future__ import annotations
@@ -70,8 +71,28 @@ class NodePolicy(bootsteps.Step):
         super().__init__(worker, **kwargs)
 
 
+class NodeAgent(bootsteps.StartStopStep):
+    """The node agent (runners.agent) of a worker that serves ``node.<hostname>`` queues: a
+    thread beside the consumer doing, on this node, what runs holding it ask for (drop its
+    caches) even while the worker's solo pool is busy. Workers of other queues run none."""
+
+    requires = {Heartbeat}
+
+    def start(self, worker):
+        from runners import agent
+
+        queues = [q.name for q in worker.app.amqp.queues.consume_from.values()]
+        names = agent.node_names(queues)
+        self.agent = agent.Agent(worker.hostname, names).start() if names else None
+
+    def stop(self, worker):
+        if getattr(self, "agent", None):
+            self.agent.stop()
+
+
 app.steps["worker"].add(NodePolicy)
 app.steps["worker"].add(Heartbeat)
+app.steps["worker"].add(NodeAgent)
 
 
 @worker_ready.connect

@@ -41,7 +41,7 @@ from django.utils import timezone
 
 from experiments.models import Run, Worker
 from experiments.results import MAX_OUTPUT_BYTES, parse_stored, record_launch
-from runners import holding, nodeconfig, nodepolicy, slurm
+from runners import agent, holding, nodeconfig, nodepolicy, slurm
 from runners.launch import LaunchError, LaunchSpec
 from runners.tools import get_adapter
 from runners.tools.base import Command, ParamError
@@ -535,9 +535,10 @@ def _run_steps(
     drop: Callable[[], Any] | None = None,
     on_stop: Callable[[], None] | None = None,
 ) -> tuple[str, str, int | None, str]:
-    """Preparation steps, cache drop, then the measured command, under one timeout. ``drop``
-    replaces this node's cache drop (a Slurm run drops on its allocated nodes); ``on_stop``
-    runs before a cancelled, timed-out or deleted run's process group is killed."""
+    """Preparation steps, the cache drop on every node (each held node by its own worker's
+    node agent, runners.agent; ``drop`` adds a Slurm run's allocated nodes, dropped through
+    the allocation), then the measured command, under one timeout. ``on_stop`` runs before a
+    cancelled, timed-out or deleted run's process group is killed."""
     timeout_s = spec.timeout_s or 3600
     deadline = time.monotonic() + timeout_s
     try:
@@ -563,7 +564,14 @@ def _run_steps(
         if status != Run.Status.SUCCEEDED:
             return status, "", exit_code, f"preparation step {' '.join(argv)}: {error}"
     if spec.drop_caches:
-        config["drop_caches"] = drop() if drop is not None else nodeconfig.drop_caches()
+        # Every node the run holds drops its caches, each by its own worker (runners.agent);
+        # a Slurm run's allocated nodes drop theirs through the allocation.
+        drops = agent.drop_caches(run, list(run.nodes_held or []), lambda: _beat(run))
+        if drops is None:
+            return Run.Status.CANCELLED, "", None, "cancelled while its nodes dropped caches"
+        if drop is not None:
+            drops.update(drop())
+        config["drop_caches"] = drops
         update_run(run, effective_config=config)
     status, output, exit_code, error = _supervise(
         run, command, ctx.scratch, timeout_s, deadline, on_stop=on_stop
@@ -573,6 +581,16 @@ def _run_steps(
         result_text = Path(command.output_file).read_text(errors="replace")
         output = result_text if result_text.strip() else output
     return status, output, exit_code, error
+
+
+def _beat(run: Run) -> bool:
+    """A heartbeat of the run (and its worker) while it waits for something other than its
+    tool; False when the run was deleted or a cancel was asked."""
+    now = timezone.now()
+    if not update_run(run, heartbeat_at=now):
+        return False
+    Worker.objects.filter(name=run.worker).update(last_seen=now)
+    return not Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
 
 
 def _tuning_for(run: Run, spec: LaunchSpec) -> dict[str, str]:

@@ -13,6 +13,10 @@ executor checks every run against this policy before anything is created or star
     ``false`` (the default: no OS setting or striping is applied), ``true`` (everything in
     ``runners.nodeconfig``'s allowlist) or a comma-separated list of tuning keys, e.g.
     ``os.vm.dirty_ratio,os.read_ahead_kb,striping.chunksize``.
+``BEEWEB_NODE_DROP_CACHES``
+    ``true`` (the default: a run that holds this node and asks for it gets the node's page
+    cache, dentries and inodes dropped, by the executor or by this worker's node agent for a
+    run launched elsewhere) or ``false`` (never; such runs record the drop as refused).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ log = logging.getLogger(__name__)
 
 DIRS_VAR = "BEEWEB_NODE_DIRS"
 TUNING_VAR = "BEEWEB_NODE_TUNING"
+DROP_VAR = "BEEWEB_NODE_DROP_CACHES"
+# What a run records for a node whose policy refuses to drop its caches.
+DROP_REFUSED = f"refused by the node's policy ({DROP_VAR}=false)"
 # Each run works in a directory of its own, created inside the benchmark directory.
 RUN_DIR_PREFIX = "beeweb-run-"
 
@@ -44,10 +51,12 @@ def tuning_keys() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class NodePolicy:
-    """Allowed directories (resolved, absolute) and allowed tuning keys of this node."""
+    """Allowed directories (resolved, absolute), allowed tuning keys of this node and whether
+    runs may drop its caches."""
 
     dirs: tuple[str, ...]
     tuning: frozenset[str]
+    drop_caches: bool = True
 
     def allows_dir(self, path: str | Path) -> bool:
         """Whether ``path``, symlinks resolved, lies in (or is) an allowed directory."""
@@ -61,8 +70,10 @@ class NodePolicy:
         return ", ".join(self.dirs)
 
 
-def parse(dirs_text: str, tuning_text: str, default_dir: str | Path) -> NodePolicy:
-    """The policy from the two variables' text; ImproperlyConfigured for malformed values."""
+def parse(
+    dirs_text: str, tuning_text: str, default_dir: str | Path, drop_text: str = "true"
+) -> NodePolicy:
+    """The policy from the variables' text; ImproperlyConfigured for malformed values."""
     entries = [d.strip() for d in (dirs_text or "").split(":") if d.strip()]
     if not entries:
         entries = [str(default_dir)]
@@ -76,7 +87,18 @@ def parse(dirs_text: str, tuning_text: str, default_dir: str | Path) -> NodePoli
         real = os.path.realpath(entry)
         if real not in dirs:
             dirs.append(real)
-    return NodePolicy(dirs=tuple(dirs), tuning=_parse_tuning(tuning_text))
+    return NodePolicy(
+        dirs=tuple(dirs), tuning=_parse_tuning(tuning_text), drop_caches=_parse_drop(drop_text)
+    )
+
+
+def _parse_drop(text: str) -> bool:
+    value = (text or "").strip().lower()
+    if value in ("", "true", "yes", "1", "on"):
+        return True
+    if value in ("false", "no", "0", "off"):
+        return False
+    raise ImproperlyConfigured(f"{DROP_VAR}: {text!r} is neither true nor false")
 
 
 def _parse_tuning(text: str) -> frozenset[str]:
@@ -98,7 +120,9 @@ def _parse_tuning(text: str) -> frozenset[str]:
 
 def current() -> NodePolicy:
     """This worker's policy (settings.NODE_DIRS / NODE_TUNING come from its environment)."""
-    return parse(settings.NODE_DIRS, settings.NODE_TUNING, settings.DATA_DIR)
+    return parse(
+        settings.NODE_DIRS, settings.NODE_TUNING, settings.DATA_DIR, settings.NODE_DROP_CACHES
+    )
 
 
 def check() -> NodePolicy:
@@ -110,7 +134,10 @@ def check() -> NodePolicy:
             log.warning("%s: %s does not exist (yet); runs there will fail", DIRS_VAR, directory)
     tuning = ", ".join(sorted(policy.tuning)) or "none"
     log.info(
-        "node policy: runs may work in %s; OS tuning allowed: %s", policy.describe_dirs(), tuning
+        "node policy: runs may work in %s; OS tuning allowed: %s; cache drops %s",
+        policy.describe_dirs(),
+        tuning,
+        "allowed" if policy.drop_caches else "refused",
     )
     return policy
 

@@ -179,6 +179,19 @@ class Run(OwnedModel, PublishedModel):
     def get_absolute_url(self) -> str:
         return reverse("experiments:run", args=[self.uuid])
 
+    @property
+    def cache_drops(self) -> list[tuple[str, str]]:
+        """Each node's cache-drop outcome, by hostname (``effective_config["drop_caches"]``,
+        one entry per node the run held: runners.agent). Runs executed before every held
+        node dropped its caches stored one text, their launcher's."""
+        config = self.effective_config or {}
+        value = config.get("drop_caches")
+        if isinstance(value, dict):
+            return sorted((str(host), str(outcome)) for host, outcome in value.items())
+        if value:
+            return [(str(config.get("hostname", "")), str(value))]
+        return []
+
 
 class NodeLease(models.Model):
     """One node held exclusively by one attempt of a running run (runners.holding). A lease
@@ -192,6 +205,13 @@ class NodeLease(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="leases")
     attempt = models.PositiveSmallIntegerField()
     acquired_at = models.DateTimeField()
+    # Work the run asks of the held node's own worker (its node agent, runners.agent).
+    drop_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the run asked this node to drop its caches."
+    )
+    drop_result = models.TextField(
+        blank=True, help_text="The node's answer: dropped, not permitted: ..., refused ..."
+    )
 
     def __str__(self) -> str:
         return f"{self.hostname} held by run {self.run_id}"

@@ -1,0 +1,198 @@
+"""The node agent (runners.agent) against the real database, with agent threads as node
+workers run them: a drop asked of a held node is answered by that node's agent, a node whose
+policy refuses says so, a node without an agent is not waited for, a silent one is waited for
+up to the bound, and the executor records one outcome per node it held."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import threading
+import time
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.urls import reverse
+from django.utils import timezone
+
+from experiments.models import Node, NodeLease, Run, TestbedNode, Worker
+from runners import agent, execute, holding, nodepolicy
+from tests.runners.test_execute import make_matrix, queue
+
+# As root (CI, the worker nodes) the kernel drops; otherwise it says why not.
+DROPPED = "dropped" if os.geteuid() == 0 else "not permitted: Permission denied"
+
+
+def worker_row(name: str, node: str, agent_seen=True) -> Worker:
+    now = timezone.now()
+    return Worker.objects.create(
+        name=name,
+        hostname=node,
+        queues=[f"node.{node}"],
+        started_at=now,
+        last_seen=now,
+        agent_seen=now if agent_seen else None,
+    )
+
+
+@pytest.fixture
+def agents():
+    """Start node agents in threads (one per worker, as the NodeAgent bootstep does); all
+    are stopped at the end."""
+    started: list[agent.Agent] = []
+
+    def start(*names: str) -> list[agent.Agent]:
+        for name in names:
+            worker_row(f"{name}@{name}", name, agent_seen=False)
+            started.append(agent.Agent(f"{name}@{name}", [name]).start())
+        # Each announces itself (agent_seen) at its first poll.
+        deadline = time.monotonic() + 10
+        while len(agent.with_agents(names)) < len(names) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert agent.with_agents(names) == set(names)
+        return started
+
+    yield start
+    for one in started:
+        one.stop()
+
+
+@pytest.fixture
+def held_run(alice, executing_bench, profile):
+    """A dd run on "bench" (launched from stor1) whose testbed also has storage servers s2,
+    s3 (shared, so the run holds them), held as the executor holds it."""
+    bench = executing_bench
+    for name in ("s2", "s3"):
+        node = Node.objects.create(owner=alice, hostname=name, profile=profile)
+        TestbedNode.objects.create(testbed=bench, node=node, storage=True)
+    run = make_matrix(
+        alice, bench, tool="dd", params={"bs": "64k", "count": 4}, drop_caches=True
+    ).runs.get()
+    return run
+
+
+def hold(run: Run) -> list[str]:
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(status="running", attempts=1, heartbeat_at=now)
+    run.refresh_from_db()
+    names = holding.nodes_for(run)
+    assert holding.try_acquire(run, names) == (True, "")
+    Run.objects.filter(pk=run.pk).update(nodes_held=names)
+    run.refresh_from_db()
+    return names
+
+
+def test_node_names_come_from_the_workers_node_queues():
+    assert agent.node_names(["default", "node.a1", "node.", "node.b1", "nodes"]) == ["a1", "b1"]
+    assert agent.node_names(["default"]) == []
+
+
+def test_the_drop_policy_is_the_nodes(tmp_path, settings):
+    assert nodepolicy.parse("", "", tmp_path).drop_caches is True
+    assert nodepolicy.parse("", "", tmp_path, " False ").drop_caches is False
+    with pytest.raises(ImproperlyConfigured, match="BEEWEB_NODE_DROP_CACHES: 'maybe'"):
+        nodepolicy.parse("", "", tmp_path, "maybe")
+    settings.NODE_DROP_CACHES = "0"
+    assert agent.drop_here() == "refused by the node's policy (BEEWEB_NODE_DROP_CACHES=false)"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_answers_a_drop_asked_of_its_node(held_run, agents):
+    assert hold(held_run) == ["s2", "s3", "stor1"]
+    agents("s2")
+    latencies = []
+    for _ in range(5):
+        asked = time.monotonic()
+        NodeLease.objects.filter(hostname="s2").update(
+            drop_requested_at=timezone.now(), drop_result=""
+        )
+        while not NodeLease.objects.get(hostname="s2").drop_result:
+            assert time.monotonic() - asked < 5, "the agent did not answer"
+            time.sleep(0.01)
+        latencies.append(time.monotonic() - asked)
+    assert NodeLease.objects.get(hostname="s2").drop_result == DROPPED
+    # The other leases were not asked: nothing was done for them.
+    assert set(NodeLease.objects.exclude(hostname="s2").values_list("drop_result", flat=True)) == {
+        ""
+    }
+    # A node held: the agent polls every POLL_SECONDS; the drop itself is a sync.
+    assert statistics.median(latencies) < agent.POLL_SECONDS + 1.0, latencies
+    print(f"\nremote drop answered in {statistics.median(latencies) * 1000:.0f} ms (median of 5)")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outcomes_per_node_agent_no_agent_and_silent_agent(held_run, agents, monkeypatch):
+    hold(held_run)
+    agents("s2")
+    # s3's worker says its agent is alive but it never answers (killed a moment ago).
+    worker_row("s3@s3", "s3")
+    monkeypatch.setattr(agent, "ANSWER_SECONDS", 1.0)
+    beats = []
+    began = time.monotonic()
+    drops = agent.drop_caches(held_run, held_run.nodes_held, lambda: beats.append(1) or True)
+    took = time.monotonic() - began
+    assert drops == {
+        "s2": DROPPED,
+        "s3": "no answer from s3's worker within 1 s",
+        "stor1": DROPPED,
+    }
+    assert 1.0 <= took < 3.0 and beats, (took, beats)
+    # Without any agent on s3 the run does not wait for it.
+    Worker.objects.filter(name="s3@s3").delete()
+    NodeLease.objects.update(drop_requested_at=None, drop_result="")
+    began = time.monotonic()
+    drops = agent.drop_caches(held_run, held_run.nodes_held, lambda: True)
+    assert drops["s3"] == "no answer: no beeweb worker with a node agent runs on s3"
+    assert drops["s2"] == DROPPED and time.monotonic() - began < 1.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refusing_node_records_its_refusal(held_run, agents, settings):
+    hold(held_run)
+    settings.NODE_DROP_CACHES = "false"  # every node of this process refuses
+    agents("s2", "s3")
+    drops = agent.drop_caches(held_run, held_run.nodes_held, lambda: True)
+    assert drops == dict.fromkeys(["s2", "s3", "stor1"], nodepolicy.DROP_REFUSED)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_while_waiting_for_answers_stops_the_wait(held_run, settings, monkeypatch):
+    hold(held_run)
+    worker_row("s2@s2", "s2")  # "alive", never answers
+    settings.RUN_PROGRESS_SECONDS = 0.2
+    threading.Timer(
+        0.5, lambda: Run.objects.filter(pk=held_run.pk).update(cancel_requested=True)
+    ).start()
+    began = time.monotonic()
+    drops = agent.drop_caches(held_run, held_run.nodes_held, lambda: execute._beat(held_run))
+    assert drops is None and time.monotonic() - began < 2
+
+
+@pytest.mark.skipif(shutil.which("dd") is None, reason="dd is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_the_executor_records_every_held_nodes_outcome(held_run, agents, alice_client):
+    agents("s2")
+    run = held_run
+    assert execute.execute(run.pk, queue(run), "stor1@stor1") == "succeeded"
+    run.refresh_from_db()
+    assert run.nodes_held == ["s2", "s3", "stor1"]
+    assert run.effective_config["drop_caches"] == {
+        "s2": DROPPED,
+        "s3": "no answer: no beeweb worker with a node agent runs on s3",
+        "stor1": DROPPED,
+    }
+    assert NodeLease.objects.count() == 0
+    page = alice_client.get(reverse("experiments:run", args=[run.uuid])).content.decode()
+    assert f"s2: {DROPPED}; s3: no answer: no beeweb worker" in page
+
+
+@pytest.mark.django_db
+def test_runs_that_stored_one_outcome_still_show_it(alice_client, held_run):
+    Run.objects.filter(pk=held_run.pk).update(
+        effective_config={"hostname": "stor1", "drop_caches": "dropped"}
+    )
+    held_run.refresh_from_db()
+    assert held_run.cache_drops == [("stor1", "dropped")]
+    page = alice_client.get(reverse("experiments:run", args=[held_run.uuid])).content.decode()
+    assert '<dd id="cache-drops">stor1: dropped</dd>' in page
