@@ -1,0 +1,247 @@
+"""Exclusive use of nodes and per-node cache drops on the network-namespace cluster
+(tests/netns.py): three nodes, each with its own hostname and its own Celery worker (and so
+its own node agent, runners.agent) reaching PostgreSQL and Redis over the network. alice's
+testbed is launched from node1, bob's from node2; both use node3 as their storage and
+metadata server.
+
+- Two users' matrices launched at the same moment never run at the same time on a node
+  (from every run's started_at / finished_at), and every run records a cache drop for every
+  node it held, done on that node by that node's worker.
+- The waiting run's page, fetched as its user, says what it waits for; a worker SIGKILLed
+  while it holds nodes frees them within the stale-heartbeat bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from datetime import datetime
+
+import pytest
+
+from tests.e2e import ROOT, Stack, wait_for
+
+pytest_plugins = ["tests.netns_fixtures"]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
+    pytest.mark.skipif(
+        not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+        reason="the namespaces reach the database over the network: PostgreSQL only",
+    ),
+]
+
+STALE = 3  # BEEWEB_RUN_STALE_SECONDS of the workers
+
+INVENTORY = """
+from django.contrib.auth import get_user_model
+from experiments.models import HardwareProfile, Node, Testbed, TestbedNode
+bench, nodes = {bench!r}, dict({nodes!r})
+users = get_user_model().objects
+alice = users.create_user("alice", password="x")
+bob = users.create_user("bob", password="x")
+profile = HardwareProfile.objects.create(owner=alice, name="box", architecture="x86_64")
+bob_profile = HardwareProfile.objects.create(owner=bob, name="box", architecture="x86_64")
+# node3 is alice's storage server, shared: bob's testbed uses it too.
+server = Node.objects.create(owner=alice, hostname="node3", address=nodes["node3"],
+                             profile=profile, shared=True)
+for owner, prof, name, launcher in ((alice, profile, "tb-alice", "node1"),
+                                    (bob, bob_profile, "tb-bob", "node2")):
+    tb = Testbed.objects.create(owner=owner, name=name, benchmark_dir=bench)
+    node = Node.objects.create(owner=owner, hostname=launcher, address=nodes[launcher],
+                               profile=prof)
+    TestbedNode.objects.create(testbed=tb, node=node, client=True)
+    TestbedNode.objects.create(testbed=tb, node=server, storage=True, metadata=True)
+"""
+
+LAUNCH = """
+from django.contrib.auth import get_user_model
+from experiments import matrices
+from experiments.matrix_files import from_data, parse_yaml
+users = get_user_model().objects
+made = [from_data(parse_yaml(text), users.get(username=who)) for who, text in {specs!r}]
+for m in made:
+    matrices.launch(m)
+print(len(made))
+"""
+
+FIO = """\
+name: {name}
+tool: fio
+testbeds: [{testbed}]
+repetitions: {reps}
+drop_caches: true
+timeout_s: 600
+params: {{rw: write, size: 4m, bs: 1m, runtime: {runtime}, time_based: true}}
+"""
+
+RUNS = """
+import json
+from experiments.models import Run
+print(json.dumps([
+    {"pk": r.pk, "uuid": str(r.uuid), "status": r.status, "nodes": r.nodes_held,
+     "waiting": r.waiting_for, "owner": r.owner.username, "worker": r.worker, "error": r.error,
+     "drops": r.effective_config.get("drop_caches"),
+     "start": r.started_at and r.started_at.isoformat(),
+     "end": r.finished_at and r.finished_at.isoformat()}
+    for r in Run.objects.order_by("pk")
+]))
+"""
+
+# The run page as its owner sees it (Django's test client against the same database).
+PAGE = """
+from django.contrib.auth import get_user_model
+from django.test import Client
+client = Client()
+client.force_login(get_user_model().objects.get(username={user!r}))
+response = client.get("/runs/{uuid}/", secure=True, follow=True)
+print(response.status_code)
+print(response.content.decode())
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(netns_lab, tmp_path_factory):
+    """The inventory and one worker per node (solo pool, queue node.<hostname>, that
+    hostname), started once for the module's tests, which run in order."""
+    began = time.monotonic()
+    tmp = tmp_path_factory.mktemp("netns-holding")
+    stack = Stack(tmp)
+    bench = tmp / "bench"
+    bench.mkdir()
+    nodes = [(n.hostname, n.address) for n in netns_lab.nodes]
+    stack.shell(INVENTORY.format(bench=str(bench), nodes=nodes))
+    env = {
+        **stack.env,
+        "BEEWEB_NODE_DIRS": str(bench),
+        "BEEWEB_RUN_STALE_SECONDS": str(STALE),
+    }
+    for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
+        env[key] = netns_lab.via_gateway(env[key])
+    workers = {}
+    for node in netns_lab.nodes:
+        workers[node.hostname] = netns_lab.popen(
+            node,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "beeweb",
+                "worker",
+                "--pool=solo",
+                "-Q",
+                f"node.{node.hostname}",
+                "-n",
+                f"{node.hostname}@{node.hostname}",
+                "--loglevel=INFO",
+            ],
+            env=env,
+            hostname=node.hostname,
+            cwd=ROOT,
+            stdout=open(tmp / f"{node.hostname}.log", "ab"),
+            stderr=-2,
+        )
+    # Every worker registered and its node agent running.
+    agents = (
+        "from experiments.models import Worker;"
+        "print(sorted(w.hostname for w in Worker.objects.filter(agent_seen__isnull=False)))"
+    )
+    assert wait_for(lambda: stack.shell(agents) == "['node1', 'node2', 'node3']", 90), (
+        tmp / "node1.log"
+    ).read_text()[-3000:]
+    print(f"\ncluster of 3 nodes up in {time.monotonic() - began:.1f} s")
+    yield stack, workers, tmp
+    stack.close()
+
+
+def runs(stack: Stack) -> list[dict]:
+    return json.loads(stack.shell(RUNS))
+
+
+def launch(stack: Stack, *specs: tuple[str, str]) -> None:
+    assert stack.shell(LAUNCH.format(specs=list(specs))) == str(len(specs))
+
+
+def test_two_users_matrices_never_overlap_and_every_held_node_drops(cluster):
+    stack, _, _ = cluster
+    began = time.monotonic()
+    launch(
+        stack,
+        ("alice", FIO.format(name="alice fio", testbed="tb-alice", reps=3, runtime=1)),
+        ("bob", FIO.format(name="bob fio", testbed="tb-bob", reps=3, runtime=1)),
+    )
+    reasons: set[str] = set()
+
+    def done() -> bool:
+        rows = runs(stack)
+        reasons.update(r["waiting"] for r in rows if r["waiting"])
+        return all(r["status"] in ("succeeded", "failed", "cancelled") for r in rows)
+
+    assert wait_for(done, 120, interval=0.2), runs(stack)
+    rows = runs(stack)
+    assert [r["status"] for r in rows] == ["succeeded"] * 6, rows
+    by_owner = {r["owner"]: r for r in rows}
+    assert by_owner["alice"]["worker"] == "node1@node1"
+    assert by_owner["bob"]["worker"] == "node2@node2"
+    assert {tuple(r["nodes"]) for r in rows} == {("node1", "node3"), ("node2", "node3")}
+    # No two runs overlap on any node: for each node, the spans of the runs holding it.
+    for node in ("node1", "node2", "node3"):
+        spans = sorted(
+            (datetime.fromisoformat(r["start"]), datetime.fromisoformat(r["end"]), r["pk"])
+            for r in rows
+            if node in r["nodes"]
+        )
+        for (_, end, pk), (start, _, nxt) in zip(spans, spans[1:], strict=False):
+            assert end <= start, f"runs {pk} and {nxt} overlap on {node}"
+    assert any("node node3 (held by run" in reason for reason in reasons), reasons
+    # Each run dropped the caches of every node it held, each on that node by its worker
+    # (the namespaces share this kernel, and the workers run as root).
+    for r in rows:
+        assert r["drops"] == dict.fromkeys(r["nodes"], "dropped"), r
+    print(
+        f"\n6 fio runs of 1 s by two users sharing node3, caches dropped on every held node: "
+        f"{time.monotonic() - began:.1f} s end to end"
+    )
+
+
+def test_a_waiting_runs_page_and_a_killed_holder(cluster):
+    stack, workers, tmp = cluster
+    first = len(runs(stack))
+    launch(stack, ("alice", FIO.format(name="long", testbed="tb-alice", reps=1, runtime=300)))
+    assert wait_for(
+        lambda: any(
+            r["status"] == "running" and not r["waiting"] and r["start"]
+            for r in runs(stack)[first:]
+        ),
+        60,
+    ), (tmp / "node1.log").read_text()[-3000:]
+    holder = runs(stack)[first]
+    launch(stack, ("bob", FIO.format(name="short", testbed="tb-bob", reps=1, runtime=1)))
+    reason = f"node node3 (held by run {holder['pk']}"
+    assert wait_for(lambda: reason in runs(stack)[-1]["waiting"], 30), runs(stack)
+    waiter = runs(stack)[-1]
+
+    status, _, page = stack.shell(PAGE.format(user="bob", uuid=waiter["uuid"])).partition("\n")
+    assert status == "200"
+    assert f"Not started: waiting for {reason}" in page, page[-3000:]
+
+    os.kill(workers["node1"].pid, signal.SIGKILL)  # nothing tells the database
+    killed = time.time()
+    workers["node1"].wait(timeout=10)
+    assert wait_for(lambda: runs(stack)[-1]["status"] == "succeeded", STALE + 30), runs(stack)
+    waiter = runs(stack)[-1]
+    started = datetime.fromisoformat(waiter["start"]).timestamp()
+    # The holder's last heartbeat was at most RUN_PROGRESS_SECONDS (0.5 s) before the kill;
+    # the waiter polls every 0.5 s.
+    assert started - killed <= STALE + 1.5, started - killed
+    assert waiter["drops"] == {"node2": "dropped", "node3": "dropped"}
+    assert runs(stack)[first]["status"] == "running", "freed by the waiter, not by the janitor"
+    print(
+        f"\nkilled holder on node1: node3 taken by bob's run {started - killed:.2f} s after "
+        f"SIGKILL (RUN_STALE_SECONDS={STALE})"
+    )
