@@ -145,5 +145,5 @@ class MetricAdmin(admin.ModelAdmin):
 
 @admin.register(m.Worker)
 class WorkerAdmin(admin.ModelAdmin):
-    list_display = ["name", "hostname", "queues", "pid", "started_at", "last_seen"]
-    readonly_fields = ["name", "hostname", "queues", "pid", "started_at", "last_seen"]
+    list_display = ["name", "hostname", "queues", "pid", "started_at", "last_seen", "agent_seen"]
+    readonly_fields = ["name", "hostname", "queues", "pid", "started_at", "last_seen", "agent_seen"]

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
-from django.db import close_old_connections, connection
+from django.db import connection
 from django.utils import timezone
 
 from experiments.models import NodeLease, Run, Worker
@@ -125,7 +125,6 @@ class Agent:
                         job.tick(leases)
                 except Exception:
                     log.exception("node agent of %s: poll failed", self.worker)
-                    close_old_connections()
                     connection.close()
                     seen = 0.0
                     self.stopping.wait(ERROR_PAUSE_SECONDS)
