@@ -39,6 +39,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from experiments import telemetry
 from experiments.models import Run, Worker
 from experiments.results import MAX_OUTPUT_BYTES, parse_stored, record_launch
 from runners import agent, holding, nodeconfig, nodepolicy, slurm
@@ -573,9 +574,10 @@ def _run_steps(
             drops.update(drop())
         config["drop_caches"] = drops
         update_run(run, effective_config=config)
-    status, output, exit_code, error = _supervise(
-        run, command, ctx.scratch, timeout_s, deadline, on_stop=on_stop
-    )
+    with telemetry.recording(run, ctx.scratch):  # this node's counters while the tool runs
+        status, output, exit_code, error = _supervise(
+            run, command, ctx.scratch, timeout_s, deadline, on_stop=on_stop
+        )
     if command.output_file and Path(command.output_file).exists():
         # The tool's result file is what parses; the console output stays in history.
         result_text = Path(command.output_file).read_text(errors="replace")

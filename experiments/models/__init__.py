@@ -16,6 +16,7 @@ from experiments.models.inventory import (
 from experiments.models.matrices import LaunchMode, Matrix
 from experiments.models.reports import Report, ShareLink
 from experiments.models.runs import Metric, NodeLease, Run
+from experiments.models.telemetry import RunTelemetry
 from experiments.models.tuning import TuningParameter, TuningRevision, TuningSet
 from experiments.models.workers import Worker
 
@@ -34,6 +35,7 @@ __all__ = [
     "PublishedModel",
     "Report",
     "Run",
+    "RunTelemetry",
     "ShareLink",
     "StoragePool",
     "Target",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runners.telemetry import fio_log_options
 from runners.tools.base import (
     KEEP_RETIRED,
     Adapter,
@@ -140,6 +141,8 @@ class FioAdapter(Adapter):
         else:
             argv.append(f"--name={JOB_NAME}")
             argv += [f"--{o}" for o in self._options(p, ctx, None)]
+            # Its bandwidth/IOPS/latency per second, the run page's tool series.
+            argv += fio_log_options(ctx.scratch)
         return Command(
             argv=argv,
             files=files,

@@ -38,6 +38,11 @@ def test_typical_argv(ctx):
         "--time_based",
         "--ramp_time=5",
         "--end_fsync=1",
+        # fio's own per-second logs, in scratch, for the run page's tool series
+        f"--write_bw_log={ctx.scratch}/fio",
+        f"--write_iops_log={ctx.scratch}/fio",
+        f"--write_lat_log={ctx.scratch}/fio",
+        "--log_avg_msec=1000",
     ]
     assert cmd.files == {}
     assert cmd.env == {}

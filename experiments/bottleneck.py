@@ -1,0 +1,249 @@
+"""The bottleneck verdict of a run: which resource was saturated, with its evidence.
+
+A pure function of the nodes' telemetry documents (runners.telemetry's format) and the link
+rates the hardware profiles state; no database, so it is tested with synthetic series and
+reused by anything that holds documents (the run page, an export, a comparison).
+
+A resource counts as saturated when it stays at or above its threshold during at least half of
+a phase (``MIN_SHARE``): a disk busy ≥ 90 % of the time (``disk_util``, iostat's %util), one
+core ≥ 95 % busy (the tool's busiest process, or the busiest core of /proc/stat), every core
+≥ 90 % busy, or a link ≥ 90 % of its rate. Phases come from the tool's own series (the seconds
+in which fio logged writes are the write phase); without them the whole run is one phase.
+Nothing saturated means the run waited on something no counter shows: latency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+DISK_UTIL = 0.9
+CORE_BUSY = 0.95
+ALL_CORES_BUSY = 0.9
+LINK_SHARE = 0.9
+MIN_SHARE = 0.5
+LATENCY_BOUND = "no resource saturated: likely latency-bound"
+
+
+@dataclass
+class Finding:
+    resource: str  # "disk", "cpu", "network"
+    host: str
+    entity: str  # device, core/process, interface
+    level: float  # mean during the saturated samples (fraction of capacity)
+    share: float  # fraction of the phase's samples at or above the threshold
+    text: str
+    by_tool: bool = True  # False: the load came mostly from other processes than the tool
+
+    @property
+    def score(self) -> float:
+        return (self.share * self.level) if self.by_tool else -1 + self.share * self.level
+
+
+@dataclass
+class Verdict:
+    phase: str
+    start: float  # seconds from the earliest node's first reading
+    end: float
+    headline: str
+    saturated: list[Finding] = field(default_factory=list)
+    busiest: list[str] = field(default_factory=list)  # evidence when nothing saturated
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "start": self.start,
+            "end": self.end,
+            "headline": self.headline,
+            "saturated": [f.__dict__ for f in self.saturated],
+            "busiest": self.busiest,
+        }
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f}%"
+
+
+def _rate_text(bytes_per_s: float) -> str:
+    gbit = bytes_per_s * 8 / 1e9
+    return f"{gbit:g} Gb/s" if gbit >= 1 else f"{gbit * 1000:g} Mb/s"
+
+
+def _origin(docs: list[dict]) -> datetime | None:
+    starts = [datetime.fromisoformat(d["started_at"]) for d in docs if d.get("started_at")]
+    return min(starts) if starts else None
+
+
+def shift(doc: dict, origin: datetime | None) -> float:
+    """Seconds from ``origin`` (the earliest node's first reading) to this node's."""
+    if origin is None or not doc.get("started_at"):
+        return 0.0
+    return (datetime.fromisoformat(doc["started_at"]) - origin).total_seconds()
+
+
+def phases(docs: list[dict]) -> list[tuple[str, float, float]]:
+    """(name, start, end) in seconds from the earliest node's first reading: per direction
+    the span of the tool's nonzero bandwidth (or IOPS) samples; one "run" phase without them."""
+    origin = _origin(docs)
+    found = []
+    for doc in docs:
+        tool = doc.get("tool") or {}
+        t = tool.get("t") or []
+        offset = shift(doc, origin)
+        for op in ("write", "read"):
+            values = tool.get("series", {}).get(f"{op}_bw") or tool.get("series", {}).get(
+                f"{op}_iops"
+            )
+            if not values:
+                continue
+            live = [t[i] for i, v in enumerate(values) if v]
+            if live:
+                # A tool sample at t covers the second before it.
+                found.append((op, offset + max(0.0, live[0] - 1), offset + live[-1]))
+    if found:
+        return sorted(found, key=lambda p: p[1])
+    ends = [shift(d, origin) + (d["t"][-1] if d.get("t") else 0.0) for d in docs]
+    return [("run", 0.0, max(ends, default=0.0))]
+
+
+def _window(doc: dict, offset: float, start: float, end: float) -> list[int]:
+    """Indexes of the samples whose interval's middle lies within [start, end]."""
+    t = doc.get("t") or []
+    out = []
+    for i, ti in enumerate(t):
+        prev = t[i - 1] if i else max(0.0, ti - doc.get("interval_s", 1.0))
+        mid = offset + (prev + ti) / 2
+        if start <= mid <= end:
+            out.append(i)
+    return out
+
+
+def _share(values: list, idx: list[int], threshold: float, scale: float = 1.0):
+    """(share of samples >= threshold, mean level of those samples) over ``idx``."""
+    hits = [values[i] / scale for i in idx if i < len(values) and values[i] / scale >= threshold]
+    if not idx:
+        return 0.0, 0.0
+    return len(hits) / len(idx), (sum(hits) / len(hits) if hits else 0.0)
+
+
+def _mean(values: list, idx: list[int], scale: float = 1.0) -> float:
+    picked = [values[i] / scale for i in idx if i < len(values)]
+    return sum(picked) / len(picked) if picked else 0.0
+
+
+def _link_rates(doc: dict, stated: float | None) -> dict[str, float]:
+    """Bytes/s per interface: the kernel's link speed, else the rate the node's hardware
+    profile states (for interfaces the kernel gives none, loopback excepted)."""
+    speeds = doc.get("meta", {}).get("nic_speed_mbps", {})
+    rates = {}
+    for name in doc.get("series", {}):
+        if not name.startswith(("net_rx_bw:", "net_tx_bw:")):
+            continue
+        nic = name.partition(":")[2]
+        if nic in speeds:
+            rates[nic] = speeds[nic] * 1e6 / 8
+        elif stated and nic != "lo":
+            rates[nic] = stated
+    return rates
+
+
+def _node_findings(
+    doc: dict, idx: list[int], phase: str, stated_rate: float | None
+) -> tuple[list[Finding], list[tuple[float, str]]]:
+    host = doc.get("hostname", "?")
+    series = doc.get("series", {})
+    findings: list[Finding] = []
+    busiest: list[tuple[float, str]] = []
+    where = "the run" if phase == "run" else f"the {phase} phase"
+    for name, values in series.items():
+        if name.startswith("disk_util:"):
+            dev = name.partition(":")[2]
+            share, level = _share(values, idx, DISK_UTIL)
+            if share >= MIN_SHARE:
+                findings.append(
+                    Finding("disk", host, dev, level, share,
+                            f"{dev} on {host} at {_pct(level)} utilisation during "
+                            f"{_pct(share)} of {where}")
+                )  # fmt: skip
+            busiest.append((_mean(values, idx), f"{dev} on {host} {_pct(_mean(values, idx))} busy"))
+    comm = doc.get("meta", {}).get("tool_top_comm") or "the tool"
+    tool_top = series.get("tool_cpu_top")
+    cores = [v for n, v in series.items() if n.startswith("cpu_busy:")]
+    if tool_top:
+        share, level = _share(tool_top, idx, CORE_BUSY)
+        if share >= MIN_SHARE:
+            findings.append(
+                Finding("cpu", host, comm, level, share,
+                        f"one core of {host} at {_pct(level)} ({comm}, the tool's busiest "
+                        f"process) during {_pct(share)} of {where}")
+            )  # fmt: skip
+        busiest.append((_mean(tool_top, idx), f"{comm} on {host} at {_pct(_mean(tool_top, idx))} "
+                        "of one core"))  # fmt: skip
+    elif cores:
+        top = [max(v[i] for v in cores if i < len(v)) for i in range(len(cores[0]))]
+        share, level = _share(top, idx, CORE_BUSY)
+        if share >= MIN_SHARE:
+            findings.append(
+                Finding("cpu", host, "one core", level, share,
+                        f"one core of {host} at {_pct(level)} during {_pct(share)} of {where}")
+            )  # fmt: skip
+    overall = series.get("cpu_busy")
+    if overall and len(cores) > 1:
+        share, level = _share(overall, idx, ALL_CORES_BUSY)
+        tool_cores = _mean(series.get("tool_cpu", []), idx) if "tool_cpu" in series else None
+        if share >= MIN_SHARE:
+            mine = tool_cores is None or tool_cores >= level * len(cores) / 2
+            text = (
+                f"all {len(cores)} cores of {host} at {_pct(level)} during {_pct(share)} of {where}"
+            )
+            if not mine:
+                text += (
+                    f" (the tool used {tool_cores:.1f} of them: other processes loaded the node)"
+                )
+            findings.append(Finding("cpu", host, "all cores", level, share, text, by_tool=mine))
+        busiest.append((_mean(overall, idx), f"CPU of {host} {_pct(_mean(overall, idx))} busy"))
+    for nic, rate in _link_rates(doc, stated_rate).items():
+        for way in ("rx", "tx"):
+            values = series.get(f"net_{way}_bw:{nic}")
+            if not values:
+                continue
+            share, level = _share(values, idx, LINK_SHARE, rate)
+            if share >= MIN_SHARE:
+                findings.append(
+                    Finding("network", host, f"{nic} {way}", level, share,
+                            f"network of {host} at {_pct(level)} of {_rate_text(rate)} "
+                            f"({nic} {way}) during {_pct(share)} of {where}")
+                )  # fmt: skip
+            mean = _mean(values, idx, rate)
+            busiest.append((mean, f"{nic} {way} on {host} at {_pct(mean)} of {_rate_text(rate)}"))
+    return findings, busiest
+
+
+def verdicts(docs: list[dict], stated_rates: dict[str, float] | None = None) -> list[Verdict]:
+    """One verdict per phase over every node's document. ``stated_rates``: hostname -> link
+    rate in bytes/s from the node's hardware profile (used where the kernel states none)."""
+    stated_rates = stated_rates or {}
+    origin = _origin(docs)
+    out = []
+    for name, start, end in phases(docs):
+        findings: list[Finding] = []
+        busiest: list[tuple[float, str]] = []
+        for doc in docs:
+            idx = _window(doc, shift(doc, origin), start, end)
+            if not idx:
+                continue
+            f, b = _node_findings(doc, idx, name, stated_rates.get(doc.get("hostname", "")))
+            findings += f
+            busiest += b
+        findings.sort(key=lambda f: f.score, reverse=True)
+        if findings and findings[0].by_tool:
+            headline = findings[0].text
+        else:
+            headline = LATENCY_BOUND
+        busiest.sort(reverse=True)
+        out.append(
+            Verdict(name, round(start, 3), round(end, 3), headline, findings,
+                    [text for _, text in busiest[:4]])
+        )  # fmt: skip
+    return out

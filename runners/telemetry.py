@@ -1,0 +1,433 @@
+"""What happened on one node while a run's tool ran: 1 s samples of the kernel's own counters.
+
+``Sampler(interval).start()`` starts a daemon thread that reads /proc/stat, /proc/meminfo,
+/proc/diskstats, /proc/net/dev and the InfiniBand port counters (where they exist) every
+``interval`` seconds; ``stop()`` returns the series as one JSON-ready document (the format of
+docs/telemetry.md). Standard library only and no Django: any process can run it (the executor
+around the tool on the launcher; a node's agent for the other nodes of a run).
+
+Why counters and not sar/iostat: the counters are what those tools read, one ``read()`` per
+file costs microseconds, and a child process per second would cost more than the 1 % of one
+core the sampler may take. For the same reason, the tool's own processes are found without
+scanning every process each second: a pid is looked at once (its parent), and only the
+descendants of ``watch_pid`` are read again.
+
+Rates are computed between consecutive readings and belong to the end of their interval:
+sample ``i`` covers ``t[i-1]..t[i]`` (``t`` in seconds from the first reading). Values are
+rounded to what a chart or a verdict can use (fractions to 0.001, bytes and operations to
+whole numbers), which lets the stored form compress well.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+FORMAT = "beeweb-telemetry/1"
+SECTOR = 512
+# Block devices that never hold benchmark data: RAM disks, compressed swap, optical drives.
+SKIP_DEVICES = ("ram", "zram", "sr", "fd")
+IB_ROOT = Path("/sys/class/infiniband")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _read(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
+
+
+def read_cpu(text: str) -> dict[str, tuple[int, int, int, int]]:
+    """Per line of /proc/stat ("cpu" is the whole node): (busy, iowait, steal, total) ticks.
+    Busy is user + nice + system + irq + softirq (guest time is already inside user)."""
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("cpu"):
+            break
+        name, *fields = line.split()
+        v = [int(x) for x in fields[:8]] + [0] * (8 - len(fields[:8]))
+        user, nice, system, idle, iowait, irq, softirq, steal = v
+        busy = user + nice + system + irq + softirq
+        out[name] = (busy, iowait, steal, busy + idle + iowait + steal)
+    return out
+
+
+def read_meminfo(text: str) -> dict[str, int]:
+    """Used memory (total - available) and page cache, in bytes."""
+    kib = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemTotal", "MemAvailable", "Cached"):
+            kib[key] = int(rest.split()[0])
+    return {
+        "mem_used": (kib.get("MemTotal", 0) - kib.get("MemAvailable", 0)) * 1024,
+        "page_cache": kib.get("Cached", 0) * 1024,
+    }
+
+
+def read_diskstats(text: str) -> dict[str, tuple[int, ...]]:
+    """Per device: (reads, sectors read, writes, sectors written, ms busy, weighted ms)."""
+    out = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < 14:
+            continue
+        out[f[2]] = (int(f[3]), int(f[5]), int(f[7]), int(f[9]), int(f[12]), int(f[13]))
+    return out
+
+
+def read_netdev(text: str) -> dict[str, tuple[int, int]]:
+    """Per interface: (bytes received, bytes sent)."""
+    out = {}
+    for line in text.splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        f = rest.split()
+        if len(f) >= 9:
+            out[name.strip()] = (int(f[0]), int(f[8]))
+    return out
+
+
+def _whole_disks(names) -> list[str]:
+    """Block devices worth sampling: not partitions (their disk is sampled), not RAM disks."""
+    keep = []
+    for name in names:
+        if name.startswith(SKIP_DEVICES):
+            continue
+        if os.path.exists(f"/sys/class/block/{name}/partition"):
+            continue
+        keep.append(name)
+    return keep
+
+
+def _nic_speeds(names) -> dict[str, int]:
+    """Link speed in Mb/s as the kernel reports it (virtual interfaces have none)."""
+    speeds = {}
+    for name in names:
+        try:
+            speed = int(_read(f"/sys/class/net/{name}/speed"))
+        except (OSError, ValueError):
+            continue
+        if speed > 0:
+            speeds[name] = speed
+    return speeds
+
+
+def _ib_ports() -> dict[str, tuple[Path, Path]]:
+    """ "device/port" -> (port_rcv_data, port_xmit_data) counter files (units of 4 bytes)."""
+    ports = {}
+    if not IB_ROOT.is_dir():
+        return ports
+    for counters in sorted(IB_ROOT.glob("*/ports/*/counters")):
+        rcv, xmit = counters / "port_rcv_data", counters / "port_xmit_data"
+        if rcv.exists() and xmit.exists():
+            ports[f"{counters.parent.parent.parent.name}/{counters.parent.name}"] = (rcv, xmit)
+    return ports
+
+
+class _Processes:
+    """CPU time of the descendants of one pid, found without rescanning every process: each
+    new pid's parent is read once; known descendants are read every sample."""
+
+    def __init__(self, root: int):
+        self.root = root
+        self.parent: dict[int, int] = {}
+        self.comm: dict[int, str] = {}
+
+    @staticmethod
+    def _stat(pid: int) -> tuple[str, int, int] | None:
+        try:
+            text = _read(f"/proc/{pid}/stat")
+        except OSError:
+            return None
+        # comm may contain spaces and parentheses: it ends at the last ')'.
+        comm = text[text.index("(") + 1 : text.rindex(")")]
+        f = text[text.rindex(")") + 2 :].split()
+        return comm, int(f[1]), int(f[11]) + int(f[12])  # comm, ppid, utime + stime
+
+    def read(self) -> dict[int, tuple[str, int]]:
+        """pid -> (comm, CPU ticks) of every live descendant of the root."""
+        live = {int(p) for p in os.listdir("/proc") if p.isdigit()}
+        for pid in list(self.parent):
+            if pid not in live:
+                del self.parent[pid]
+                self.comm.pop(pid, None)
+        out = {}
+        for pid in sorted(live):
+            known = pid in self.parent
+            if not known or self._descends(pid):
+                stat = self._stat(pid)
+                if stat is None:
+                    continue
+                comm, ppid, ticks = stat
+                self.parent[pid] = ppid
+                if self._descends(pid):
+                    self.comm[pid] = comm
+                    out[pid] = (comm, ticks)
+        return out
+
+    def _descends(self, pid: int) -> bool:
+        seen = 0
+        while pid in self.parent and seen < 64:
+            pid = self.parent[pid]
+            if pid == self.root:
+                return True
+            seen += 1
+        return False
+
+
+class Sampler:
+    """Samples this node every ``interval`` seconds from ``start()`` to ``stop()``.
+
+    ``devices``/``interfaces`` restrict the block devices and network interfaces (default:
+    every whole disk and interface; those that did no I/O during the sampling are left out of
+    the result and named in ``meta.idle``). ``watch_pid`` adds the CPU of that process's
+    descendants (the tool under the executor): ``tool_cpu`` in cores and ``tool_cpu_top``,
+    the busiest single process as a fraction of one core."""
+
+    def __init__(
+        self,
+        interval: float = 1.0,
+        devices: list[str] | None = None,
+        interfaces: list[str] | None = None,
+        watch_pid: int | None = None,
+    ):
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        self.interval = interval
+        self.hostname = os.uname().nodename
+        disks = read_diskstats(_read("/proc/diskstats"))
+        self.devices = devices if devices is not None else _whole_disks(disks)
+        nets = read_netdev(_read("/proc/net/dev"))
+        self.interfaces = interfaces if interfaces is not None else list(nets)
+        self.ib = _ib_ports()
+        self.procs = _Processes(watch_pid) if watch_pid else None
+        self.unavailable: dict[str, str] = {}
+        if not self.ib:
+            self.unavailable["infiniband"] = f"no ports under {IB_ROOT}"
+        if shutil.which("beegfs-ctl") is None:
+            self.unavailable["beegfs"] = "beegfs-ctl is not installed on this node"
+        else:
+            self.unavailable["beegfs"] = (
+                "beegfs-ctl --serverstats is not sampled yet (one process per second would "
+                "exceed the sampler's CPU budget)"
+            )
+        self.t: list[float] = []
+        self.series: dict[str, list] = {}
+        self._prev: dict[str, Any] | None = None
+        self.t0 = 0.0
+        self.started_at: datetime | None = None
+        self.cpu_seconds = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._top_comms: list[str] = []
+
+    # --- one reading ---------------------------------------------------------------------
+
+    def _reading(self) -> dict[str, Any]:
+        reading: dict[str, Any] = {
+            "now": time.monotonic(),
+            "cpu": read_cpu(_read("/proc/stat")),
+            "mem": read_meminfo(_read("/proc/meminfo")),
+            "disk": read_diskstats(_read("/proc/diskstats")),
+            "net": read_netdev(_read("/proc/net/dev")),
+            "ib": {},
+        }
+        for port, (rcv, xmit) in self.ib.items():
+            try:
+                reading["ib"][port] = (int(_read(str(rcv))), int(_read(str(xmit))))
+            except (OSError, ValueError):
+                continue
+        if self.procs is not None:
+            reading["procs"] = self.procs.read()
+        return reading
+
+    def _put(self, name: str, value: float | int) -> None:
+        values = self.series.get(name)
+        if values is None:
+            # A series that appears late (a device attached mid-run) is padded at its start.
+            values = self.series[name] = [0] * (len(self.t) - 1)
+        values.append(value)
+
+    def sample(self) -> None:
+        """Take one reading; from the second on, append one value to every series."""
+        cpu_before = time.thread_time()
+        cur = self._reading()
+        prev, self._prev = self._prev, cur
+        if prev is None:
+            self.t0 = cur["now"]
+            self.started_at = datetime.now(UTC)
+            self.cpu_seconds += time.thread_time() - cpu_before
+            return
+        dt = cur["now"] - prev["now"]
+        self.t.append(round(cur["now"] - self.t0, 3))
+        for name, (busy, iowait, steal, total) in cur["cpu"].items():
+            p = prev["cpu"].get(name)
+            span = total - p[3] if p else 0
+            suffix = "" if name == "cpu" else f":{name}"
+            for key, now_v, then_v in (
+                ("cpu_busy", busy, p[0] if p else busy),
+                ("cpu_iowait", iowait, p[1] if p else iowait),
+                ("cpu_steal", steal, p[2] if p else steal),
+            ):
+                frac = (now_v - then_v) / span if span > 0 else 0.0
+                self._put(key + suffix, round(min(max(frac, 0.0), 1.0), 3))
+        for key, value in cur["mem"].items():
+            self._put(key, value)
+        for dev in self.devices:
+            a, b = cur["disk"].get(dev), prev["disk"].get(dev)
+            if a is None or b is None:
+                continue
+            d = [x - y for x, y in zip(a, b, strict=True)]
+            self._put(f"disk_read_iops:{dev}", round(d[0] / dt))
+            self._put(f"disk_read_bw:{dev}", round(d[1] * SECTOR / dt))
+            self._put(f"disk_write_iops:{dev}", round(d[2] / dt))
+            self._put(f"disk_write_bw:{dev}", round(d[3] * SECTOR / dt))
+            self._put(f"disk_util:{dev}", round(min(d[4] / (dt * 1000), 1.0), 3))
+            self._put(f"disk_queue:{dev}", round(d[5] / (dt * 1000), 2))
+        for nic in self.interfaces:
+            a, b = cur["net"].get(nic), prev["net"].get(nic)
+            if a is None or b is None:
+                continue
+            self._put(f"net_rx_bw:{nic}", round((a[0] - b[0]) / dt))
+            self._put(f"net_tx_bw:{nic}", round((a[1] - b[1]) / dt))
+        for port, a in cur["ib"].items():
+            b = prev["ib"].get(port)
+            if b is not None:
+                self._put(f"ib_rx_bw:{port}", round((a[0] - b[0]) * 4 / dt))
+                self._put(f"ib_tx_bw:{port}", round((a[1] - b[1]) * 4 / dt))
+        if self.procs is not None:
+            before = prev.get("procs", {})
+            total = top = 0.0
+            top_comm = ""
+            for pid, (comm, ticks) in cur["procs"].items():
+                # A process born during the interval spent all its ticks within it.
+                used = (ticks - before[pid][1] if pid in before else ticks) / CLK_TCK / dt
+                total += used
+                if used > top:
+                    top, top_comm = used, comm
+            self._put("tool_cpu", round(total, 3))
+            self._put("tool_cpu_top", round(min(top, 1.0), 3))
+            self._top_comms.append(top_comm)
+        self.cpu_seconds += time.thread_time() - cpu_before
+
+    # --- the thread ----------------------------------------------------------------------
+
+    def start(self) -> Sampler:
+        self.sample()
+        self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        # Readings on a fixed grid from the first one, so a slow reading does not shift the rest.
+        n = 1
+        while not self._stop.wait(max(0.0, self.t0 + n * self.interval - time.monotonic())):
+            self.sample()
+            n += 1
+
+    def stop(self) -> dict[str, Any]:
+        """Stop sampling (a last reading closes the final, shorter interval) and return the
+        document: ``hostname``, ``started_at`` (UTC, ISO 8601), ``interval_s``, ``t``,
+        ``series`` and ``meta``."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        if self._prev is not None and time.monotonic() - self._prev["now"] >= 0.05:
+            self.sample()
+        return self.document()
+
+    def document(self) -> dict[str, Any]:
+        series, idle = {}, []
+        for name, values in self.series.items():
+            # Devices and interfaces that did nothing are left out (named in meta.idle);
+            # the cores and memory always stay.
+            if name.startswith(("disk_", "net_", "ib_")) and not any(values):
+                idle.append(name)
+                continue
+            series[name] = values
+        quiet = sorted({n.partition(":")[2] for n in idle} - {n.partition(":")[2] for n in series})
+        meta: dict[str, Any] = {
+            "cores": sum(1 for n in self.series if n.startswith("cpu_busy:")),
+            "nic_speed_mbps": _nic_speeds(self.interfaces),
+            "idle": quiet,
+            "unavailable": self.unavailable,
+            "sampler_cpu_s": round(self.cpu_seconds, 4),
+        }
+        if self.procs is not None:
+            comms = [c for c in self._top_comms if c]
+            if comms:
+                meta["tool_top_comm"] = max(set(comms), key=comms.count)
+        return {
+            "format": FORMAT,
+            "hostname": self.hostname,
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "interval_s": self.interval,
+            "t": self.t,
+            "series": series,
+            "meta": meta,
+        }
+
+
+# --- fio's own logs ---------------------------------------------------------------------------
+
+FIO_LOG_PREFIX = "fio"
+# fio's log name -> (metric of DESIGN.md's vocabulary per direction, factor to base units).
+FIO_LOGS = {
+    "bw": ({0: "read_bw", 1: "write_bw"}, 1024),  # KiB/s
+    "iops": ({0: "read_iops", 1: "write_iops"}, 1),
+    "clat": ({0: "read_lat", 1: "write_lat"}, 1e-9),  # ns
+}
+
+
+def fio_log_options(scratch: Path | str) -> list[str]:
+    """fio options that write its bandwidth, IOPS and latency logs, averaged per second, into
+    ``scratch`` (files ``fio_bw.<job>.log`` etc.)."""
+    prefix = f"{scratch}/{FIO_LOG_PREFIX}"
+    return [
+        f"--write_bw_log={prefix}",
+        f"--write_iops_log={prefix}",
+        f"--write_lat_log={prefix}",
+        "--log_avg_msec=1000",
+    ]
+
+
+def read_fio_logs(scratch: Path | str, offset_s: float = 0.0) -> dict[str, Any]:
+    """fio's per-second logs in ``scratch`` on one time axis: ``{"t": [...], "series": {...}}``
+    with ``t`` in seconds (fio's own clock plus ``offset_s``). Jobs add up for bandwidth and
+    IOPS; latency is the mean over the jobs that logged in that second."""
+    sums: dict[str, dict[int, float]] = {}
+    counts: dict[str, dict[int, int]] = {}
+    for kind, (names, factor) in FIO_LOGS.items():
+        for path in sorted(Path(scratch).glob(f"{FIO_LOG_PREFIX}_{kind}.*.log")):
+            with open(path, errors="replace") as fh:
+                for line in fh:
+                    f = [x.strip() for x in line.split(",")]
+                    try:
+                        ms, value, direction = int(f[0]), float(f[1]), int(f[2])
+                    except (IndexError, ValueError):
+                        continue
+                    name = names.get(direction)
+                    if name is None:
+                        continue
+                    second = max(1, round(ms / 1000))
+                    sums.setdefault(name, {})
+                    counts.setdefault(name, {})
+                    sums[name][second] = sums[name].get(second, 0.0) + value * factor
+                    counts[name][second] = counts[name].get(second, 0) + 1
+    seconds = sorted({s for per in sums.values() for s in per})
+    series = {}
+    for name, per in sums.items():
+        mean = name.endswith("_lat")
+        values = []
+        for s in seconds:
+            v = per.get(s, 0.0)
+            if mean and s in per:
+                v /= counts[name][s]
+            values.append(round(v, 9) if mean else round(v))
+        series[name] = values
+    return {"t": [round(s + offset_s, 3) for s in seconds], "series": series}
