@@ -171,14 +171,21 @@ def _node_findings(
     tool_top = series.get("tool_cpu_top")
     cores = [v for n, v in series.items() if n.startswith("cpu_busy:")]
     if tool_top:
-        share, level = _share(tool_top, idx, CORE_BUSY)
+        # What the busiest process asked for: running plus waiting in the run queue.
+        wait = series.get("tool_cpu_wait") or [0] * len(tool_top)
+        demand = [min(1.0, a + b) for a, b in zip(tool_top, wait, strict=False)]
+        share, level = _share(demand, idx, CORE_BUSY)
         if share >= MIN_SHARE:
+            ran, waited = _mean(tool_top, idx), _mean(wait, idx)
+            how = f"running {_pct(ran)}"
+            if waited >= 0.05:
+                how += f", waiting for a CPU {_pct(waited)}: other processes share the cores"
             findings.append(
                 Finding("cpu", host, comm, level, share,
                         f"one core of {host} at {_pct(level)} ({comm}, the tool's busiest "
-                        f"process) during {_pct(share)} of {where}")
+                        f"process; {how}) during {_pct(share)} of {where}")
             )  # fmt: skip
-        busiest.append((_mean(tool_top, idx), f"{comm} on {host} at {_pct(_mean(tool_top, idx))} "
+        busiest.append((_mean(demand, idx), f"{comm} on {host} at {_pct(_mean(demand, idx))} "
                         "of one core"))  # fmt: skip
     elif cores:
         top = [max(v[i] for v in cores if i < len(v)) for i in range(len(cores[0]))]
