@@ -100,9 +100,9 @@ def blkio_throttle(device: str, write_bps: int):
 def run_fio(owner, testbed, params) -> Run:
     matrix = make_matrix(owner, testbed, params=params)
     run = matrix.runs.get()
-    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED, (
-        Run.objects.get(pk=run.pk).error
-    )
+    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED, Run.objects.get(
+        pk=run.pk
+    ).error
     return Run.objects.get(pk=run.pk)
 
 

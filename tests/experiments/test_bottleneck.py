@@ -1,0 +1,106 @@
+"""experiments.bottleneck on synthetic series: each kind of saturation, phases from the tool's
+series, nodes on one time axis, and the latency-bound verdict."""
+
+from __future__ import annotations
+
+from experiments.bottleneck import LATENCY_BOUND, phases, verdicts
+
+GB = 1e9
+
+
+def node(host="client01", n=10, start="2026-01-01T10:00:00+00:00", **series):
+    base = {
+        "cpu_busy": [0.2] * n,
+        "cpu_busy:cpu0": [0.2] * n,
+        "cpu_busy:cpu1": [0.2] * n,
+        "disk_util:sdb": [0.3] * n,
+    }
+    base.update(series)
+    return {
+        "format": "beeweb-telemetry/1",
+        "hostname": host,
+        "started_at": start,
+        "interval_s": 1.0,
+        "t": [float(i + 1) for i in range(n)],
+        "series": base,
+        "meta": {"cores": 2, "nic_speed_mbps": {}, "tool_top_comm": "fio"},
+    }
+
+
+def test_a_saturated_disk_during_the_write_phase():
+    storage = node("storage02", **{"disk_util:sdb": [0.1, 0.99, 0.98, 0.97, 0.99, 0.5] + [0] * 4})
+    client = node()
+    client["tool"] = {"t": [2.0, 3.0, 4.0, 5.0, 6.0], "series": {"write_bw": [1, 2, 2, 2, 1]}}
+    assert phases([client, storage]) == [("write", 1.0, 6.0)]
+    (v,) = verdicts([client, storage])
+    assert v.phase == "write" and (v.start, v.end) == (1.0, 6.0)
+    # Samples at t=2..6 fall in the phase; four of five are at >= 90 %.
+    assert v.headline == "sdb on storage02 at 98% utilisation during 80% of the write phase"
+    assert [f.resource for f in v.saturated] == ["disk"]
+
+
+def test_one_core_of_the_client_and_the_tool_process():
+    busy = node(tool_cpu_top=[1.0] * 10, tool_cpu_wait=[0.0] * 10, tool_cpu=[1.0] * 10)
+    (v,) = verdicts([busy])
+    assert v.phase == "run"
+    assert v.headline == (
+        "one core of client01 at 100% (fio, the tool's busiest process; running 100%) "
+        "during 100% of the run"
+    )
+    # Running 60 % and waiting 40 %: as CPU-bound, and the wait is named.
+    shared = node(tool_cpu_top=[0.6] * 10, tool_cpu_wait=[0.4] * 10)
+    (v,) = verdicts([shared])
+    assert v.saturated[0].resource == "cpu"
+    assert "waiting for a CPU 40%: other processes share the cores" in v.headline
+    # Without the tool's processes (another node): the busiest core of /proc/stat.
+    other = node(**{"cpu_busy:cpu1": [0.2, 0.99, 1.0, 0.98, 1.0, 0.97, 0.99, 1.0, 0.2, 0.2]})
+    (v,) = verdicts([other])
+    assert v.headline == "one core of client01 at 99% during 70% of the run"
+
+
+def test_network_against_the_link_rate():
+    n = node(
+        "storage01",
+        **{"net_tx_bw:ib0": [12.1e9] * 8 + [0, 0], "net_rx_bw:ib0": [1e6] * 10},
+    )
+    # The kernel states no speed for ib0: the hardware profile's 100 Gb/s applies.
+    (v,) = verdicts([n], {"storage01": 100 / 8 * GB})
+    assert v.headline == "network of storage01 at 97% of 100 Gb/s (ib0 tx) during 80% of the run"
+    # The kernel's own link speed wins over the profile's.
+    n["meta"]["nic_speed_mbps"] = {"ib0": 200000}
+    (v,) = verdicts([n], {"storage01": 100 / 8 * GB})
+    assert v.headline == LATENCY_BOUND
+    assert "ib0 tx on storage01 at 39% of 200 Gb/s" in v.busiest
+
+
+def test_nothing_saturated_is_latency_bound_with_the_busiest_named():
+    (v,) = verdicts([node(tool_cpu_top=[0.3] * 10)])
+    assert v.headline == LATENCY_BOUND and not v.saturated
+    assert v.busiest[0] == "sdb on client01 30% busy"
+    assert "fio on client01 at 30% of one core" in v.busiest
+
+
+def test_a_node_loaded_by_others_is_no_verdict_against_the_tool():
+    n = node(cpu_busy=[0.97] * 10, tool_cpu=[0.1] * 10, tool_cpu_top=[0.1] * 10)
+    (v,) = verdicts([n])
+    assert v.headline == LATENCY_BOUND
+    assert "other processes loaded the node" in v.saturated[0].text
+    # With the disk saturated too, the disk leads.
+    n["series"]["disk_util:sdb"] = [1.0] * 10
+    (v,) = verdicts([n])
+    assert v.headline.startswith("sdb on client01 at 100%")
+
+
+def test_nodes_on_one_time_axis_and_two_phases():
+    """storage02 started sampling 3 s after the client: its t=1 is the client's t=4."""
+    client = node(n=12)
+    client["tool"] = {
+        "t": [float(i) for i in range(1, 13)],
+        "series": {"write_bw": [5] * 6 + [0] * 6, "read_bw": [0] * 6 + [5] * 6},
+    }
+    late = node("storage02", n=9, start="2026-01-01T10:00:03+00:00",
+                **{"disk_util:sdb": [0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]})  # fmt: skip
+    assert phases([client, late]) == [("write", 0.0, 6.0), ("read", 6.0, 12.0)]
+    write, read = verdicts([client, late])
+    assert write.headline == LATENCY_BOUND  # its busy seconds are 7..12: the read phase
+    assert read.headline == "sdb on storage02 at 100% utilisation during 100% of the read phase"

@@ -1,0 +1,162 @@
+"""runners.telemetry: the /proc readers on text read from this kernel, the sampler's
+document from real readings, fio's per-second logs; experiments.telemetry's storage."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import zlib
+
+import pytest
+
+from experiments import telemetry as stored
+from experiments.models import RunTelemetry
+from runners.telemetry import (
+    FORMAT,
+    Sampler,
+    fio_log_options,
+    read_cpu,
+    read_diskstats,
+    read_fio_logs,
+    read_meminfo,
+    read_netdev,
+)
+from tests.lab import add_run
+
+STAT = """cpu  100 5 50 800 20 3 2 10 0 0
+cpu0 60 5 30 400 10 2 1 5 0 0
+cpu1 40 0 20 400 10 1 1 5 0 0
+intr 12345
+"""
+MEMINFO = """MemTotal:        4000000 kB
+MemFree:          500000 kB
+MemAvailable:    3000000 kB
+Buffers:           10000 kB
+Cached:          2000000 kB
+"""
+DISKSTATS = (
+    "   7       0 loop0 272 0 11008 53 8952 4589 1152448 114660 0 15824 115954 4 0 8388608 0 "
+    "76 1239\n"
+    " 254       0 vda 1000 10 20000 500 300 20 6000 400 2 900 950\n"
+    " 254       1 vda1 1 0 2 3\n"
+)  # fmt: skip
+NETDEV = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo: 1000      10    0    0    0     0          0         0     2000      20    0    0    0     0       0          0
+  eth0: 5000      50    0    0    0     0          0         0     7000      70    0    0    0     0       0          0
+"""  # noqa: E501
+
+
+def test_proc_readers():
+    cpu = read_cpu(STAT)
+    # busy = user + nice + system + irq + softirq; total adds idle, iowait, steal
+    assert cpu["cpu"] == (160, 20, 10, 990)
+    assert cpu["cpu0"] == (98, 10, 5, 513)
+    assert set(cpu) == {"cpu", "cpu0", "cpu1"}
+    assert read_meminfo(MEMINFO) == {"mem_used": 1000000 * 1024, "page_cache": 2000000 * 1024}
+    disks = read_diskstats(DISKSTATS)
+    assert disks["loop0"] == (272, 11008, 8952, 1152448, 15824, 115954)
+    assert disks["vda"] == (1000, 20000, 300, 6000, 900, 950)
+    assert "vda1" not in disks  # an old-style 4-field partition line
+    assert read_netdev(NETDEV) == {"lo": (1000, 2000), "eth0": (5000, 7000)}
+
+
+def test_sampler_document_from_real_readings(tmp_path):
+    """Three readings of this machine while dd writes a file: rates per interval, cores,
+    memory, the writing disk, the tool's CPU; idle devices left out and named."""
+    sampler = Sampler(interval=0.3, watch_pid=os.getpid()).start()
+    target = tmp_path / "f"
+    subprocess.run(
+        ["dd", "if=/dev/zero", f"of={target}", "bs=1M", "count=64", "oflag=direct"],
+        check=True,
+        capture_output=True,
+    )
+    # And some CPU: 4 GiB through a 1 MiB buffer.
+    subprocess.run(["dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=4096"], check=True)
+    time.sleep(0.7)
+    doc = sampler.stop()
+    assert doc["format"] == FORMAT and doc["hostname"] == os.uname().nodename
+    assert doc["interval_s"] == 0.3 and doc["started_at"].endswith("+00:00")
+    n = len(doc["t"])
+    assert n >= 3 and doc["t"] == sorted(doc["t"]) and doc["t"][0] == pytest.approx(0.3, abs=0.1)
+    series = doc["series"]
+    cores = os.cpu_count()
+    assert doc["meta"]["cores"] == cores
+    for name in ("cpu_busy", "cpu_iowait", "cpu_steal", "mem_used", "page_cache"):
+        assert len(series[name]) == n
+    assert all(0 <= v <= 1 for v in series["cpu_busy"] + series["cpu_busy:cpu0"])
+    assert len([k for k in series if k.startswith("cpu_busy:")]) == cores
+    assert min(series["mem_used"]) > 0
+    written = sum(
+        sum(v) * 0.3 for k, v in series.items() if k.startswith("disk_write_bw:")
+    )  # about the bytes dd wrote (rates x interval), plus the file system's own
+    assert written >= 0.5 * 64 * 2**20
+    assert all(len(v) == n for v in series.values())
+    assert not any(k.endswith(":ram0") for k in series)
+    assert all(any(v) for k, v in series.items() if k.startswith(("disk_", "net_")))
+    assert "tool_cpu" in series and max(series["tool_cpu"]) > 0  # dd was a child of ours
+    assert doc["meta"]["tool_top_comm"] == "dd"
+    assert doc["meta"]["unavailable"]["beegfs"]
+    assert 0 < doc["meta"]["sampler_cpu_s"] < 0.5
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+def test_fio_logs_on_one_time_axis(tmp_path):
+    """Two jobs for 3 s: their per-second bandwidth adds up, latency averages."""
+    subprocess.run(
+        ["fio", "--name=x", "--rw=write", "--bs=64k", "--size=32m", "--numjobs=2",
+         "--runtime=3", "--time_based", f"--directory={tmp_path}", "--output=/dev/null",
+         *fio_log_options(tmp_path)],
+        check=True,
+    )  # fmt: skip
+    logs = sorted(p.name for p in tmp_path.glob("fio_*.log"))
+    assert "fio_bw.1.log" in logs and "fio_clat.2.log" in logs
+    jobs = []
+    for job in (1, 2):
+        first = (tmp_path / f"fio_bw.{job}.log").read_text().splitlines()[0].split(",")
+        jobs.append(int(first[1]) * 1024)  # KiB/s in fio's log
+    series = read_fio_logs(tmp_path, offset_s=0.25)
+    assert series["t"][:3] == [1.25, 2.25, 3.25]
+    assert series["series"]["write_bw"][0] == sum(jobs)
+    assert set(series["series"]) == {"write_bw", "write_iops", "write_lat"}
+    assert all(0 < v < 1 for v in series["series"]["write_lat"])  # seconds
+    assert read_fio_logs(tmp_path / "nothing") == {"t": [], "series": {}}
+
+
+def test_fio_log_reader_on_written_lines(tmp_path):
+    (tmp_path / "fio_bw.1.log").write_text("1000, 1024, 1, 0, 0\n2001, 2048, 0, 0, 0\nbad\n")
+    (tmp_path / "fio_bw.2.log").write_text("999, 1024, 1, 0, 0\n")
+    (tmp_path / "fio_clat.1.log").write_text("1000, 2000000, 1, 0, 0\n")
+    (tmp_path / "fio_clat.2.log").write_text("1000, 4000000, 1, 0, 0\n")
+    got = read_fio_logs(tmp_path)
+    assert got["t"] == [1, 2]
+    assert got["series"]["write_bw"] == [2 * 1024 * 1024, 0]
+    assert got["series"]["read_bw"] == [0, 2048 * 1024]
+    assert got["series"]["write_lat"] == [0.003, 0]
+
+
+@pytest.mark.django_db
+def test_store_and_export_round_trip(alice, bench):
+    run = add_run(bench, 1e9)
+    doc = {
+        "format": FORMAT,
+        "hostname": "stor1",
+        "started_at": "2026-01-01T10:00:00+00:00",
+        "interval_s": 1.0,
+        "t": [1.0, 2.0, 3.0],
+        "series": {"cpu_busy": [0.5, 0.9, 0.7], "disk_util:sdb": [0.2, 0.99, 0.98]},
+        "meta": {"cores": 1},
+        "tool": {"t": [1.1, 2.1], "series": {"write_bw": [1e9, 2e9]}},
+    }
+    row = stored.save(run, doc)
+    assert row.samples == 3 and row.summary["max"]["disk_util:sdb"] == 0.99
+    assert stored.export(RunTelemetry.objects.get()) == doc
+    assert len(zlib.decompress(bytes(row.data))) > len(bytes(row.data)) > 0
+    doc["series"]["cpu_busy"] = [0.1, 0.1, 0.1]
+    stored.save(run, doc)  # a second attempt replaces the node's row
+    assert RunTelemetry.objects.count() == 1
+    assert stored.for_run(run)[0]["series"]["cpu_busy"] == [0.1, 0.1, 0.1]
+    with pytest.raises(ValueError):
+        stored.save(run, {**doc, "format": "other"})
