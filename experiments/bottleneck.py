@@ -49,6 +49,7 @@ class Verdict:
     headline: str
     saturated: list[Finding] = field(default_factory=list)
     busiest: list[str] = field(default_factory=list)  # evidence when nothing saturated
+    limit: dict[str, Any] | None = None  # the theoretical limit, set by the run page
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +59,7 @@ class Verdict:
             "headline": self.headline,
             "saturated": [f.__dict__ for f in self.saturated],
             "busiest": self.busiest,
+            "limit": self.limit,
         }
 
 

@@ -38,6 +38,7 @@ from experiments.models import (
     TuningSet,
     Worker,
 )
+from experiments.telemetry import for_run as telemetry_docs
 from experiments.tuning_keys import TuningValueError, normalise
 from experiments.validators import work_path_problem
 from runners.tools import ADAPTERS
@@ -678,9 +679,25 @@ SLURM = ["slurm_job_id", "slurm_state", "slurm_reason", "slurm_nodes"]
 
 
 class RunDetailSerializer(RunSerializer):
+    telemetry = serializers.SerializerMethodField(
+        help_text="Per node: the run's telemetry and the tool's own time series, in the "
+        "format of docs/telemetry.md (beeweb-telemetry/1)."
+    )
+
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "raw_output", "effective_config", "launch", *SLURM]
+        fields = [
+            *RunSerializer.Meta.fields,
+            "raw_output",
+            "effective_config",
+            "launch",
+            *SLURM,
+            "telemetry",
+        ]
         read_only_fields = [*RUN_READ_ONLY, "raw_output", "effective_config", "launch", *SLURM]
+
+    @extend_schema_field({"type": "array", "items": {"type": "object"}})
+    def get_telemetry(self, obj) -> list[dict[str, Any]]:
+        return telemetry_docs(obj)
 
 
 # --- Ingest (schema of POST /api/runs/ and /api/runs/bulk/) ---------------------------------

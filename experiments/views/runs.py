@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
+from experiments import run_story
 from experiments.comparison.charts import display_unit
 from experiments.comparison.presets import DASHBOARD_PRESETS
 from experiments.models import HardwareProfile, Run, Testbed, TuningSet
@@ -105,5 +106,7 @@ def run_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
             "tail": "\n".join(run.raw_output.splitlines()[-200:]) if active else "",
             "can_edit": run.can_edit(request.user),
             "config": json.dumps(run.effective_config, indent=2) if run.effective_config else "",
+            # Telemetry, bottleneck verdict, latency percentiles (experiments.run_story).
+            **run_story.context(run),
         },
     )

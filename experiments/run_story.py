@@ -1,0 +1,268 @@
+"""The run page's story: the tool's throughput and every node's telemetry on one time axis,
+the latency percentiles, and the bottleneck verdict beside the theoretical limit.
+
+One plotly figure with a panel per quantity and node, every panel's x axis ``matches`` the
+first: zooming or panning one panel moves all of them (linked zoom), and each panel keeps its
+own tick labels. Time is in seconds from the earliest node's first reading, so nodes whose
+samplers started at different moments line up by their wall clocks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments import bottleneck, limits
+from experiments import telemetry as stored
+from experiments.comparison.charts import PALETTE
+from experiments.models import Node, Run
+
+PANEL_HEIGHT = 170  # px per panel
+GAP = 0.04  # of the figure's height between panels
+PHASE_COLOURS = {"write": "rgba(214,39,40,0.08)", "read": "rgba(31,119,180,0.08)"}
+# Latency statistics the page shows, as fio's clat percentiles give them (runners.parsers.fio).
+LATENCY_STATS = ("p50", "p99", "p99.9")
+
+
+def _round(values: list, scale: float, digits: int = 3) -> list:
+    return [round(v / scale, digits) for v in values]
+
+
+def _panels(docs: list[dict]) -> list[dict[str, Any]]:
+    """Panels in order: the tool's throughput (and latency), then per node CPU, disk
+    utilisation, disk throughput, network throughput, memory. Each: title, y title, traces."""
+    origin = bottleneck._origin(docs)
+    panels: list[dict[str, Any]] = []
+    tool_traces, lat_traces = [], []
+    for doc in docs:
+        tool = doc.get("tool") or {}
+        if not tool.get("t"):
+            continue
+        x = [round(bottleneck.shift(doc, origin) + t, 3) for t in tool["t"]]
+        for name, values in tool["series"].items():
+            if name.endswith("_bw"):
+                tool_traces.append((f"{name} ({doc['hostname']})", x, _round(values, 1e9)))
+            elif name.endswith("_lat"):
+                lat_traces.append((f"{name} ({doc['hostname']})", x, _round(values, 1e-3)))
+    if tool_traces:
+        panels.append({"title": "Tool throughput", "y": "GB/s", "traces": tool_traces})
+    if lat_traces:
+        panels.append({"title": "Tool completion latency", "y": "ms", "traces": lat_traces})
+    for doc in docs:
+        host = doc["hostname"]
+        shift = bottleneck.shift(doc, origin)
+        x = [round(shift + t, 3) for t in doc.get("t", [])]
+        s = doc.get("series", {})
+        cpu = []
+        if "cpu_busy" in s:
+            cpu.append(("all cores busy", x, _round(s["cpu_busy"], 0.01, 1)))
+        cores = [v for n, v in s.items() if n.startswith("cpu_busy:")]
+        if cores:
+            top = [max(c[i] for c in cores if i < len(c)) for i in range(len(x))]
+            cpu.append(("busiest core", x, _round(top, 0.01, 1)))
+        if "cpu_iowait" in s:
+            cpu.append(("iowait", x, _round(s["cpu_iowait"], 0.01, 1)))
+        if "tool_cpu_top" in s:
+            comm = doc.get("meta", {}).get("tool_top_comm") or "tool"
+            cpu.append((f"{comm} (of one core)", x, _round(s["tool_cpu_top"], 0.01, 1)))
+            if "tool_cpu_wait" in s:
+                cpu.append((f"{comm} waiting for a CPU", x, _round(s["tool_cpu_wait"], 0.01, 1)))
+        panels.append({"title": f"CPU of {host}", "y": "%", "traces": cpu, "max": 100})
+        util = [
+            (n.partition(":")[2], x, _round(v, 0.01, 1))
+            for n, v in s.items()
+            if n.startswith("disk_util:")
+        ]
+        if util:
+            panels.append({"title": f"Disk utilisation on {host}", "y": "%", "traces": util})
+        disk_bw = []
+        for n, v in s.items():
+            if n.startswith(("disk_read_bw:", "disk_write_bw:")):
+                kind, _, dev = n.partition(":")
+                disk_bw.append((f"{dev} {kind[5:-3]}", x, _round(v, 1e6, 1)))
+        if disk_bw:
+            panels.append({"title": f"Disk throughput on {host}", "y": "MB/s", "traces": disk_bw})
+        net = []
+        for n, v in s.items():
+            if n.startswith(("net_rx_bw:", "net_tx_bw:", "ib_rx_bw:", "ib_tx_bw:")):
+                kind, _, nic = n.partition(":")
+                net.append((f"{nic} {kind.split('_')[1]}", x, _round(v, 1e6, 1)))
+        if net:
+            panels.append({"title": f"Network on {host}", "y": "MB/s", "traces": net})
+        mem = [
+            (label, x, _round(s[key], 1e9))
+            for key, label in (("mem_used", "used"), ("page_cache", "page cache"))
+            if key in s
+        ]
+        if mem:
+            panels.append({"title": f"Memory of {host}", "y": "GB", "traces": mem})
+    return panels
+
+
+def figure(docs: list[dict], verdicts: list[bottleneck.Verdict]) -> dict[str, Any]:
+    """The time-series figure: stacked panels, x axes matched to the first, phases shaded."""
+    panels = _panels(docs)
+    n = len(panels)
+    height = PANEL_HEIGHT * n + 60
+    share = (1 - GAP * (n - 1)) / n if n else 1
+    layout: dict[str, Any] = {
+        "height": height,
+        "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
+        "hovermode": "x unified",
+        "showlegend": True,
+        "legend": {"orientation": "h", "y": -0.02, "yanchor": "top"},
+        "annotations": [],
+        "shapes": [],
+    }
+    data = []
+    for i, panel in enumerate(panels):
+        suffix = "" if i == 0 else str(i + 1)
+        top = 1 - i * (share + GAP)
+        xaxis = {"anchor": f"y{suffix}", "title": {"text": "s"} if i == n - 1 else None}
+        if i:
+            xaxis["matches"] = "x"
+        layout[f"xaxis{suffix}"] = {k: v for k, v in xaxis.items() if v is not None}
+        yaxis: dict[str, Any] = {
+            "domain": [max(0.0, round(top - share, 4)), round(top, 4)],
+            "anchor": f"x{suffix}",
+            "title": {"text": panel["y"]},
+            "rangemode": "tozero",
+        }
+        if panel.get("max"):
+            yaxis["range"] = [0, panel["max"] * 1.05]
+        layout[f"yaxis{suffix}"] = yaxis
+        layout["annotations"].append(
+            {
+                "text": f"<b>{panel['title']}</b>",
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0,
+                "y": round(top, 4),
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "showarrow": False,
+            }
+        )
+        for j, (name, x, y) in enumerate(panel["traces"]):
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": name,
+                    "legendgroup": name,
+                    "x": x,
+                    "y": y,
+                    "xaxis": f"x{suffix}",
+                    "yaxis": f"y{suffix}",
+                    "line": {"color": PALETTE[j % len(PALETTE)], "width": 1.5},
+                    "showlegend": False,
+                    "hovertemplate": f"{name}: %{{y}} {panel['y']}<extra></extra>",
+                }
+            )
+    for v in verdicts:
+        if v.phase == "run":
+            continue
+        layout["shapes"].append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "paper",
+                "x0": v.start,
+                "x1": v.end,
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": PHASE_COLOURS.get(v.phase, "rgba(0,0,0,0.05)"),
+                "line": {"width": 0},
+                "layer": "below",
+            }
+        )
+    return {"data": data, "layout": layout, "panels": [p["title"] for p in panels]}
+
+
+def latency_figure(run: Run) -> dict[str, Any] | None:
+    """p50 / p99 / p99.9 completion latency per direction (fio's clat percentiles)."""
+    rows = [
+        m
+        for m in run.metrics.all()
+        if m.name.endswith("_lat")
+        and m.stat in LATENCY_STATS
+        and m.iteration is None
+        # per-job values carry their job in extra; the run's own values do not
+        and not (m.extra or {}).get("job")
+    ]
+    if not rows:
+        return None
+    data = []
+    for j, name in enumerate(sorted({m.name for m in rows})):
+        values = {m.stat: m.value for m in rows if m.name == name}
+        stats = [s for s in LATENCY_STATS if s in values]
+        data.append(
+            {
+                "type": "bar",
+                "name": name,
+                "x": stats,
+                "y": [round(values[s] * 1e3, 4) for s in stats],
+                "marker": {"color": PALETTE[j % len(PALETTE)]},
+                "hovertemplate": f"{name} %{{x}}: %{{y}} ms<extra></extra>",
+            }
+        )
+    layout = {
+        "height": 280,
+        "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
+        "barmode": "group",
+        "yaxis": {"title": {"text": "ms"}, "type": "log"},
+        "title": {"text": "Completion latency percentiles"},
+    }
+    return {"data": data, "layout": layout}
+
+
+def stated_rates(hostnames: list[str]) -> dict[str, float]:
+    """Hostname -> fastest NIC rate (bytes/s) its hardware profile states."""
+    rates: dict[str, float] = {}
+    for node in Node.objects.filter(hostname__in=hostnames).prefetch_related("profile__nics"):
+        nics = list(node.profile.nics.all()) if node.profile_id else []
+        if nics:
+            rates[node.hostname] = max(n.rate_gbps for n in nics) * 1e9 / 8
+    return rates
+
+
+def theoretical_limit(run: Run, op: str) -> dict[str, Any] | None:
+    """The lowest limit of what the run measured for ``op`` (write/read), as the comparison
+    computes it (experiments.limits), and the run's primary result as a share of it."""
+    if op not in ("write", "read"):
+        return None
+    scope = limits.run_scope(run.tool, run.params, run.target_id, run.testbed_id)
+    found = limits.compute_scope_limits(scope, run.testbed, target=run.target)
+    lim = found.bottleneck(op)
+    if lim is None:
+        return {"missing": found.missing}
+    value = getattr(lim, op)
+    primary = next((m.value for m in run.metrics.all() if m.primary and m.name == f"{op}_bw"), None)
+    return {
+        "name": lim.name,
+        "detail": lim.detail,
+        "gbps": value / 1e9,
+        "share": primary / value if primary is not None and value else None,
+    }
+
+
+def context(run: Run) -> dict[str, Any]:
+    """Template context of the run page's telemetry include; empty without telemetry."""
+    docs = stored.for_run(run)
+    out: dict[str, Any] = {}
+    lat = latency_figure(run)
+    if lat:
+        out["latency_figure"] = lat
+    if not docs:
+        return out
+    verdicts = bottleneck.verdicts(docs, stated_rates([d["hostname"] for d in docs]))
+    for v in verdicts:
+        v.limit = theoretical_limit(run, v.phase)
+    out.update(
+        {
+            "telemetry_docs": docs,
+            "verdicts": verdicts,
+            "telemetry_figure": figure(docs, verdicts),
+            "unavailable": {d["hostname"]: d.get("meta", {}).get("unavailable", {}) for d in docs},
+        }
+    )
+    return out

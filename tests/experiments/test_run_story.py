@@ -1,0 +1,125 @@
+"""The run page's story (experiments.run_story): telemetry panels on matched x axes, the
+verdict beside the theoretical limit, the latency percentiles, and the export of telemetry in
+the run's API detail."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import telemetry as stored
+from experiments.results import replace_metrics
+from tests.lab import add_run
+
+pytestmark = pytest.mark.django_db
+
+
+def doc(host, start, n=10, **series):
+    return {
+        "format": "beeweb-telemetry/1",
+        "hostname": host,
+        "started_at": start,
+        "interval_s": 1.0,
+        "t": [float(i + 1) for i in range(n)],
+        "series": {
+            "cpu_busy": [0.2] * n,
+            "cpu_busy:cpu0": [0.3] * n,
+            "cpu_iowait": [0.1] * n,
+            "mem_used": [2e9] * n,
+            "page_cache": [1e9] * n,
+            "disk_write_bw:sdb": [5e8] * n,
+            "net_tx_bw:ib0": [1e9] * n,
+            **series,
+        },
+        "meta": {"cores": 1, "nic_speed_mbps": {}, "unavailable": {"beegfs": "not installed"}},
+    }
+
+
+@pytest.fixture
+def story_run(bench):
+    run = add_run(bench, 1.2e9)
+    replace_metrics(
+        run,
+        [
+            {"name": "write_bw", "value": 1.2e9, "unit": "B/s"},
+            {"name": "write_lat", "value": 0.0008, "unit": "s", "stat": "p50"},
+            {"name": "write_lat", "value": 0.004, "unit": "s", "stat": "p99"},
+            {"name": "write_lat", "value": 0.012, "unit": "s", "stat": "p99.9"},
+            {"name": "write_lat", "value": 0.1, "unit": "s", "stat": "p99", "extra": {"job": "1"}},
+        ],
+    )
+    client = doc("stor1", "2026-01-01T10:00:00+00:00", tool_cpu_top=[0.2] * 10)
+    client["tool"] = {"t": [1.0, 2.0, 3.0, 4.0, 5.0], "series": {"write_bw": [1.2e9] * 5}}
+    stored.save(run, client)
+    stored.save(
+        run,
+        doc("storage02", "2026-01-01T10:00:02+00:00", **{"disk_util:sdb": [0.99] * 10}),
+    )
+    return run
+
+
+def figure_of(response, name):
+    html = response.content.decode()
+    start = html.index(f'<script id="{name}" type="application/json">') + len(
+        f'<script id="{name}" type="application/json">'
+    )
+    return json.loads(html[start : html.index("</script>", start)])
+
+
+def test_run_page_shows_panels_on_one_time_axis(alice_client, story_run):
+    response = alice_client.get(story_run.get_absolute_url())
+    assert response.status_code == 200
+    fig = figure_of(response, "telemetry-figure")
+    assert fig["panels"] == [
+        "Tool throughput",
+        "CPU of stor1",
+        "Disk throughput on stor1",
+        "Network on stor1",
+        "Memory of stor1",
+        "CPU of storage02",
+        "Disk utilisation on storage02",
+        "Disk throughput on storage02",
+        "Network on storage02",
+        "Memory of storage02",
+    ]
+    layout = fig["layout"]
+    axes = [k for k in layout if k.startswith("xaxis")]
+    assert len(axes) == 10
+    assert all(layout[k].get("matches") == "x" for k in axes if k != "xaxis")  # linked zoom
+    by_name = {(t["name"], t["yaxis"]): t for t in fig["data"]}
+    tool = by_name[("write_bw (stor1)", "y")]
+    assert tool["x"] == [1.0, 2.0, 3.0, 4.0, 5.0] and tool["y"] == [1.2] * 5  # GB/s
+    util = by_name[("sdb", "y7")]
+    assert util["x"][0] == 3.0  # storage02 started 2 s later: its t=1 is at 3 s
+    assert util["y"][0] == 99.0  # percent
+    assert layout["shapes"][0]["x0"] == 0.0 and layout["shapes"][0]["x1"] == 5.0  # write phase
+
+    html = response.content.decode()
+    assert "sdb on storage02 at 99% utilisation during 100% of the write phase" in html
+    assert "Theoretical limit:" in html
+    assert "Not sampled on stor1: beegfs (not installed)" in html
+
+    lat = figure_of(response, "latency-figure")
+    (bars,) = lat["data"]
+    assert bars["name"] == "write_lat" and bars["x"] == ["p50", "p99", "p99.9"]
+    assert bars["y"] == [0.8, 4.0, 12.0]  # ms; the per-job p99 is not the run's
+
+
+def test_run_without_telemetry_has_no_story(alice_client, bench):
+    run = add_run(bench, 1e9)
+    response = alice_client.get(run.get_absolute_url())
+    assert response.status_code == 200
+    assert b"run-story" not in response.content
+
+
+def test_api_detail_exports_telemetry(alice_client, story_run):
+    detail = alice_client.get(f"/api/runs/{story_run.uuid}/").json()
+    hosts = [d["hostname"] for d in detail["telemetry"]]
+    assert hosts == ["stor1", "storage02"]
+    first = detail["telemetry"][0]
+    assert first["format"] == "beeweb-telemetry/1"
+    assert first["tool"]["series"]["write_bw"] == [1.2e9] * 5
+    assert first["series"]["cpu_busy"] == [0.2] * 10
+    listed = alice_client.get("/api/runs/").json()["results"][0]
+    assert "telemetry" not in listed  # only the detail carries the series
