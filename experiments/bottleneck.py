@@ -150,6 +150,15 @@ def _link_rates(doc: dict, stated: float | None) -> dict[str, float]:
     return rates
 
 
+def busiest_core(series: dict[str, list]) -> list[float]:
+    """Per sample, the busy fraction of the busiest core: ``cpu_busy_max`` where storage
+    derived it already, else from the per-core series."""
+    if "cpu_busy_max" in series:
+        return series["cpu_busy_max"]
+    cores = [v for n, v in series.items() if n.startswith("cpu_busy:")]
+    return [max(values) for values in zip(*cores, strict=False)] if cores else []
+
+
 def _node_findings(
     doc: dict, idx: list[int], phase: str, stated_rate: float | None
 ) -> tuple[list[Finding], list[tuple[float, str]]]:
@@ -171,7 +180,7 @@ def _node_findings(
             busiest.append((_mean(values, idx), f"{dev} on {host} {_pct(_mean(values, idx))} busy"))
     comm = doc.get("meta", {}).get("tool_top_comm") or "the tool"
     tool_top = series.get("tool_cpu_top")
-    cores = [v for n, v in series.items() if n.startswith("cpu_busy:")]
+    ncores = doc.get("meta", {}).get("cores") or sum(1 for n in series if n.startswith("cpu_busy:"))
     if tool_top:
         # What the busiest process asked for: running plus waiting in the run queue.
         wait = series.get("tool_cpu_wait") or [0] * len(tool_top)
@@ -189,8 +198,7 @@ def _node_findings(
             )  # fmt: skip
         busiest.append((_mean(demand, idx), f"{comm} on {host} at {_pct(_mean(demand, idx))} "
                         "of one core"))  # fmt: skip
-    elif cores:
-        top = [max(v[i] for v in cores if i < len(v)) for i in range(len(cores[0]))]
+    elif top := busiest_core(series):
         share, level = _share(top, idx, CORE_BUSY)
         if share >= MIN_SHARE:
             findings.append(
@@ -198,14 +206,12 @@ def _node_findings(
                         f"one core of {host} at {_pct(level)} during {_pct(share)} of {where}")
             )  # fmt: skip
     overall = series.get("cpu_busy")
-    if overall and len(cores) > 1:
+    if overall and ncores > 1:
         share, level = _share(overall, idx, ALL_CORES_BUSY)
         tool_cores = _mean(series.get("tool_cpu", []), idx) if "tool_cpu" in series else None
         if share >= MIN_SHARE:
-            mine = tool_cores is None or tool_cores >= level * len(cores) / 2
-            text = (
-                f"all {len(cores)} cores of {host} at {_pct(level)} during {_pct(share)} of {where}"
-            )
+            mine = tool_cores is None or tool_cores >= level * ncores / 2
+            text = f"all {ncores} cores of {host} at {_pct(level)} during {_pct(share)} of {where}"
             if not mine:
                 text += (
                     f" (the tool used {tool_cores:.1f} of them: other processes loaded the node)"

@@ -30,15 +30,35 @@ log = logging.getLogger(__name__)
 SUMMARY_PREFIXES = ("disk_util:", "net_rx_bw:", "net_tx_bw:", "ib_rx_bw:", "ib_tx_bw:")
 
 
-def pack(doc: dict[str, Any]) -> bytes:
-    body = {"t": doc.get("t", []), "series": doc.get("series", {})}
-    if doc.get("tool"):
-        body["tool"] = doc["tool"]
+def _is_core(name: str) -> bool:
+    return name.startswith(("cpu_busy:", "cpu_iowait:", "cpu_steal:"))
+
+
+def _compress(body: dict[str, Any]) -> bytes:
     return zlib.compress(json.dumps(body, separators=(",", ":")).encode(), 6)
 
 
+def pack(doc: dict[str, Any]) -> tuple[bytes, bytes]:
+    """(data, cores): the node-wide series, the tool's series and ``cpu_busy_max`` (the
+    busiest core per sample, derived here) in one blob; the per-core series in another.
+    A run page reads the first only: per-core series are half of a large node's values and
+    only an export needs them."""
+    series = doc.get("series", {})
+    cores = {n: v for n, v in series.items() if _is_core(n)}
+    body: dict[str, Any] = {
+        "t": doc.get("t", []),
+        "series": {n: v for n, v in series.items() if not _is_core(n)},
+    }
+    busy = [v for n, v in cores.items() if n.startswith("cpu_busy:")]
+    if busy:
+        body["derived"] = {"cpu_busy_max": [max(values) for values in zip(*busy, strict=False)]}
+    if doc.get("tool"):
+        body["tool"] = doc["tool"]
+    return _compress(body), _compress(cores) if cores else b""
+
+
 def unpack(blob: bytes | memoryview) -> dict[str, Any]:
-    return json.loads(zlib.decompress(bytes(blob)))
+    return json.loads(zlib.decompress(bytes(blob))) if blob else {}
 
 
 def summarize(series: dict[str, list]) -> dict[str, Any]:
@@ -59,11 +79,13 @@ def save(run: Run, doc: dict[str, Any]) -> RunTelemetry | None:
     run was deleted meanwhile."""
     if doc.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} document")
+    data, cores = pack(doc)
     fields = {
         "started_at": datetime.fromisoformat(doc["started_at"]),
         "interval_s": float(doc["interval_s"]),
         "samples": len(doc.get("t", [])),
-        "data": pack(doc),
+        "data": data,
+        "cores": cores,
         "meta": doc.get("meta", {}),
         "summary": summarize(doc.get("series", {})),
     }
@@ -79,16 +101,22 @@ def save(run: Run, doc: dict[str, Any]) -> RunTelemetry | None:
     return row
 
 
-def export(row: RunTelemetry) -> dict[str, Any]:
-    """The documented form of one row (docs/telemetry.md)."""
+def export(row: RunTelemetry, cores: bool = True) -> dict[str, Any]:
+    """The documented form of one row (docs/telemetry.md). ``cores=False`` (a run page)
+    leaves the per-core series unread and adds the derived ``cpu_busy_max``."""
     body = unpack(row.data)
+    series = body["series"]
+    if cores:
+        series.update(unpack(row.cores))
+    else:
+        series.update(body.get("derived", {}))
     doc = {
         "format": FORMAT,
         "hostname": row.hostname,
         "started_at": row.started_at.isoformat(),
         "interval_s": row.interval_s,
         "t": body["t"],
-        "series": body["series"],
+        "series": series,
         "meta": row.meta,
     }
     if body.get("tool"):
@@ -96,12 +124,14 @@ def export(row: RunTelemetry) -> dict[str, Any]:
     return doc
 
 
-def for_run(run: Run) -> list[dict[str, Any]]:
-    """Every node's document of the run, launcher first then by hostname."""
-    rows = list(RunTelemetry.objects.filter(run=run))
+def for_run(run: Run, cores: bool = True) -> list[dict[str, Any]]:
+    """Every node's document of the run, launcher first then by hostname (``cores``: with
+    the per-core series, as exported)."""
+    rows = RunTelemetry.objects.filter(run=run)
+    rows = list(rows if cores else rows.defer("cores"))
     launcher = run.node.hostname if run.node_id else ""
     rows.sort(key=lambda r: (r.hostname != launcher, r.hostname))
-    return [export(r) for r in rows]
+    return [export(r, cores) for r in rows]
 
 
 @contextmanager

@@ -7,6 +7,10 @@
     var el = document.getElementById(plotId);
     if (!holder || !el || !window.Plotly) return;
     var figure = JSON.parse(holder.textContent);
+    // Traces name their time array ("x": key of figure.xs): one array per node, shared.
+    (figure.data || []).forEach(function (trace) {
+      if (typeof trace.x === "string" && figure.xs) trace.x = figure.xs[trace.x];
+    });
     Plotly.newPlot(el, figure.data, figure.layout, {responsive: true, displaylogo: false})
       .then(function () { el.dataset.drawn = "1"; });
   }

@@ -89,10 +89,13 @@ def test_run_page_shows_panels_on_one_time_axis(alice_client, story_run):
     assert all(layout[k].get("matches") == "x" for k in axes if k != "xaxis")  # linked zoom
     by_name = {(t["name"], t["yaxis"]): t for t in fig["data"]}
     tool = by_name[("write_bw (stor1)", "y")]
-    assert tool["x"] == [1.0, 2.0, 3.0, 4.0, 5.0] and tool["y"] == [1.2] * 5  # GB/s
+    # A trace names its node's time array (shared by the node's traces) in fig["xs"].
+    assert fig["xs"][tool["x"]] == [1.0, 2.0, 3.0, 4.0, 5.0] and tool["y"] == [1.2] * 5  # GB/s
     util = by_name[("sdb", "y7")]
-    assert util["x"][0] == 3.0  # storage02 started 2 s later: its t=1 is at 3 s
-    assert util["y"][0] == 99.0  # percent
+    assert fig["xs"][util["x"]][0] == 3.0  # storage02 started 2 s later: its t=1 is at 3 s
+    assert util["y"][0] == 99  # percent
+    cpu = by_name[("busiest core", "y2")]
+    assert cpu["x"] == by_name[("all cores busy", "y2")]["x"] and cpu["y"] == [30] * 10
     assert layout["shapes"][0]["x0"] == 0.0 and layout["shapes"][0]["x1"] == 5.0  # write phase
 
     html = response.content.decode()
