@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common  # noqa: E402
+from runners.telemetry import sig4  # noqa: E402
 
 SAMPLER_CHILD = """
 import json, os, resource, subprocess, sys, time
@@ -76,7 +77,10 @@ def synthetic_doc(host: str, start: datetime, n: int = 600, seed: int = 0) -> di
     def frac(level):
         return [round(min(1.0, max(0.0, rnd.gauss(level, 0.05))), 3) for _ in range(n)]
 
-    def rate(level):
+    def rate(level):  # bytes and byte rates as the sampler keeps them (4 digits)
+        return [sig4(max(0.0, rnd.gauss(level, level * 0.1))) for _ in range(n)]
+
+    def ops(level):
         return [max(0, round(rnd.gauss(level, level * 0.1))) for _ in range(n)]
 
     series: dict[str, list] = {
@@ -92,9 +96,9 @@ def synthetic_doc(host: str, start: datetime, n: int = 600, seed: int = 0) -> di
         series[f"cpu_steal:cpu{c}"] = [0.0] * n
     for d in range(12):
         dev = f"nvme{d}n1"
-        series[f"disk_read_iops:{dev}"] = rate(100)
+        series[f"disk_read_iops:{dev}"] = ops(100)
         series[f"disk_read_bw:{dev}"] = rate(5e6)
-        series[f"disk_write_iops:{dev}"] = rate(2000)
+        series[f"disk_write_iops:{dev}"] = ops(2000)
         series[f"disk_write_bw:{dev}"] = rate(2e9)
         series[f"disk_util:{dev}"] = frac(0.8)
         series[f"disk_queue:{dev}"] = [round(rnd.uniform(1, 32), 2) for _ in range(n)]
@@ -176,7 +180,8 @@ def main() -> None:
     print(
         f"sampler at 1 Hz, {cost['samples']} samples over {cost['elapsed_s']:.0f} s, watching "
         f"{args.procs} processes: {per_second * 1000:.2f} ms CPU per sampled second "
-        f"({per_second * 100:.2f}% of one core; budget 1%); one reading {cost['sample_ms']:.2f} ms CPU"
+        f"({per_second * 100:.2f}% of one core; budget 1%); "
+        f"one reading {cost['sample_ms']:.2f} ms CPU"
     )
     common.ensure_database()
     common.setup_django()

@@ -22,6 +22,7 @@ from runners.telemetry import (
     read_fio_logs,
     read_meminfo,
     read_netdev,
+    sig4,
 )
 from tests.lab import add_run
 
@@ -61,6 +62,12 @@ def test_proc_readers():
     assert disks["vda"] == (1000, 20000, 300, 6000, 900, 950)
     assert "vda1" not in disks  # an old-style 4-field partition line
     assert read_netdev(NETDEV) == {"lo": (1000, 2000), "eth0": (5000, 7000)}
+
+
+def test_sig4_keeps_four_significant_digits():
+    assert [sig4(v) for v in (0, -3, 1.5, 9999, 10000, 123456, 99995, 2_012_345_678)] == [
+        0, 0, 2, 9999, 10000, 123500, 100000, 2_012_000_000
+    ]  # fmt: skip
 
 
 def test_sampler_document_from_real_readings(tmp_path):
