@@ -18,6 +18,7 @@ from experiments import bottleneck, limits
 from experiments import telemetry as stored
 from experiments.comparison.charts import PALETTE
 from experiments.models import Node, Run
+from runners.parsers import ParseError, parse
 
 PANEL_HEIGHT = 170  # px per panel
 GAP = 0.04  # of the figure's height between panels
@@ -27,7 +28,7 @@ LATENCY_STATS = ("p50", "p99", "p99.9")
 
 
 def _round(values: list, scale: float, digits: int = 3) -> list:
-    return [round(v / scale, digits) for v in values]
+    return [None if v is None else round(v / scale, digits) for v in values]
 
 
 def _pct(values: list) -> list[int]:
@@ -76,6 +77,8 @@ def _panels(docs: list[dict], xs: dict[str, list]) -> list[dict[str, Any]]:
     if lat_traces:
         panels.append({"title": "Tool completion latency", "y": "ms", "traces": lat_traces})
     for doc in docs:
+        if not doc.get("t"):
+            continue  # the tool's series only (a run without telemetry)
         host = doc["hostname"]
         shift = bottleneck.shift(doc, origin)
         x = f"n{len(xs)}"  # one time array per node, shared by its traces (see figure())
@@ -287,6 +290,87 @@ def json_script(value: Any, element_id: str) -> str:
     )
 
 
+MIB = 2**20
+ELBENCHO_DIRECTIONS = {"WRITE": "write", "MKFILES": "write", "READ": "read"}
+
+
+def _series_on_axis(points: dict[str, dict[float, float]]) -> dict[str, Any]:
+    """{metric: {t: value}} -> {"t", "series"}, null where a metric has no value at a t."""
+    times = sorted({t for per in points.values() for t in per})
+    return {
+        "t": times,
+        "series": {name: [per.get(t) for t in times] for name, per in points.items()},
+    }
+
+
+def _elbencho_live(raw: str) -> dict[str, Any] | None:
+    """elbencho's live CSV (--livecsv): its Total row per interval, phases one after another."""
+    first = raw.lstrip().split("\n", 1)[0]
+    if "RuntimeMS" not in first:
+        return None
+    try:
+        result = parse(raw, tool="elbencho")
+    except ParseError:
+        return None
+    points: dict[str, dict[float, float]] = {}
+    offset = 0.0
+    for phase in result.extra.get("phases", []):
+        live = (phase.get("extra") or {}).get("live_series") or []
+        direction = ELBENCHO_DIRECTIONS.get(str(phase.get("phase", "")).upper())
+        if not live or direction is None:
+            continue
+        for row in live:
+            t = round(offset + row["runtime_s"], 3)
+            for key, name, factor in (
+                ("mib_s", f"{direction}_bw", MIB),
+                ("iops", f"{direction}_iops", 1),
+                ("lat_io_us", f"{direction}_lat", 1e-6),
+            ):
+                if row.get(key) is not None:
+                    points.setdefault(name, {})[t] = row[key] * factor
+        offset += live[-1]["runtime_s"]
+    return _series_on_axis(points) if points else None
+
+
+def _ior_iterations(run: Run) -> dict[str, Any] | None:
+    """IOR's per-iteration bandwidth at the seconds its own phase times add up to (each
+    iteration writes, then reads): a plateau per phase. The output leaves out what happens
+    between phases (barriers, file removal), so later phases show a little early."""
+    rows = [m for m in run.metrics.all() if m.iteration is not None]
+    bw = {(m.extra or {}).get("test", 0): {} for m in rows}
+    for m in rows:
+        if m.name in ("write_bw", "read_bw", "write_time", "read_time") and m.stat == "value":
+            bw[(m.extra or {}).get("test", 0)][(m.iteration, m.name)] = m.value
+    points: dict[str, dict[float, float]] = {}
+    t = 0.0
+    for test in sorted(bw):
+        values = bw[test]
+        for iteration in sorted({i for i, _ in values}):
+            for op in ("write", "read"):
+                seconds, rate = (
+                    values.get((iteration, f"{op}_time")),
+                    values.get((iteration, f"{op}_bw")),
+                )
+                if not seconds or rate is None:
+                    continue
+                per = points.setdefault(f"{op}_bw", {})
+                per[round(t, 3)] = rate
+                t += seconds
+                per[round(t, 3)] = rate
+    return _series_on_axis(points) if points else None
+
+
+def tool_series(run: Run) -> dict[str, Any] | None:
+    """The tool's own time series where its output has them (fio's come from its logs with
+    the telemetry): elbencho's live CSV, IOR's iterations. IOzone and mdtest print no times
+    for their iterations, so they have none."""
+    if run.tool == "elbencho" and run.raw_output:
+        return _elbencho_live(run.raw_output)
+    if run.tool == "ior":
+        return _ior_iterations(run)
+    return None
+
+
 def context(run: Run) -> dict[str, Any]:
     """Template context of the run page's telemetry include; empty without telemetry."""
     docs = stored.for_run(run, cores=False)
@@ -294,17 +378,28 @@ def context(run: Run) -> dict[str, Any]:
     lat = latency_figure(run)
     if lat:
         out["latency_figure"] = json_script(lat, "latency-figure")
+    if not any(d.get("tool") for d in docs) and (series := tool_series(run)):
+        # On the launcher's time axis when it was sampled (the tool started with its sampler).
+        if docs:
+            docs[0]["tool"] = series
+        else:
+            host = run.node.hostname if run.node_id else run.tool
+            docs = [{"hostname": host, "started_at": None, "t": [], "series": {}, "tool": series}]
     if not docs:
         return out
-    verdicts = bottleneck.verdicts(docs, stated_rates([d["hostname"] for d in docs]))
-    for v in verdicts:
-        v.limit = theoretical_limit(run, v.phase)
+    verdicts: list[bottleneck.Verdict] = []
+    if any(d["t"] for d in docs):
+        verdicts = bottleneck.verdicts(docs, stated_rates([d["hostname"] for d in docs]))
+        for v in verdicts:
+            v.limit = theoretical_limit(run, v.phase)
     out.update(
         {
             "telemetry_docs": docs,
             "verdicts": verdicts,
             "telemetry_figure": json_script(figure(docs, verdicts), "telemetry-figure"),
-            "unavailable": {d["hostname"]: d.get("meta", {}).get("unavailable", {}) for d in docs},
+            "unavailable": {
+                d["hostname"]: d.get("meta", {}).get("unavailable", {}) for d in docs if d["t"]
+            },
         }
     )
     return out

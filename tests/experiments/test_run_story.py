@@ -126,3 +126,42 @@ def test_api_detail_exports_telemetry(alice_client, story_run):
     assert first["series"]["cpu_busy"] == [0.2] * 10
     listed = alice_client.get("/api/runs/").json()["results"][0]
     assert "telemetry" not in listed  # only the detail carries the series
+
+
+SAMPLES = "/work/shared/samples"
+
+
+def sample_run(bench, tool, name):
+    from experiments.models import Run
+    from experiments.results import parse_stored
+
+    with open(f"{SAMPLES}/{tool}/{name}") as fh:
+        run = Run.objects.create(testbed=bench, tool=tool, status="imported", raw_output=fh.read())
+    assert parse_stored(run) is None
+    return run
+
+
+def test_ior_iterations_on_the_time_axis(alice_client, bench):
+    """ior-3.3.0dev-posix-fpp-vv-2nodes.txt, iteration 0: write 571.46 MiB/s for 0.699962 s,
+    then read 429.89 MiB/s for 0.930467 s (its 'total(s)' column)."""
+    run = sample_run(bench, "ior", "ior-3.3.0dev-posix-fpp-vv-2nodes.txt")
+    response = alice_client.get(run.get_absolute_url())
+    fig = figure_of(response, "telemetry-figure")
+    assert fig["panels"] == ["Tool throughput"]
+    traces = {t["name"]: t for t in fig["data"]}
+    write, read = traces[f"write_bw ({run.tool})"], traces[f"read_bw ({run.tool})"]
+    assert fig["xs"][write["x"]] == [0.0, 0.7, 1.63]
+    assert write["y"][:2] == [round(571.46 * 2**20 / 1e9, 3)] * 2 and write["y"][2] is None
+    assert read["y"] == [None, round(429.89 * 2**20 / 1e9, 3), round(429.89 * 2**20 / 1e9, 3)]
+    assert b"Bottleneck" not in response.content  # no telemetry, no verdict
+
+
+def test_elbencho_live_csv_on_the_time_axis(alice_client, bench):
+    """elbencho-3.0-29-livecsvex-4hosts-read-64K.csv: one Total row every 2 s of the READ
+    phase (11 rows), the first at 2000 ms with 79 MiB/s and 1265 IOPS."""
+    run = sample_run(bench, "elbencho", "elbencho-3.0-29-livecsvex-4hosts-read-64K.csv")
+    fig = figure_of(alice_client.get(run.get_absolute_url()), "telemetry-figure")
+    (bw,) = [t for t in fig["data"] if t["name"].startswith("read_bw")]
+    x = fig["xs"][bw["x"]]
+    assert len(x) == 11 and x[:3] == [2.0, 4.0, 6.0]
+    assert bw["y"][:3] == [round(m * 2**20 / 1e9, 3) for m in (79, 90, 59)]
