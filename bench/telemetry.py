@@ -35,13 +35,13 @@ SAMPLER_CHILD = """
 import json, os, resource, subprocess, sys, time
 from runners.telemetry import Sampler
 seconds, procs = float(sys.argv[1]), int(sys.argv[2])
-kids = [subprocess.Popen(["sleep", str(seconds + 30)]) for _ in range(procs)]
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-time.sleep(0.5)
 before, start = cpu(), time.monotonic()
 sampler = Sampler(1.0, watch_pid=os.getpid()).start()
+# The tool's processes start after the sampler (the executor starts it first).
+kids = [subprocess.Popen(["sleep", str(seconds + 30)]) for _ in range(procs)]
 time.sleep(seconds)
 doc = sampler.stop()
 used, elapsed = cpu() - before, time.monotonic() - start

@@ -149,13 +149,18 @@ def recording(run: Run, scratch: Path) -> Iterator[None]:
         yield
     finally:
         if sampler is not None:
-            try:
-                doc = sampler.stop()
-                if run.tool == "fio":
-                    offset = round(began - sampler.t0, 3)
-                    tool = read_fio_logs(scratch, offset)
-                    if tool["t"]:
-                        doc["tool"] = tool
-                save(run, doc)
-            except Exception:
-                log.exception("run %s: its telemetry could not be stored", run.pk)
+            _store_recording(run, sampler, scratch, began)
+
+
+def _store_recording(run: Run, sampler: Sampler, scratch: Path, began: float) -> None:
+    try:
+        doc = sampler.stop()
+        if not doc["t"]:
+            return  # the tool ended within one reading: nothing worth a row
+        if run.tool == "fio":
+            tool = read_fio_logs(scratch, round(began - sampler.t0, 3))
+            if tool["t"]:
+                doc["tool"] = tool
+        save(run, doc)
+    except Exception:
+        log.exception("run %s: its telemetry could not be stored", run.pk)
