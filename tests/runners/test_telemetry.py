@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +168,31 @@ def test_store_and_export_round_trip(alice, bench):
     assert stored.for_run(run)[0]["series"]["cpu_busy"] == [0.1, 0.1, 0.1]
     with pytest.raises(ValueError):
         stored.save(run, {**doc, "format": "other"})
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+def test_executor_stores_the_launchers_telemetry_with_fios_series(alice, executing_bench):
+    """Any user, any file system: a 3-second fio run through the executor keeps one row for
+    this node, its samples and fio's per-second series on the same axis."""
+    from experiments.models import Run
+    from runners import execute
+    from tests.runners.test_execute import make_matrix, queue
+
+    matrix = make_matrix(
+        alice,
+        executing_bench,
+        params={"rw": "write", "bs": "64k", "size": "8m", "runtime": "3", "time_based": True},
+    )
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    (row,) = RunTelemetry.objects.filter(run=run)
+    assert row.hostname == os.uname().nodename and row.samples >= 3
+    (doc,) = stored.for_run(run)
+    assert doc["meta"]["tool_top_comm"] == "fio"
+    tool = doc["tool"]
+    assert len(tool["t"]) >= 2 and tool["t"][0] == pytest.approx(1.0, abs=0.5)
+    assert all(v > 0 for v in tool["series"]["write_bw"][:2])
+    assert set(tool["series"]) == {"write_bw", "write_iops", "write_lat"}
+    assert row.summary["max"]["cpu_busy"] > 0
+    assert list(Path(execute.settings.RUN_DIR).iterdir()) == []  # fio's logs went with scratch
