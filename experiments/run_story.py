@@ -140,10 +140,9 @@ def figure(docs: list[dict], verdicts: list[bottleneck.Verdict]) -> dict[str, An
     share = (1 - GAP * (n - 1)) / n if n else 1
     layout: dict[str, Any] = {
         "height": height,
-        "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
+        "margin": {"l": 60, "r": 200, "t": 30, "b": 40},
         "hovermode": "x unified",
         "showlegend": True,
-        "legend": {"orientation": "h", "y": -0.02, "yanchor": "top"},
         "annotations": [],
         "shapes": [],
     }
@@ -164,6 +163,14 @@ def figure(docs: list[dict], verdicts: list[bottleneck.Verdict]) -> dict[str, An
         if panel.get("max"):
             yaxis["range"] = [0, panel["max"] * 1.05]
         layout[f"yaxis{suffix}"] = yaxis
+        layout["legend" if i == 0 else f"legend{i + 1}"] = {
+            "x": 1.01,
+            "xanchor": "left",
+            "y": round(top, 4),
+            "yanchor": "top",
+            "font": {"size": 10},
+            "tracegroupgap": 0,
+        }
         layout["annotations"].append(
             {
                 "text": f"<b>{panel['title']}</b>",
@@ -182,13 +189,13 @@ def figure(docs: list[dict], verdicts: list[bottleneck.Verdict]) -> dict[str, An
                     "type": "scatter",
                     "mode": "lines",
                     "name": name,
-                    "legendgroup": name,
+                    # A legend per panel, at its right (plotly.js >= 2.22: legend2, …).
+                    "legend": "legend" if i == 0 else f"legend{i + 1}",
                     "x": x,
                     "y": y,
                     "xaxis": f"x{suffix}",
                     "yaxis": f"y{suffix}",
                     "line": {"color": PALETTE[j % len(PALETTE)], "width": 1.5},
-                    "showlegend": False,
                     "hovertemplate": f"{name}: %{{y}} {panel['y']}<extra></extra>",
                 }
             )
