@@ -128,15 +128,13 @@ def test_api_detail_exports_telemetry(alice_client, story_run):
     assert "telemetry" not in listed  # only the detail carries the series
 
 
-SAMPLES = "/work/shared/samples"
-
-
 def sample_run(bench, tool, name):
     from experiments.models import Run
     from experiments.results import parse_stored
+    from tests.parsers.conftest import read_sample
 
-    with open(f"{SAMPLES}/{tool}/{name}") as fh:
-        run = Run.objects.create(testbed=bench, tool=tool, status="imported", raw_output=fh.read())
+    text = read_sample(f"{tool}/{name}")
+    run = Run.objects.create(testbed=bench, tool=tool, status="imported", raw_output=text)
     assert parse_stored(run) is None
     return run
 
