@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from collections import defaultdict
 from uuid import UUID
 
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
-from experiments import run_story
+from experiments import run_story, runs_table
 from experiments.comparison.charts import display_unit
 from experiments.comparison.presets import DASHBOARD_PRESETS
-from experiments.models import HardwareProfile, Run, Testbed, TuningSet
+from experiments.models import HardwareProfile, Matrix, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
+from experiments.templatetags.beeweb import num
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
@@ -110,3 +116,162 @@ def run_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
             **run_story.context(run),
         },
     )
+
+
+def _table_context(request: HttpRequest) -> tuple[dict, int]:
+    """The runs table's context (its spec, one page of rows, the next cursor) and the HTTP
+    status: a query string the table cannot show answers 400 with the reason on the page."""
+    context: dict = {
+        "tools": Tool.choices,
+        "statuses": Run.Status.choices,
+        "testbeds": Testbed.objects.only("uuid", "name"),
+        "matrices": Matrix.objects.only("uuid", "name").order_by("name"),
+        # Missing keys read as "" in the form (a defaultdict: templates index it with []).
+        "query": defaultdict(str, request.GET.dict()),
+    }
+    try:
+        spec, runs = runs_table.TableSpec.parse(request.GET, request.user)
+        rows, after = runs_table.fetch_page(spec, runs)
+    except runs_table.TableError as exc:
+        context["error"] = str(exc)
+        return context, 400
+    base = reverse("experiments:run_table")
+    export = reverse("experiments:run_table_export", args=["csv"])[: -len("csv")]
+    headers = []
+    for col in spec.columns:
+        arrow = ""
+        if col.key == spec.sort.key:
+            arrow = " ↓" if spec.descending else " ↑"
+        headers.append(
+            {"col": col, "href": f"{base}?{urlencode(spec.sort_query(col))}", "arrow": arrow}
+        )
+    context.update(
+        spec=spec,
+        headers=headers,
+        rows=[
+            {"run": row["run"], "cells": [_shown(c, row["cells"][c.key]) for c in spec.columns]}
+            for row in rows
+        ],
+        more_href=f"{base}?{urlencode(spec.query(after=after))}" if after else "",
+        first_href=f"{base}?{urlencode(spec.query())}" if spec.after else "",
+        csv_href=f"{export}csv?{urlencode(spec.query())}",
+        json_href=f"{export}json?{urlencode(spec.query())}",
+        cols_text=",".join(c.key for c in spec.columns),
+        column_filters=[
+            (c, f"{'p' if c.kind == 'param' else 'm'}.{c.name}")
+            for c in spec.columns
+            if c.kind in ("param", "metric")
+        ],
+    )
+    return context, 200
+
+
+def _shown(col, value) -> tuple[str, bool]:
+    """(text, numeric) of one cell: metrics in the column's display unit."""
+    if value is None:
+        return "—", col.kind == "metric"
+    if col.kind == "metric":
+        return num(col.display(value)), True
+    if hasattr(value, "strftime"):
+        return timezone.localtime(value).strftime("%Y-%m-%d %H:%M"), False
+    if isinstance(value, (dict, list)):
+        return json.dumps(value), False
+    return str(value), isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def run_table(request: HttpRequest) -> HttpResponse:
+    """Runs as a table with parameter and result columns (experiments.runs_table): the whole
+    page, or for htmx (sorting, filtering, "more") the table part alone."""
+    context, status = _table_context(request)
+    template = (
+        "experiments/_run_table.html"
+        if request.htmx and not request.htmx.boosted
+        else "experiments/run_table.html"
+    )
+    return render(request, template, context, status=status)
+
+
+def run_table_export(request: HttpRequest, fmt: str) -> HttpResponse:
+    """Every filtered run (not one page) with the table's columns, in its order, streamed.
+    Metric columns come twice in CSV (base unit, display unit); JSON states both units per
+    column and gives each value in base units and in the display unit."""
+    if fmt not in ("csv", "json"):
+        return HttpResponse("Export as runs.csv or runs.json.", status=404)
+    try:
+        spec, runs = runs_table.TableSpec.parse(request.GET, request.user)
+    except runs_table.TableError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    if fmt == "csv":
+        response = StreamingHttpResponse(_csv(spec, runs), content_type="text/csv")
+    else:
+        response = StreamingHttpResponse(_json(spec, runs), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="runs.{fmt}"'
+    return response
+
+
+def _cell_text(value) -> str:
+    if value is None:
+        return ""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, (dict, list, bool)):
+        return json.dumps(value)
+    return str(value)
+
+
+def _csv(spec, runs):
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+
+    def flush() -> str:
+        text = buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+        return text
+
+    header = ["run", "label"]
+    for col in spec.columns:
+        if col.kind == "metric":
+            header += [f"{col.key} [{col.base_unit}]", f"{col.key} [{col.unit}]"]
+        else:
+            header.append(col.key)
+    writer.writerow(header)
+    yield flush()
+    for i, row in enumerate(runs_table.iterate(spec, runs), 1):
+        line = [str(row["run"].uuid), row["run"].label]
+        for col in spec.columns:
+            value = row["cells"][col.key]
+            if col.kind == "metric":
+                shown = col.display(value)
+                line += [_cell_text(value), "" if shown is None else f"{shown:.6g}"]
+            else:
+                line.append(_cell_text(value))
+        writer.writerow(line)
+        if i % 200 == 0:
+            yield flush()
+    yield flush()
+
+
+def _json(spec, runs):
+    columns = [
+        {
+            "key": c.key,
+            "label": c.label,
+            **({"base_unit": c.base_unit, "unit": c.unit} if c.kind == "metric" else {}),
+        }
+        for c in spec.columns
+    ]
+    sort = ("-" if spec.descending else "") + spec.sort.key
+    yield '{"columns": ' + json.dumps(columns) + ', "sort": ' + json.dumps(sort) + ', "runs": ['
+    for i, row in enumerate(runs_table.iterate(spec, runs)):
+        values = {}
+        for col in spec.columns:
+            value = row["cells"][col.key]
+            if col.kind == "metric":
+                values[col.key] = {"value": value, "display": col.display(value)}
+            else:
+                values[col.key] = value.isoformat() if hasattr(value, "isoformat") else value
+        run = row["run"]
+        item = {"uuid": str(run.uuid), "label": run.label, "values": values}
+        yield ("," if i else "") + json.dumps(item)
+    yield "]}"

@@ -1,0 +1,447 @@
+"""The runs table: runs as rows, chosen parameters and results as columns, sorted and filtered
+in the database and paginated with a cursor (issue 16 item 3).
+
+Everything the table shows comes from its query string (``TableSpec.parse``), so a URL
+reproduces the view and can be shared; the CSV and JSON exports read the same spec.
+
+- ``cols=param:numjobs,metric:write_bw,…``: the columns (``param:NAME``, ``metric:NAME`` or a
+  run field: ``tool``, ``testbed``, ``status``, ``created``, ``started``). Without ``cols``
+  the table picks the parameters that vary and the commonest metrics of the filtered runs.
+- ``sort=-metric:write_bw``: any column, ``-`` for descending; ties break on the run's id.
+- filters: ``tool``, ``testbed`` (uuid), ``matrix`` (uuid), ``status``, ``owner=mine``,
+  ``published=yes|no``, ``p.NAME=VALUE`` (parameter equals), ``m.NAME=LO..HI`` (the run's
+  primary value of that metric in the column's display unit; either end may be left out).
+- ``units=binary``: GiB/s and GiB instead of GB/s and GB (DESIGN.md).
+- ``after=CURSOR``: the page after the row the cursor names (keyset pagination).
+
+Keyset pagination instead of page numbers: a page is ``WHERE (sort key, id) after the
+cursor ORDER BY sort key, id LIMIT n+1``, so neither the page nor the "more" link counts the
+filtered runs (at a million runs, ``count(*)`` alone costs more than the page), and a page
+never repeats or skips a run when runs are added meanwhile. Missing values (a run without
+that metric or parameter) sort last in both directions.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.fields.json import KeyTransform
+
+from experiments.comparison.charts import display_unit, metric_label
+from experiments.models import Metric, Run
+from experiments.models.runs import Tool
+from runners import metrics as vocabulary
+
+PAGE_SIZE = 50
+MAX_COLUMNS = 24
+MAX_FILTERS = 20
+# Default columns are chosen from the newest runs that pass the filters: enough to see which
+# parameters vary and which metrics are common, few enough to stay a cheap query.
+SAMPLE = 500
+DEFAULT_PARAMS = 6
+DEFAULT_METRICS = 4
+NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+# Run fields that can be columns: key -> (header, ORM expression of the sort key).
+FIELDS: dict[str, tuple[str, Any]] = {
+    "tool": ("Tool", F("tool")),
+    "testbed": ("Testbed", F("testbed__name")),
+    "status": ("Status", F("status")),
+    "created": ("Created", F("created")),
+    "started": ("Started", F("started_at")),
+}
+DATETIME_FIELDS = {"created", "started"}
+
+
+class TableError(ValueError):
+    """A query string the table cannot show; the message says which parameter and why."""
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # "param:numjobs", "metric:write_bw", "created"
+    kind: str  # "param", "metric", "field"
+    name: str  # the parameter, metric or field name
+    label: str  # header
+    unit: str = ""  # display unit of a metric
+    base_unit: str = ""
+    divisor: float = 1.0
+
+    def display(self, base: float | None) -> float | None:
+        return None if base is None else base / self.divisor
+
+
+def _metric_units(name: str, binary: bool) -> tuple[str, str, float]:
+    """(base unit, display unit, divisor) of a metric: the vocabulary's base unit, or for a
+    name outside it the unit its values are stored in (one unit per column)."""
+    base = vocabulary.unit(name)
+    if base is None:
+        base = (
+            Metric.objects.filter(name=name, primary=True).values_list("unit", flat=True).first()
+            or ""
+        )
+    unit, divisor = display_unit(base, binary)
+    return base, unit, divisor
+
+
+def make_column(key: str, binary: bool = False) -> Column:
+    kind, _, name = key.partition(":")
+    if kind in ("param", "metric") and NAME.match(name):
+        if kind == "param":
+            return Column(key, "param", name, name)
+        base, unit, divisor = _metric_units(name, binary)
+        label = f"{metric_label(name)} ({unit})" if unit else metric_label(name)
+        return Column(key, "metric", name, label, unit, base, divisor)
+    if key in FIELDS:
+        return Column(key, "field", key, FIELDS[key][0])
+    raise TableError(f"cols: unknown column {key!r} (param:NAME, metric:NAME, {', '.join(FIELDS)})")
+
+
+@dataclass
+class TableSpec:
+    columns: list[Column]
+    sort: Column
+    descending: bool
+    binary: bool
+    filters: dict[str, str]  # the filters as given, for the form and links
+    params_eq: list[tuple[str, str]] = field(default_factory=list)
+    metric_ranges: list[tuple[str, float | None, float | None]] = field(default_factory=list)
+    after: tuple[Any, int] | None = None
+    chosen: bool = False  # columns given by ``cols`` rather than picked by default
+
+    @classmethod
+    def parse(cls, query, user) -> tuple[TableSpec, QuerySet]:
+        """The spec of a query string and the filtered (unsorted) runs it shows; raises
+        TableError naming the first bad parameter."""
+        binary = query.get("units", "") == "binary"
+        if query.get("units", "") not in ("", "binary", "decimal"):
+            raise TableError("units: 'decimal' (GB/s, the default) or 'binary' (GiB/s)")
+        runs, filters, params_eq, ranges = _filtered(query, user, binary)
+        cols = [c.strip() for c in query.get("cols", "").split(",") if c.strip()]
+        if len(cols) > MAX_COLUMNS:
+            raise TableError(f"cols: at most {MAX_COLUMNS} columns")
+        if len(set(cols)) != len(cols):
+            raise TableError("cols: a column is named twice")
+        columns = [make_column(c, binary) for c in cols] if cols else _default_columns(runs, binary)
+        sort_key = query.get("sort", "-created") or "-created"
+        descending = sort_key.startswith("-")
+        sort_key = sort_key.lstrip("-")
+        sort = next((c for c in columns if c.key == sort_key), None) or make_column(
+            sort_key, binary
+        )
+        spec = cls(
+            columns=columns,
+            sort=sort,
+            descending=descending,
+            binary=binary,
+            filters=filters,
+            params_eq=params_eq,
+            metric_ranges=ranges,
+            chosen=bool(cols),
+        )
+        if query.get("after"):
+            spec.after = spec.decode_cursor(query["after"])
+        return spec, runs
+
+    # -- sorting and the cursor ------------------------------------------------------------
+
+    def sort_expression(self):
+        """The sort key as an expression on Run: a metric's primary value (one indexed
+        lookup in Metric per run: (name, primary, run)), a parameter (JSON: numbers order as
+        numbers), or a run field."""
+        col = self.sort
+        if col.kind == "metric":
+            return Subquery(
+                Metric.objects.filter(run=OuterRef("pk"), name=col.name, primary=True)
+                .order_by()
+                .values("value")[:1]
+            )
+        if col.kind == "param":
+            return KeyTransform(col.name, "params")
+        return FIELDS[col.name][1]
+
+    def ordered(self, runs: QuerySet) -> QuerySet:
+        runs = runs.annotate(_sort=self.sort_expression())
+        if self.descending:
+            order = [F("_sort").desc(nulls_last=True), F("id").desc()]
+        else:
+            order = [F("_sort").asc(nulls_last=True), F("id").asc()]
+        return runs.order_by(*order)
+
+    def page(self, runs: QuerySet) -> QuerySet:
+        """The runs after the cursor, in order (the caller slices one more than a page to
+        know whether there are more)."""
+        runs = self.ordered(runs)
+        if self.after is None:
+            return runs
+        value, last_id = self.after
+        newer = "lt" if self.descending else "gt"
+        if value is None:  # inside the trailing block of missing values: ids only
+            return runs.filter(_sort__isnull=True, **{f"id__{newer}": last_id})
+        return runs.filter(
+            Q(**{f"_sort__{newer}": value})
+            | Q(_sort=value, **{f"id__{newer}": last_id})
+            | Q(_sort__isnull=True)
+        )
+
+    def cursor(self, run) -> str:
+        value = run._sort
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        raw = json.dumps([value, run.id], separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def decode_cursor(self, text: str) -> tuple[Any, int]:
+        bad = TableError("after: not a cursor of this view of the table (follow 'more')")
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            value, last_id = json.loads(raw)
+        except (ValueError, TypeError, binascii.Error):
+            raise bad from None
+        if not isinstance(last_id, int) or isinstance(last_id, bool):
+            raise bad
+        if value is None:
+            return value, last_id
+        if self.sort.key in DATETIME_FIELDS:
+            try:
+                value = datetime.fromisoformat(value)
+            except (TypeError, ValueError):
+                raise bad from None
+        elif self.sort.kind == "metric":
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise bad
+            if not math.isfinite(value):
+                raise bad
+        elif self.sort.kind == "field" and not isinstance(value, str):
+            raise bad
+        return value, last_id
+
+    # -- links ---------------------------------------------------------------------------
+
+    def query(self, **changes) -> dict[str, str]:
+        """The query string of this view with ``changes`` (a value of None drops a key);
+        the cursor is dropped unless given."""
+        q: dict[str, str] = dict(self.filters)
+        if self.chosen:
+            q["cols"] = ",".join(c.key for c in self.columns)
+        q["sort"] = ("-" if self.descending else "") + self.sort.key
+        if self.binary:
+            q["units"] = "binary"
+        q.update(changes)
+        return {k: v for k, v in q.items() if v not in (None, "")}
+
+    def sort_query(self, column: Column) -> dict[str, str]:
+        """Sorting by a column: descending first (the best throughput on top), then toggles."""
+        descending = not (self.sort.key == column.key and self.descending)
+        # Columns stay as shown, chosen or default, so sorting never changes what is seen.
+        return self.query(
+            sort=("-" if descending else "") + column.key,
+            cols=",".join(c.key for c in self.columns),
+        )
+
+
+def _filtered(query, user, binary: bool):
+    """The runs that pass the filters of ``query``, and the filters as given."""
+    runs = Run.objects.visible_to(user)
+    filters: dict[str, str] = {}
+    tool = query.get("tool", "")
+    if tool:
+        if tool not in Tool.values:
+            raise TableError(f"tool: unknown tool {tool!r}")
+        runs = runs.filter(tool=tool)
+        filters["tool"] = tool
+    status = query.get("status", "")
+    if status:
+        if status not in Run.Status.values:
+            raise TableError(f"status: one of {', '.join(Run.Status.values)}")
+        runs = runs.filter(status=status)
+        filters["status"] = status
+    for key in ("testbed", "matrix"):
+        value = query.get(key, "")
+        if not value:
+            continue
+        try:
+            uuid = UUID(value)
+        except ValueError:
+            raise TableError(f"{key}: not a {key} id: {value!r}") from None
+        runs = runs.filter(**{f"{key}__uuid": uuid})
+        filters[key] = value
+    owner = query.get("owner", "")
+    if owner:
+        if owner != "mine":
+            raise TableError("owner: 'mine' or nothing")
+        runs = runs.filter(owner=user if user.is_authenticated else None)
+        filters["owner"] = owner
+    published = query.get("published", "")
+    if published:
+        if published not in ("yes", "no"):
+            raise TableError("published: 'yes' or 'no'")
+        runs = runs.filter(published=published == "yes")
+        filters["published"] = published
+    params_eq: list[tuple[str, str]] = []
+    ranges: list[tuple[str, float | None, float | None]] = []
+    for key in sorted(query.keys()):
+        if not key.startswith(("p.", "m.")):
+            continue
+        name = key[2:]
+        value = query.get(key, "").strip()
+        if not NAME.match(name):
+            raise TableError(f"{key}: not a parameter or metric name")
+        if not value:
+            continue
+        if len(params_eq) + len(ranges) >= MAX_FILTERS:
+            raise TableError(f"at most {MAX_FILTERS} parameter and metric filters")
+        filters[key] = value
+        if key.startswith("p."):
+            params_eq.append((name, value))
+            runs = runs.filter(_param_equals(name, value))
+        else:
+            lo, hi = _range(key, value)
+            ranges.append((name, lo, hi))
+            _, _, divisor = _metric_units(name, binary)
+            values = Metric.objects.filter(run=OuterRef("pk"), name=name, primary=True)
+            if lo is not None:
+                values = values.filter(value__gte=lo * divisor)
+            if hi is not None:
+                values = values.filter(value__lte=hi * divisor)
+            runs = runs.filter(Exists(values))
+    return runs, filters, params_eq, ranges
+
+
+def _param_equals(name: str, value: str) -> Q:
+    """``p.numjobs=4`` matches the number 4 and the text "4": parameters keep the type the
+    tool's parser or the matrix gave them, and a URL cannot say which."""
+    q = Q(**{f"params__{name}": value})
+    try:
+        number = json.loads(value)
+    except ValueError:
+        return q
+    if isinstance(number, (int, float, bool)):  # 4, 4.5, true
+        q |= Q(**{f"params__{name}": number})
+    return q
+
+
+def _range(key: str, text: str) -> tuple[float | None, float | None]:
+    lo_text, sep, hi_text = text.partition("..")
+    if not sep:
+        raise TableError(f"{key}: a range LO..HI in the column's unit (1.5..3, 2.., ..10)")
+    bounds = []
+    for part in (lo_text.strip(), hi_text.strip()):
+        if not part:
+            bounds.append(None)
+            continue
+        try:
+            number = float(part)
+        except ValueError:
+            raise TableError(f"{key}: {part!r} is not a number") from None
+        if not math.isfinite(number):
+            raise TableError(f"{key}: {part!r} is not a finite number")
+        bounds.append(number)
+    if bounds[0] is None and bounds[1] is None:
+        raise TableError(f"{key}: give at least one end of the range")
+    if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
+        raise TableError(f"{key}: the lower end is above the upper end")
+    return bounds[0], bounds[1]
+
+
+def _default_columns(runs: QuerySet, binary: bool) -> list[Column]:
+    """The parameters whose values differ among the newest filtered runs and their
+    commonest primary metrics, then when they were created."""
+    sample = list(runs.order_by("-created", "-id").values_list("id", "params")[:SAMPLE])
+    seen: dict[str, set[str]] = {}
+    counts: Counter[str] = Counter()
+    for _, params in sample:
+        for k, v in (params or {}).items():
+            if NAME.match(str(k)):
+                seen.setdefault(k, set()).add(json.dumps(v, sort_keys=True))
+                counts[k] += 1
+    varying = sorted(
+        (k for k, values in seen.items() if len(values) > 1 or counts[k] < len(sample)),
+        key=lambda k: (-counts[k], k),
+    )[:DEFAULT_PARAMS]
+    common = (
+        Metric.objects.filter(run_id__in=[i for i, _ in sample], primary=True)
+        .values_list("name", flat=True)
+        .order_by()
+    )
+    names = Counter(n for n in common if NAME.match(n))
+    top = sorted(names, key=lambda n: (-names[n], n))[:DEFAULT_METRICS]
+    return [
+        *(make_column(f"param:{k}", binary) for k in sorted(varying)),
+        *(make_column(f"metric:{n}", binary) for n in top),
+        make_column("created", binary),
+    ]
+
+
+# -- rows ----------------------------------------------------------------------------------
+
+
+def rows(spec: TableSpec, runs: list[Run]) -> list[dict]:
+    """One dict per run: the run and its cells (column key -> base value or text)."""
+    metric_names = [c.name for c in spec.columns if c.kind == "metric"]
+    values: dict[tuple[int, str], float] = {}
+    if metric_names and runs:
+        for run_id, name, value in (
+            Metric.objects.filter(
+                run_id__in=[r.id for r in runs], name__in=metric_names, primary=True
+            )
+            .order_by()
+            .values_list("run_id", "name", "value")
+        ):
+            values.setdefault((run_id, name), value)
+    out = []
+    for run in runs:
+        cells = {}
+        for col in spec.columns:
+            if col.kind == "metric":
+                cells[col.key] = values.get((run.id, col.name))
+            elif col.kind == "param":
+                cells[col.key] = (run.params or {}).get(col.name)
+            elif col.name == "testbed":
+                cells[col.key] = run.testbed.name
+            elif col.name == "created":
+                cells[col.key] = run.created
+            elif col.name == "started":
+                cells[col.key] = run.started_at
+            else:
+                cells[col.key] = getattr(run, col.name)
+        out.append({"run": run, "cells": cells})
+    return out
+
+
+def base_queryset(runs: QuerySet) -> QuerySet:
+    """What a row needs, without the raw output and execution details (megabytes a run)."""
+    return runs.select_related("testbed").only(
+        "uuid", "label", "tool", "status", "params", "created", "started_at", "testbed__name"
+    )
+
+
+def fetch_page(spec: TableSpec, runs: QuerySet, size: int = PAGE_SIZE):
+    """(rows of one page, cursor of the next page or None)."""
+    page = list(base_queryset(spec.page(runs))[: size + 1])
+    more = len(page) > size
+    page = page[:size]
+    return rows(spec, page), (spec.cursor(page[-1]) if more else None)
+
+
+def iterate(spec: TableSpec, runs: QuerySet, chunk: int = 1000):
+    """Every filtered run's row in the table's order, a page of ``chunk`` at a time (keyset,
+    so a long export neither holds a transaction open nor skips runs)."""
+    after = spec.after
+    while True:
+        spec.after = after
+        page = list(base_queryset(spec.page(runs))[:chunk])
+        yield from rows(spec, page)
+        if len(page) < chunk:
+            return
+        after = spec.decode_cursor(spec.cursor(page[-1]))
