@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from experiments import comparison, dimensions
+from experiments import comparison, dimensions, parcoords
 from experiments.comparison import ComparisonResult, ComparisonSpec
 from experiments.comparison.presets import PRESETS
 from experiments.models import Matrix, Metric, Run, Testbed
@@ -160,6 +160,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     spec = _spec(request)
     result = comparison.compute(spec, Run.objects.visible_to(request.user))
     context = builder_context(request, spec, result)
+    context["parcoords"] = parcoords.comparison_figure(result)
     partial = request.htmx and not request.htmx.history_restore_request
     if partial:
         # 200 even with errors: htmx swaps the body in, and with it the messages.

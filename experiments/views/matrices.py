@@ -8,14 +8,15 @@ from uuid import UUID
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Case, Count, Q, Value, When
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
-from experiments import matrices
+from experiments import matrices, parcoords
 from experiments.matrix_files import from_yaml, to_yaml
 from experiments.matrix_forms import MatrixForm, MatrixImportForm
 from experiments.models import Matrix, Run, Worker
@@ -195,6 +196,18 @@ def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
         context["launch_refused"] = refused
     context["yaml"] = to_yaml(matrix)
     context["compare_query"] = matrices.compare_query(matrix)
+    # The sweep at a glance (parallel coordinates) and its runs as a table, both of the
+    # metric the comparison link opens on.
+    metric = QueryDict(context["compare_query"]).get("metric", "")
+    context["parcoords"] = parcoords.matrix_figure(matrix, metric)
+    axes = [a["param"] for a in matrix.axes if ":" not in a.get("param", ":")]
+    cols = [f"param:{a}" for a in axes]
+    if len(matrix.testbeds.all()) > 1:
+        cols.append("testbed")
+    cols += [f"metric:{metric}", "status"]
+    context["table_query"] = urlencode(
+        {"matrix": str(matrix.uuid), "cols": ",".join(cols), "sort": f"-metric:{metric}"}
+    )
     return render(request, "experiments/matrix_detail.html", context)
 
 
