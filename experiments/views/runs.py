@@ -134,6 +134,15 @@ def _table_context(request: HttpRequest) -> tuple[dict, int]:
         rows, after = runs_table.fetch_page(spec, runs)
     except runs_table.TableError as exc:
         context["error"] = str(exc)
+        # The filters as given stay in the form, to be corrected.
+        context["column_filters"] = [
+            (
+                runs_table.Column(key, "param" if key[0] == "p" else "metric", key[2:], key),
+                key,
+            )
+            for key in request.GET
+            if key.startswith(("p.", "m."))
+        ]
         return context, 400
     base = reverse("experiments:run_table")
     export = reverse("experiments:run_table_export", args=["csv"])[: -len("csv")]
@@ -183,12 +192,11 @@ def run_table(request: HttpRequest) -> HttpResponse:
     """Runs as a table with parameter and result columns (experiments.runs_table): the whole
     page, or for htmx (sorting, filtering, "more") the table part alone."""
     context, status = _table_context(request)
-    template = (
-        "experiments/_run_table.html"
-        if request.htmx and not request.htmx.boosted
-        else "experiments/run_table.html"
-    )
-    return render(request, template, context, status=status)
+    if request.htmx and not request.htmx.boosted:
+        # 200 even with an error: htmx swaps only successful answers, and the table part
+        # carries the message.
+        return render(request, "experiments/_run_table.html", context)
+    return render(request, "experiments/run_table.html", context, status=status)
 
 
 def run_table_export(request: HttpRequest, fmt: str) -> HttpResponse:
