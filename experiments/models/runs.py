@@ -372,6 +372,14 @@ class Metric(models.Model):
         indexes = [
             # Comparison: Metric.objects.filter(name=…, primary=True) joined to runs.
             models.Index(fields=["name", "primary", "run"], name="exp_metric_name_primary"),
+            # Runs table sorted by a metric (experiments.runs_table): a page walks the primary
+            # values of one metric in order, (value, run) being the keyset; at 100,000 runs
+            # ~1 ms instead of a lookup per run and a sort of them all.
+            models.Index(
+                fields=["name", "value", "run"],
+                condition=models.Q(primary=True),
+                name="exp_metric_primary_value",
+            ),
         ]
 
     def __str__(self) -> str:
