@@ -110,6 +110,18 @@ def matrix_figure(matrix, metric: str, binary: bool = False) -> dict | None:
     return figure(rows, pairs, "value", metric_title(metric, shown))
 
 
+def _parsed(value: Any) -> Any:
+    """A point's attribute as text gives it ("4", "1m", "x86 | arm"): numbers become numbers
+    (a numeric axis), anything else stays text."""
+    if isinstance(value, str) and " | " not in value:
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return number if math.isfinite(number) else value
+    return value
+
+
 def comparison_figure(result: ComparisonResult) -> dict | None:
     """A comparison's points of its first metric: the attributes that tell its points apart
     (x, series, every parameter that differs) → the point's value (mean, median or peak,
@@ -123,16 +135,8 @@ def comparison_figure(result: ComparisonResult) -> dict | None:
         keys += [k for k in p.attributes if k not in keys]
     rows = []
     for p in points:
-        row: dict[str, Any] = {"_x": p.x, "_series": p.series}
-        for k in keys:
-            value = p.attributes.get(k)
-            number = None
-            if isinstance(value, str) and " | " not in value:
-                try:
-                    number = float(value)
-                except ValueError:
-                    pass
-            row[k] = number if number is not None and math.isfinite(number) else value
+        row: dict[str, Any] = {"_x": _parsed(p.x), "_series": _parsed(p.series)}
+        row.update((k, _parsed(p.attributes.get(k))) for k in keys)
         row["_value"] = p.mean
         rows.append(row)
     axes = []

@@ -185,7 +185,7 @@ def _table_context(request: HttpRequest) -> tuple[dict, int]:
 
 
 def _shown(col, value) -> tuple[str, bool]:
-    """(text, numeric) of one cell: metrics in the column's display unit."""
+    """(text, right-aligned) of one cell: metrics in the column's display unit."""
     if value is None:
         return "—", col.kind == "metric"
     if col.kind == "metric":
@@ -194,7 +194,7 @@ def _shown(col, value) -> tuple[str, bool]:
         return timezone.localtime(value).strftime("%Y-%m-%d %H:%M"), False
     if isinstance(value, (dict, list)):
         return json.dumps(value), False
-    return str(value), isinstance(value, (int, float)) and not isinstance(value, bool)
+    return str(value), False
 
 
 def run_table(request: HttpRequest) -> HttpResponse:
