@@ -31,6 +31,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
@@ -119,6 +120,7 @@ class TableSpec:
     metric_ranges: list[tuple[str, float | None, float | None]] = field(default_factory=list)
     after: tuple[Any, int] | None = None
     chosen: bool = False  # columns given by ``cols`` rather than picked by default
+    light: bool = False  # rows as plain records instead of Run instances (exports)
 
     @classmethod
     def parse(cls, query, user) -> tuple[TableSpec, QuerySet]:
@@ -190,7 +192,7 @@ class TableSpec:
                     | Q(_sort=value, **{f"id__{newer}": last_id})
                     | Q(_sort__isnull=True)
                 )
-        return list(base_queryset(runs)[:n])
+        return _fetch(runs, n, self.light)
 
     def _select_by_metric(self, runs: QuerySet, n: int) -> list[Run]:
         """Sorted by a metric: first the runs with the metric, read from the Metric table in
@@ -215,14 +217,14 @@ class TableSpec:
             order = [F("_sort").desc(), F("_rid").desc()]
             if not self.descending:
                 order = [F("_sort").asc(), F("_rid").asc()]
-            found = list(base_queryset(with_metric.order_by(*order))[:n])
+            found = _fetch(with_metric.order_by(*order), n, self.light)
         if len(found) < n:
             has = Metric.objects.filter(run=OuterRef("pk"), name=name, primary=True)
             without = runs.filter(~Exists(has)).annotate(_sort=Value(None, FloatField()))
             if self.after is not None and self.after[0] is None:
                 without = without.filter(**{f"id__{newer}": self.after[1]})
             without = without.order_by("-id" if self.descending else "id")
-            found += list(base_queryset(without)[: n - len(found)])
+            found += _fetch(without, n - len(found), self.light)
         return found
 
     def cursor(self, run) -> str:
@@ -457,6 +459,22 @@ def rows(spec: TableSpec, runs: list[Run]) -> list[dict]:
     return out
 
 
+ROW_FIELDS = ("id", "uuid", "label", "tool", "status", "params", "created", "started_at")
+
+
+def _fetch(runs: QuerySet, n: int, light: bool) -> list:
+    """The first ``n`` runs: Run instances for the page (links, names), or for an export
+    plain records with the same attributes, which cost a third of the time to build."""
+    if not light:
+        return list(base_queryset(runs)[:n])
+    out = []
+    for values in runs.values(*ROW_FIELDS, "_sort", _testbed=F("testbed__name"))[:n]:
+        record = SimpleNamespace(**values)
+        record.testbed = SimpleNamespace(name=values["_testbed"])
+        out.append(record)
+    return out
+
+
 def base_queryset(runs: QuerySet) -> QuerySet:
     """What a row needs, without the raw output and execution details (megabytes a run)."""
     return runs.select_related("testbed").only(
@@ -491,6 +509,7 @@ def iterate(spec: TableSpec, runs: QuerySet, chunk: int = 1000):
     """Every filtered run's row in the table's order, a page of ``chunk`` at a time (keyset,
     so a long export neither holds a transaction open nor skips runs)."""
     after = spec.after
+    spec.light = True
     while True:
         spec.after = after
         page = spec.select(runs, chunk)
