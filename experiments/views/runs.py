@@ -146,6 +146,7 @@ def _table_context(request: HttpRequest) -> tuple[dict, int]:
         return context, 400
     base = reverse("experiments:run_table")
     export = reverse("experiments:run_table_export", args=["csv"])[: -len("csv")]
+    cols_text = ",".join(c.key for c in spec.columns)
     headers = []
     for col in spec.columns:
         arrow = ""
@@ -170,18 +171,31 @@ def _table_context(request: HttpRequest) -> tuple[dict, int]:
             {"run": row["run"], "cells": [_shown(c, row["cells"][c.key]) for c in spec.columns]}
             for row in rows
         ],
-        more_href=f"{base}?{urlencode(spec.query(after=after))}" if after else "",
+        more_href=f"{base}?{urlencode(spec.query(after=after, cols=cols_text))}" if after else "",
         first_href=f"{base}?{urlencode(spec.query())}" if spec.after else "",
-        csv_href=f"{export}csv?{urlencode(spec.query())}",
-        json_href=f"{export}json?{urlencode(spec.query())}",
-        cols_text=",".join(c.key for c in spec.columns),
-        column_filters=[
-            (c, f"{'p' if c.kind == 'param' else 'm'}.{c.name}")
-            for c in spec.columns
-            if c.kind in ("param", "metric")
-        ],
+        # Exports name the columns shown, even default ones (new runs could change those).
+        csv_href=f"{export}csv?{urlencode(spec.query(cols=cols_text))}",
+        json_href=f"{export}json?{urlencode(spec.query(cols=cols_text))}",
+        cols_text=cols_text,
+        column_filters=_column_filters(spec),
     )
     return context, 200
+
+
+def _column_filters(spec) -> list[tuple]:
+    """(column, query key) of each parameter/metric filter field of the form: one per such
+    column, and one per filter on something not shown, so that applying the form keeps it."""
+    fields = [
+        (c, f"{'p' if c.kind == 'param' else 'm'}.{c.name}")
+        for c in spec.columns
+        if c.kind in ("param", "metric")
+    ]
+    shown = {key for _, key in fields}
+    for key in spec.filters:
+        if key.startswith(("p.", "m.")) and key not in shown:
+            kind = "param" if key.startswith("p.") else "metric"
+            fields.append((runs_table.make_column(f"{kind}:{key[2:]}", spec.binary), key))
+    return fields
 
 
 def _shown(col, value) -> tuple[str, bool]:

@@ -80,6 +80,9 @@ def test_filters(alice_client, sweep, alice):
     assert {c[1] for _, c in labels(r)} == {"alpha"}
     r = alice_client.get(URL, {"cols": "param:numjobs,testbed", "p.numjobs": "4"})
     assert sorted(c[1] for _, c in labels(r)) == ["alpha", "beta"]
+    # A filter on a column not shown stays in the form.
+    r = alice_client.get(URL, {"cols": "testbed", "p.numjobs": "4"})
+    assert 'name="p.numjobs" id="rt-p.numjobs" size="10" value="4"' in r.content.decode()
     # Metric range in the column's display unit (GB/s): 1.2..2 keeps 1.5, 2, 2 and 1.5.
     r = alice_client.get(
         URL, {"cols": "metric:write_bw", "m.write_bw": "1.2..2", "sort": "metric:write_bw"}
