@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0009_node_holding'),
+        ('experiments', '0013_run_telemetry'),
     ]
 
     operations = [
