@@ -186,6 +186,24 @@ def _x_axis(x_values: list[str], title: str, has_x: bool, bars: bool) -> dict:
     return axis
 
 
+# Plotly's mode bar sits in the top right corner of a chart, over whatever is there: on a
+# narrow chart (a phone, 390 px) a centred title runs under it. The title therefore sits
+# below the mode bar's row (pad, from the top of the figure), and the plot below the title
+# and the error-bar note above the plot's top edge.
+TOP_MARGIN = 84
+
+
+def _title(text: str) -> dict:
+    return {
+        "text": _esc(text),
+        "font": {"size": 14},
+        "yref": "container",
+        "y": 1,
+        "yanchor": "top",
+        "pad": {"t": 30},
+    }
+
+
 def _layout(x_axis: dict, y_title: str, **extra) -> dict:
     layout = {
         "xaxis": x_axis,
@@ -197,8 +215,8 @@ def _layout(x_axis: dict, y_title: str, **extra) -> dict:
         },
         "barmode": "group",
         "legend": {"orientation": "h", "y": -0.22},
-        "margin": {"l": 70, "r": 20, "t": 50, "b": 70},
-        "height": 440,
+        "margin": {"l": 70, "r": 20, "t": TOP_MARGIN, "b": 70},
+        "height": 470,
     }
     layout.update(extra)
     return layout
@@ -358,7 +376,7 @@ def chart_figures(
                         run_trace["offsetgroup"] = label  # over its own bar (scattermode group)
                     traces.append(run_trace)
         x_axis = _x_axis(x_values, result.x_label if has_x else "", has_x, bars)
-        extra: dict[str, Any] = {"title": {"text": _esc(title), "font": {"size": 14}}}
+        extra: dict[str, Any] = {"title": _title(title)}
         if bars and has_x and reps:
             extra["scattermode"] = "group"
         if not has_x:
@@ -430,10 +448,10 @@ def _heatmaps(
                 }
             ],
             "layout": {
-                "title": {"text": _esc(title), "font": {"size": 14}},
+                "title": _title(title),
                 "xaxis": {"title": {"text": result.x_label}, "type": "category"},
                 "yaxis": {"title": {"text": result.y_label}, "type": "category"},
-                "margin": {"l": 80, "r": 20, "t": 40, "b": 60},
+                "margin": {"l": 80, "r": 20, "t": TOP_MARGIN, "b": 60},
                 "height": 420,
             },
         }
