@@ -15,6 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Case, Value, When
 
 from experiments.models import Architecture, Drive, HardwareProfile, Node, Testbed, TestbedNode
 from runners import nodeconfig
@@ -313,6 +314,16 @@ def ensure_localhost_testbed(owner, name: str = TESTBED_NAME) -> Testbed:
             setattr(member, role, True)
         member.save(update_fields=missing)
     return testbed
+
+
+def local_testbed(user) -> Testbed | None:
+    """The "localhost" testbed (manage.py ensure_localhost) the user may run on, if any."""
+    return (
+        Testbed.objects.operable_by(user)
+        .filter(name=TESTBED_NAME)
+        .order_by(Case(When(owner=user, then=Value(0)), default=Value(1)), "pk")
+        .first()
+    )
 
 
 def localhost_node(owner) -> Node | None:

@@ -1175,14 +1175,38 @@ def compare_query(matrix: Matrix) -> str:
         series = "tuning"
     else:
         series = "tool"
+    query = [
+        ("matrix", str(matrix.uuid)),
+        *(("metric", m) for m in compare_metrics(matrix)),
+        ("series", series),
+        ("x", f"param:{x}" if x else "tool"),
+    ]
+    return urlencode(query)
+
+
+def compare_metrics(matrix: Matrix) -> list[str]:
+    """The headline metrics the matrix's runs produced, in the tool's order, of the unit of
+    the first: a fio matrix sweeping rw over write and read measured write_bw in some runs and
+    read_bw in others, and its comparison shows both (not write_bw alone), but not the IOPS
+    and latencies each run also reports. Before any run has a result: the tool's default
+    metric, or its read metric when the matrix only reads."""
+    from experiments.comparison.spec import MAX_METRICS
+    from experiments.models import Metric
+
+    produced = dict(
+        Metric.objects.filter(run__matrix=matrix, primary=True)
+        .values_list("name", "unit")
+        .distinct()
+        .order_by()
+    )
+    spec = registry.BY_NAME.get(matrix.tool)
+    ordered = [m for m in (spec.metrics if spec else ()) if m in produced]
+    ordered += sorted(m for m in produced if m not in ordered)
+    if ordered:
+        unit = produced[ordered[0]]
+        return [m for m in ordered if produced[m] == unit][:MAX_METRICS]
     metric = registry.default_metric(matrix.tool)  # a read-only run opens on its read metric
     fixed = {str(v) for k, v in matrix.fixed_params.items() if k in ("rw", "direction")}
     if fixed & {"read", "randread"}:
         metric = "read_bw"
-    query = {
-        "matrix": str(matrix.uuid),
-        "metric": metric,
-        "series": series,
-        "x": f"param:{x}" if x else "tool",
-    }
-    return urlencode(query)
+    return [metric]

@@ -1,9 +1,12 @@
 /* beeweb pages: behaviour that the Content-Security-Policy keeps out of inline handlers. */
 (function () {
   "use strict";
-  // <form data-confirm="Question?">: submitted only after the user confirms.
+  // <form data-confirm="Question?"> or <button data-confirm="Question?">: submitted only
+  // after the user confirms (the button's question wins: one form, several actions).
   document.addEventListener("submit", function (e) {
+    var button = e.submitter && e.submitter.closest("[data-confirm]");
     var form = e.target.closest("form[data-confirm]");
-    if (form && !window.confirm(form.dataset.confirm)) e.preventDefault();
+    var question = (button || form || {dataset: {}}).dataset.confirm;
+    if (question && !window.confirm(question)) e.preventDefault();
   }, true);
 })();

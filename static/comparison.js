@@ -90,6 +90,16 @@
     document.body.dataset.swaps = String((+document.body.dataset.swaps || 0) + 1);
     draw();
   });
+  // Choosing the attribute of a new filter ("Add filter on") is half a step: only its values
+  // change the comparison. Its request replaces the current history entry instead of adding
+  // one, so that Back undoes the whole filter in one press.
+  document.addEventListener("htmx:beforeHistoryUpdate", function (e) {
+    var config = e.detail.requestConfig || {};
+    var trigger = config.triggeringEvent;
+    if (trigger && trigger.target && trigger.target.id === "fk" && e.detail.history) {
+      e.detail.history.type = "replace";
+    }
+  });
   window.beewebDrawCharts = draw;
   window.beewebExportFigure = exportFigure;
 })();

@@ -19,9 +19,16 @@ def token_page(request: HttpRequest) -> HttpResponse:
             token.delete()
         if request.POST.get("action") != "revoke":
             Token.objects.create(user=request.user)
-            messages.success(request, "A new API token was created; the old one no longer works.")
-        else:
+            messages.success(
+                request,
+                "A new API token was created; the old one no longer works."
+                if token is not None
+                else "Your API token was created.",
+            )
+        elif token is not None:
             messages.success(request, "Your API token was revoked.")
+        else:
+            messages.info(request, "You had no API token: nothing was revoked.")
         return redirect("api:token")
     return render(
         request, "api/token.html", {"token": token, "base_url": request.build_absolute_uri("/")}

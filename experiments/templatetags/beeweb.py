@@ -105,3 +105,24 @@ def entry(mapping, key):
     if isinstance(mapping, Mapping):
         return mapping.get(key)
     return None
+
+
+@register.filter
+def param(value, key: str = "") -> str:
+    """``{{ v|param:k }}``: a run parameter (or a metric's detail) for people, as comparisons
+    show them: sizes in units (8000000000000.0 -> "8 TB", 10737418240 -> "10 GiB"), whole
+    floats without ".0", booleans as yes/no, mappings as "key: value, …" and lists
+    comma-separated, never Python's repr ({'per_process': True})."""
+    from experiments.comparison.comparability import shown
+
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {param(v, k)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(param(v, key) for v in value)
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return shown(f"param:{key}", str(value))

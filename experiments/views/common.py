@@ -53,3 +53,13 @@ def render_form(
         return redirect(success_url)
     template = "experiments/_form.html" if request.htmx else page
     return render(request, template, context)
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """ "1 run", "2 runs", "0 runs": messages count things that are often one."""
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+def verb(n: int, singular: str, plural: str) -> str:
+    """The verb agreeing with a count: "1 run is", "2 runs are"."""
+    return singular if n == 1 else plural

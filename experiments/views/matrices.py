@@ -16,11 +16,11 @@ from django.utils.http import urlencode
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
-from experiments import matrices, parcoords
+from experiments import localhost, matrices, parcoords
 from experiments.matrix_files import from_yaml, to_yaml
-from experiments.matrix_forms import MatrixForm, MatrixImportForm
+from experiments.matrix_forms import MatrixForm, MatrixImportForm, format_axes, format_params
 from experiments.models import Matrix, Run, Worker
-from experiments.views.common import get_for_user, render_form, safe_next
+from experiments.views.common import counted, get_for_user, render_form, safe_next, verb
 from runners import dispatch as dispatching
 from runners import slurm
 from runners.tools import ADAPTERS
@@ -41,6 +41,37 @@ def matrix_list(request: HttpRequest) -> HttpResponse:
     return render(request, "experiments/matrix_list.html", {"matrices": rows})
 
 
+# The first matrix the dashboard offers a new user: fio writing then reading 16 MiB per job
+# with 1, 2 and 4 jobs, three times each (18 short runs) on this machine.
+FIRST_MATRIX = {
+    "name": "First fio matrix on this machine",
+    "tool": "fio",
+    "repetitions": 3,
+    "fixed_params": {"size": "16m", "bs": "1m", "direct": False},
+    "axes": [
+        {"param": "rw", "values": ["write", "read"]},
+        {"param": "numjobs", "values": [1, 2, 4]},
+    ],
+}
+
+
+def first_matrix_initial(user) -> dict | None:
+    """The new-matrix form filled with FIRST_MATRIX on the local testbed: the user reads it,
+    saves it and launches it (a GET link creates nothing)."""
+    testbed = localhost.local_testbed(user)
+    if testbed is None:
+        return None
+    return {
+        "name": FIRST_MATRIX["name"],
+        "description": "A small first sweep: read the preview, then launch it.",
+        "tool": FIRST_MATRIX["tool"],
+        "repetitions": FIRST_MATRIX["repetitions"],
+        "testbeds": [testbed.pk],
+        "params_text": format_params(FIRST_MATRIX["fixed_params"]),
+        "axes_text": format_axes(FIRST_MATRIX["axes"]),
+    }
+
+
 def _tool_docs() -> list[dict]:
     return [
         {
@@ -58,6 +89,8 @@ def matrix_edit(request: HttpRequest, uuid: UUID | None = None) -> HttpResponse:
     initial = {}
     if matrix is None and request.method == "GET":
         initial = {"tool": request.GET.get("tool", "fio")}
+        if request.GET.get("example") == "local":
+            initial = first_matrix_initial(request.user) or initial
     form = MatrixForm(request.POST or None, instance=matrix, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         saved = form.save(commit=False)
@@ -243,7 +276,7 @@ def matrix_launch(request: HttpRequest, uuid: UUID) -> HttpResponse:
     def launch(matrix):
         counts = matrices.launch(matrix)
         return (
-            f"Launched: {counts['queued']} runs queued ({counts['created']} new, "
+            f"Launched: {counted(counts['queued'], 'run')} queued ({counts['created']} new, "
             f"{counts['excluded']} excluded by rules)."
         )
 
@@ -255,7 +288,7 @@ def matrix_rerun(request: HttpRequest, uuid: UUID) -> HttpResponse:
     return _action(
         request,
         uuid,
-        lambda m: f"Queued {matrices.rerun_failed(m)} failed or cancelled runs again.",
+        lambda m: f"Queued {counted(matrices.rerun_failed(m), 'failed or cancelled run')} again.",
     )
 
 
@@ -264,7 +297,9 @@ def matrix_resume(request: HttpRequest, uuid: UUID) -> HttpResponse:
     return _action(
         request,
         uuid,
-        lambda m: f"Sent {matrices.resume(m)} planned or queued runs to their workers again.",
+        lambda m: (
+            f"Sent {counted(matrices.resume(m), 'planned or queued run')} to their workers again."
+        ),
     )
 
 
@@ -272,10 +307,18 @@ def matrix_resume(request: HttpRequest, uuid: UUID) -> HttpResponse:
 def matrix_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
     def cancel(matrix):
         counts = matrices.cancel_runs(matrix.runs.all())
-        return (
-            f"Cancelled {counts['cancelled']} queued runs; {counts['stopping']} running "
-            "runs are being stopped."
-        )
+        cancelled, stopping = counts["cancelled"], counts["stopping"]
+        if not cancelled and not stopping:
+            return "Nothing to cancel: no run of this matrix is queued or running."
+        parts = []
+        if cancelled:
+            parts.append(f"Cancelled {counted(cancelled, 'queued run')}")
+        if stopping:
+            parts.append(
+                f"{counted(stopping, 'running run')} {verb(stopping, 'is', 'are')} being stopped"
+            )
+        text = "; ".join(parts) + "."
+        return text[0].upper() + text[1:]
 
     return _action(request, uuid, cancel, operate=False)
 
@@ -298,7 +341,9 @@ def matrix_delete(request: HttpRequest, uuid: UUID) -> HttpResponse:
         {
             "object": matrix,
             "cancel": matrix.get_absolute_url(),
-            "consequence": f"Its {matrix.runs.count()} runs and their metrics are deleted too.",
+            "consequence": (
+                f"Its {counted(matrix.runs.count(), 'run')} and their metrics are deleted too."
+            ),
         },
     )
 

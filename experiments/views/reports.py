@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from functools import wraps
 from uuid import UUID
 
 from django.contrib import messages
@@ -157,6 +158,10 @@ def share_revoke(request: HttpRequest, uuid: UUID, key: str) -> HttpResponse:
 _SHARE_KEY = re.compile(r"[A-Za-z0-9_-]{20,64}\Z")
 
 
+class ShareGone(Http404):
+    """No active share link has this key."""
+
+
 def _active_link(key: str) -> ShareLink:
     link = (
         ShareLink.objects.active().select_related("report").filter(key=key).first()
@@ -164,8 +169,27 @@ def _active_link(key: str) -> ShareLink:
         else None
     )
     if link is None:
-        raise Http404("This share link does not exist, was revoked or has expired.")
+        raise ShareGone("This share link does not exist, was revoked or has expired.")
     return link
+
+
+def _gone(request: HttpRequest) -> HttpResponse:
+    """The page a dead share link answers (status 404): in the site's style, one sentence
+    for every case, so that a guessed key learns nothing about which keys once existed."""
+    return _private(render(request, "experiments/share_gone.html", status=404))
+
+
+def _share_view(view):
+    """A share view that answers the styled 404 page when the link is not active."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, key: str, *args, **kwargs) -> HttpResponse:
+        try:
+            return view(request, key, *args, **kwargs)
+        except ShareGone:
+            return _gone(request)
+
+    return wrapped
 
 
 def _share_data(request: HttpRequest, link: ShareLink) -> tuple[ComparisonResult, bool]:
@@ -185,6 +209,7 @@ def _private(response: HttpResponse) -> HttpResponse:
 
 @login_not_required
 @require_safe
+@_share_view
 def share(request: HttpRequest, key: str) -> HttpResponse:
     link = _active_link(key)
     result, live = _share_data(request, link)
@@ -216,6 +241,7 @@ def share(request: HttpRequest, key: str) -> HttpResponse:
 
 @login_not_required
 @require_safe
+@_share_view
 def share_print(request: HttpRequest, key: str) -> HttpResponse:
     link = _active_link(key)
     result, live = _share_data(request, link)
@@ -236,6 +262,7 @@ def share_print(request: HttpRequest, key: str) -> HttpResponse:
 
 @login_not_required
 @require_safe
+@_share_view
 def share_export(request: HttpRequest, key: str, fmt: str) -> HttpResponse:
     link = _active_link(key)
     result, live = _share_data(request, link)

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from experiments import run_story, runs_table
+from experiments import localhost, run_story, runs_table
 from experiments.comparison.charts import display_unit
 from experiments.comparison.presets import DASHBOARD_PRESETS
 from experiments.models import HardwareProfile, Matrix, Run, Testbed, TuningSet
@@ -25,7 +25,18 @@ from experiments.templatetags.beeweb import num
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
+    """Counts, the published studies and recent runs; a user with no runs or matrices of
+    their own first sees the three things people come for: compare the published studies,
+    run a first matrix on this machine, import output they already have."""
+    user = request.user
+    first_run = not (
+        Run.objects.filter(owner=user).exists() or Matrix.objects.filter(owner=user).exists()
+    )
     context = {
+        "first_run": first_run,
+        "first_preset": DASHBOARD_PRESETS[0],
+        "published_loaded": Run.objects.filter(published=True).exists(),
+        "local_testbed": localhost.local_testbed(user) if first_run else None,
         "presets": DASHBOARD_PRESETS,
         "counts": {
             "hardware": HardwareProfile.objects.count(),

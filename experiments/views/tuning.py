@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods
 from experiments.forms import ConfImportForm, TuningSetForm
 from experiments.models import TuningSet
 from experiments.tuning_keys import SCOPES, describe, format_conf, normalise
-from experiments.views.common import get_for_user, render_form
+from experiments.views.common import counted, get_for_user, render_form
 
 
 def tuningset_list(request: HttpRequest) -> HttpResponse:
@@ -224,7 +224,8 @@ def tuningset_import(request: HttpRequest, uuid: UUID) -> HttpResponse:
         tuning_set.replace_params([(s, k, v) for (s, k), v in current.items()], author=request.user)
         messages.success(
             request,
-            f"Imported {len(form.cleaned_data['entries'])} keys into {dict(SCOPES)[scope]}.",
+            f"Imported {counted(len(form.cleaned_data['entries']), 'key')} into "
+            f"{dict(SCOPES)[scope]}.",
         )
         return render_form(request, {}, success_url=tuning_set.get_absolute_url())
     return render_form(

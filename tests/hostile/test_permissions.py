@@ -133,7 +133,7 @@ def test_bob_cannot_launch_on_alices_testbed_until_she_grants_him(
     assert "now operates bench" in messages_of(grant(alice_client, bench, "user", "bob"))
     assert list(bench.operators.all()) == [bob]
     page = web_launch(bob_client, matrix)
-    assert "Launched: 1 runs queued" in messages_of(page)
+    assert "Launched: 1 run queued" in messages_of(page)
     assert Run.objects.filter(matrix=matrix, status=Run.Status.QUEUED).count() == 1
 
     # ... then takes it back: the API refuses again.
