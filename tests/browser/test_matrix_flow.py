@@ -127,4 +127,8 @@ def test_fio_matrix_from_the_browser(server, page):
     cells = [rows.nth(i).locator("td").all_inner_texts() for i in range(4)]
     assert [c[1] for c in cells] == ["1", "2", "4", "8"]
     assert all(c[0] == "write" and c[2] == "3" for c in cells)
+    # The link shows every series the matrix produced: the read runs' read_bw as well.
+    read_rows = page.locator("#compare-table-2 tbody tr")
+    assert read_rows.count() == 4
+    assert all(read_rows.nth(i).locator("td").first.inner_text() == "read" for i in range(4))
     page.wait_for_selector("#chart .main-svg")  # plotly drew the chart

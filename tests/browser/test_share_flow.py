@@ -175,9 +175,14 @@ def test_build_save_share_and_revoke(browser, live_server, django_user_model):
     page.wait_for_selector("#live-switch")
     page.go_back()
     page.wait_for_selector("#link-table .revoke")
+    # Revoke asks first (Playwright dismisses dialogs unless told otherwise).
+    questions = []
+    page.once("dialog", lambda d: (questions.append(d.message), d.accept()))
     page.click("#link-table .revoke")
     page.wait_for_selector("#link-table td.state:has-text('revoked')")
+    assert questions and questions[0].startswith("Revoke this share link?")
     response = colleague.goto(share_url)
     assert response.status == 404
+    assert "revoked, has expired or never existed" in colleague.inner_text("#share-gone")
     colleague.context.close()
     page.context.close()
