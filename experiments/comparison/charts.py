@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments import dimensions
+from experiments.comparison.comparability import shown
 from experiments.comparison.result import Chart, ComparisonResult, MetricInfo, Point
 from experiments.comparison.spec import ERRORS, ComparisonSpec
 from experiments.dimensions import sort_key
@@ -159,7 +160,7 @@ def _numeric_values(x_values: list[str]) -> list[float] | None:
     return values if all(math.isfinite(v) for v in values) else None
 
 
-def _x_axis(x_values: list[str], title: str, has_x: bool, bars: bool) -> dict:
+def _x_axis(x_values: list[str], title: str, has_x: bool, bars: bool, key: str = "") -> dict:
     """Categories for bars and text values; a log axis (ticks at the values, integer labels)
     for sweeps spanning 16x or more such as 1, 2, 4 … 256 threads; otherwise a linear axis,
     whose ticks are integers when the parameter is (numjobs 1 and 2 never get a 1.5)."""
@@ -169,15 +170,19 @@ def _x_axis(x_values: list[str], title: str, has_x: bool, bars: bool) -> dict:
     values = _numeric_values(x_values)
     if bars or values is None:
         axis.update(type="category", categoryorder="array", categoryarray=x_values)
+        if key.startswith("param:") and any(shown(key, x) != x for x in x_values):
+            axis.update(
+                tickmode="array", tickvals=x_values, ticktext=[shown(key, x) for x in x_values]
+            )
         return axis
+    # Tick labels as people read them: 4 threads, and a size parameter in units (10 GiB).
+    ticktext = [shown(key, _number(v)) for v in values]
     if len(values) >= 3 and min(values) > 0 and max(values) / min(values) >= 16:
-        axis.update(
-            type="log", tickmode="array", tickvals=values, ticktext=[_number(v) for v in values]
-        )
+        axis.update(type="log", tickmode="array", tickvals=values, ticktext=ticktext)
     elif all(v.is_integer() for v in values):
         axis.update(type="linear")
         if len(values) <= 12:
-            axis.update(tickmode="array", tickvals=values, ticktext=[_number(v) for v in values])
+            axis.update(tickmode="array", tickvals=values, ticktext=ticktext)
         else:
             step = _integer_step(max(values) - min(values))
             axis.update(tickmode="linear", tick0=0, dtick=step, tickformat="d")
@@ -375,7 +380,7 @@ def chart_figures(
                     if bars and has_x:
                         run_trace["offsetgroup"] = label  # over its own bar (scattermode group)
                     traces.append(run_trace)
-        x_axis = _x_axis(x_values, result.x_label if has_x else "", has_x, bars)
+        x_axis = _x_axis(x_values, result.x_label if has_x else "", has_x, bars, spec.x)
         extra: dict[str, Any] = {"title": _title(title)}
         if bars and has_x and reps:
             extra["scattermode"] = "group"

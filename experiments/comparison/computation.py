@@ -272,6 +272,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     )
     result.x_label = dimensions.label(spec.x) if spec.x else ""
     result.y_label = dimensions.label(spec.y) if spec.y else ""
+    result.x_dim, result.y_dim = spec.x, spec.y
     result.series_label = dimensions.label(spec.series) if spec.series else ""
     result.norm_label = NORMALISATIONS[spec.norm] if spec.norm else ""
     result.statistic = spec.stat

@@ -131,6 +131,10 @@ class ComparisonResult:
     generated_at: str = ""
     x_label: str = ""
     y_label: str = ""
+    # The dimensions on the axes ("param:file_size"): pages show a size parameter's values in
+    # units (10 GiB), not as the byte counts the points hold.
+    x_dim: str = ""
+    y_dim: str = ""
     series_label: str = ""
     norm_label: str = ""
     statistic: str = "mean"

@@ -126,3 +126,12 @@ def param(value, key: str = "") -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return shown(f"param:{key}", str(value))
+
+
+@register.filter
+def dimension_value(value, key: str = "") -> str:
+    """``{{ p.x|dimension_value:result.x_dim }}``: a comparison's axis value; a parameter's
+    as ``param`` shows it (10737418240 -> "10 GiB"), any other dimension's unchanged."""
+    if isinstance(key, str) and key.startswith("param:"):
+        return param(value, key[6:])
+    return value

@@ -307,3 +307,20 @@ def test_first_matrix_form_is_prefilled_and_saves(alice_client, alice, bench):
 def test_no_first_run_section_once_the_user_has_runs(alice_client, alice, bench):
     Run.objects.create(owner=alice, testbed=bench, tool="fio", status="succeeded")
     assert 'id="get-started"' not in alice_client.get("/").content.decode()
+
+
+def test_a_size_parameter_on_the_x_axis_is_shown_in_units(alice_client):
+    call_command("load_published", verbosity=0)
+    response = alice_client.get(
+        reverse("experiments:compare") + "?metric=write_bw&x=param:file_size&series=arch"
+        "&f=tool:iozone"
+    )
+    text = response.content.decode()
+    cells = re.findall(r'<td><span class="swatch"[^>]*></span>[^<]*</td><td>([^<]*)</td>', text)
+    assert "10 GiB" in cells and "640 GiB" in cells
+    assert "10737418240" not in cells
+    charts = response.context["charts_json"]
+    axis = charts[0]["figure"]["layout"]["xaxis"]
+    assert axis["ticktext"][0] == "10 GiB" and axis["tickvals"][0] == 10 * 2**30
+    # The numbers stay numbers in the API and the CSV (x_key, x): only the page shows units.
+    assert response.context["result"].x_dim == "param:file_size"
