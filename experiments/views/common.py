@@ -55,6 +55,31 @@ def render_form(
     return render(request, template, context)
 
 
+def confirm_page(
+    request: HttpRequest,
+    question: str,
+    button: str,
+    back: str,
+    consequence: str = "",
+    fields: list[tuple[str, str]] | None = None,
+) -> HttpResponse:
+    """The page a GET of a Cancel or Revoke URL shows: the question the page's script asks
+    (``data-confirm``) for a browser without JavaScript, whose button posts to the same URL.
+    A POST acts at once, as scripts and the API expect."""
+    return render(
+        request,
+        "experiments/confirm_action.html",
+        {
+            "question": question,
+            "button": button,
+            "back": back,
+            "consequence": consequence,
+            "fields": fields or [],
+            "action": request.path,
+        },
+    )
+
+
 def counted(n: int, singular: str, plural: str | None = None) -> str:
     """ "1 run", "2 runs", "0 runs": messages count things that are often one."""
     return f"{n} {singular if n == 1 else plural or singular + 's'}"

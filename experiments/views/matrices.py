@@ -20,7 +20,14 @@ from experiments import localhost, matrices, parcoords
 from experiments.matrix_files import from_yaml, to_yaml
 from experiments.matrix_forms import MatrixForm, MatrixImportForm, format_axes, format_params
 from experiments.models import Matrix, Run, Worker
-from experiments.views.common import counted, get_for_user, render_form, safe_next, verb
+from experiments.views.common import (
+    confirm_page,
+    counted,
+    get_for_user,
+    render_form,
+    safe_next,
+    verb,
+)
 from runners import dispatch as dispatching
 from runners import slurm
 from runners.tools import ADAPTERS
@@ -303,8 +310,21 @@ def matrix_resume(request: HttpRequest, uuid: UUID) -> HttpResponse:
     )
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def matrix_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    if request.method == "GET":
+        matrix = get_for_user(request, Matrix, uuid, write=True)
+        queued = matrix.runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).count()
+        running = matrix.runs.filter(status=Run.Status.RUNNING).count()
+        return confirm_page(
+            request,
+            f"Cancel the runs of {matrix}?",
+            "Cancel runs",
+            matrix.get_absolute_url(),
+            f"{counted(queued, 'queued or planned run')} {verb(queued, 'is', 'are')} cancelled; "
+            f"{counted(running, 'running run')} {verb(running, 'is', 'are')} stopped.",
+        )
+
     def cancel(matrix):
         counts = matrices.cancel_runs(matrix.runs.all())
         cancelled, stopping = counts["cancelled"], counts["stopping"]
@@ -348,11 +368,21 @@ def matrix_delete(request: HttpRequest, uuid: UUID) -> HttpResponse:
     )
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def run_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
     run = get_object_or_404(Run, uuid=uuid)
     if not run.can_edit(request.user):
         raise PermissionDenied("Only the owner may cancel this run.")
+    if request.method == "GET":
+        back = safe_next(request, run.get_absolute_url())
+        return confirm_page(
+            request,
+            f"Cancel run {run}?",
+            "Cancel the run",
+            back,
+            "Its tool is stopped now." if run.status == Run.Status.RUNNING else "",
+            [("next", back)],
+        )
     counts = matrices.cancel_runs(Run.objects.filter(pk=run.pk))
     if counts["cancelled"]:
         # Queued, or running on a worker that is gone: the error says which.

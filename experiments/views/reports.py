@@ -19,7 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from experiments import comparison
 from experiments.comparison import ComparisonResult, ComparisonSpec
@@ -32,7 +32,7 @@ from experiments.reports import (
     report_spec,
     revoke_share_link,
 )
-from experiments.views.common import get_for_user
+from experiments.views.common import confirm_page, get_for_user
 from experiments.views.compare import charts_payload, export_response
 
 
@@ -142,12 +142,20 @@ def share_create(request: HttpRequest, uuid: UUID) -> HttpResponse:
     return redirect(f"{report.get_absolute_url()}#link-{link.pk}")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def share_revoke(request: HttpRequest, uuid: UUID, key: str) -> HttpResponse:
     report = get_for_user(request, Report, uuid, write=True)
     link = report.share_links.filter(key=key).first()
     if link is None:
         raise Http404("No such share link.")
+    if request.method == "GET":
+        return confirm_page(
+            request,
+            "Revoke this share link?",
+            "Revoke",
+            report.get_absolute_url(),
+            "Whoever opens it afterwards gets a page saying it no longer works.",
+        )
     revoke_share_link(link)
     messages.success(request, "Share link revoked: it now answers 404.")
     return redirect(report)

@@ -204,8 +204,24 @@ def test_revoke_asks_and_filter_attribute_adds_no_history_entry(browser, site):
     page.set_default_timeout(20_000)
     sign_in(page, url, "lena", "lena-secret-pw")
 
-    # Revoke: dismissing the question keeps the link; accepting revokes it.
+    # Without JavaScript, Revoke is a link to a page that asks; its button revokes.
     report = site["report"]
+    spare = create_share_link(report, report.owner, None)
+    plain = browser.new_context(viewport=PHONE, java_script_enabled=False).new_page()
+    sign_in(plain, url, "lena", "lena-secret-pw")
+    plain.goto(url + report.get_absolute_url())
+    assert plain.locator("#link-table form.js-only").first.is_hidden()
+    plain.click(f"#link-table a.revoke[href*='{spare.key}']")
+    assert plain.inner_text("h1") == "Revoke this share link?"
+    spare.refresh_from_db()
+    assert spare.revoked_at is None
+    plain.click("#confirm-action button[type=submit]")
+    plain.wait_for_url(url + report.get_absolute_url())
+    spare.refresh_from_db()
+    assert spare.revoked_at is not None
+    plain.context.close()
+
+    # Revoke: dismissing the question keeps the link; accepting revokes it.
     page.goto(url + report.get_absolute_url())
     active = page.locator("#link-table .revoke")
     assert active.count() == 1

@@ -116,10 +116,61 @@ def test_matrix_confirmations_are_in_the_page(alice_client, alice, bench):
     page = alice_client.get(matrix.get_absolute_url()).content.decode()
     cancel_all = reverse("experiments:matrix_cancel", args=[matrix.uuid])
     cancel_one = reverse("experiments:run_cancel", args=[run.uuid])
-    assert re.search(rf'action="{cancel_all}" data-confirm="Cancel every queued run', page)
-    assert re.search(rf'action="{cancel_one}" data-confirm="Cancel run ', page)
+    assert re.search(rf'action="{cancel_all}" [^>]*data-confirm="Cancel every queued run', page)
+    assert re.search(rf'action="{cancel_one}" [^>]*data-confirm="Cancel run ', page)
     run_page = alice_client.get(run.get_absolute_url()).content.decode()
     assert re.search(rf'action="{cancel_one}" [^>]*data-confirm="Cancel this run\?"', run_page)
+    # Without JavaScript the buttons give way to links to a page that asks the same.
+    assert f'<noscript><a class="button secondary" href="{cancel_all}">' in page
+    assert f'<noscript><a class="link" href="{cancel_one}?next=' in page
+    assert f'<noscript><a class="button secondary" href="{cancel_one}">' in run_page
+
+
+def test_cancel_and_revoke_ask_first_without_javascript(alice_client, bob_client, alice, bench):
+    matrix = Matrix.objects.create(owner=alice, name="m", tool="fio", fixed_params={})
+    matrix.testbeds.set([bench])
+    run = Run.objects.create(owner=alice, testbed=bench, tool="fio", matrix=matrix, status="queued")
+    cancel_all = reverse("experiments:matrix_cancel", args=[matrix.uuid])
+    cancel_one = reverse("experiments:run_cancel", args=[run.uuid])
+    page = alice_client.get(cancel_all)
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "<h1>Cancel the runs of m?</h1>" in text
+    assert "1 queued or planned run is cancelled; 0 running runs are stopped." in text
+    assert f'<form method="post" action="{cancel_all}" id="confirm-action">' in text
+    page = alice_client.get(cancel_one + "?next=" + matrix.get_absolute_url())
+    text = page.content.decode()
+    assert f'<input type="hidden" name="next" value="{matrix.get_absolute_url()}">' in text
+    assert (
+        alice_client.get(cancel_one + "?next=https://evil.example/")
+        .content.decode()
+        .count("evil.example")
+        == 0
+    )
+    # Asking changes nothing; only the owner is asked.
+    run.refresh_from_db()
+    assert run.status == "queued"
+    assert bob_client.get(cancel_all).status_code == 403
+    assert bob_client.get(cancel_one).status_code == 403
+    # The page's button posts: the run is cancelled and the user is back on the matrix.
+    response = alice_client.post(cancel_one, {"next": matrix.get_absolute_url()})
+    assert response["Location"] == matrix.get_absolute_url()
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+
+    report = Report.objects.create(owner=alice, title="r", query="metric=write_bw")
+    link = create_share_link(report, alice, None)
+    revoke = reverse("experiments:share_revoke", args=[report.uuid, link.key])
+    text = alice_client.get(report.get_absolute_url()).content.decode()
+    assert f'<noscript><a class="revoke" href="{revoke}">Revoke</a></noscript>' in text
+    text = alice_client.get(revoke).content.decode()
+    assert "<h1>Revoke this share link?</h1>" in text
+    link.refresh_from_db()
+    assert link.revoked_at is None
+    assert bob_client.get(revoke).status_code == 403
+    alice_client.post(revoke)
+    link.refresh_from_db()
+    assert link.revoked_at is not None
 
 
 # --- API token page ------------------------------------------------------------------------
