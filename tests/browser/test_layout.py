@@ -24,7 +24,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PHONE = {"width": 390, "height": 844}
 WIDE = {"width": 1920, "height": 1080}
-NAV = ["Hardware", "Nodes", "Testbeds", "Tuning sets", "Matrices", "Runs", "Compare", "Reports"]
+NAV = [
+    "Hardware",
+    "Nodes",
+    "Testbeds",
+    "Tuning sets",
+    "Matrices",
+    "Runs",
+    "Runs table",
+    "Compare",
+    "Reports",
+]
 
 # A function, not an expression: the Content-Security-Policy refuses eval().
 OVERFLOW = """() => {
@@ -121,6 +131,7 @@ def site(live_server, django_user_model):
         "/tuning/",
         "/matrices/",
         "/runs/",
+        "/runs/table/",
         "/compare/",
         "/reports/",
         "/api/token/",
