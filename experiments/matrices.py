@@ -14,6 +14,8 @@ import itertools
 import json
 import math
 import operator
+import random
+import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,11 +30,13 @@ from experiments.models import (
     Matrix,
     Node,
     Run,
+    RunOrder,
     Target,
     Testbed,
     TestbedNode,
     TuningSet,
 )
+from experiments.models.matrices import MAX_ORDER_SEED
 from experiments.validators import work_path_problem
 from runners import registry, slurm
 from runners.dispatch import dispatch
@@ -797,7 +801,15 @@ class Plan:
 
     @property
     def runs(self) -> int:
+        """Runs created at launch (an adaptive matrix's minimum)."""
         return len(self.active) * self.matrix.repetitions
+
+    @property
+    def max_runs(self) -> int | None:
+        """An adaptive matrix's most runs (every cell at its maximum); None when fixed."""
+        if not self.matrix.adaptive:
+            return None
+        return len(self.active) * self.matrix.max_repetitions
 
     @property
     def excluded(self) -> int:
@@ -807,17 +819,28 @@ class Plan:
     def errors(self) -> list[PlannedCell]:
         return [c for c in self.active if c.error]
 
+    def _total(self, attribute: str, repetitions: int | None) -> float | None:
+        known = [getattr(c, attribute) for c in self.active]
+        known = [v for v in known if v is not None]
+        if not known or repetitions is None:
+            return None
+        return sum(known) * repetitions
+
     @property
     def data_bytes(self) -> int | None:
-        known = [c.data_bytes for c in self.active if c.data_bytes is not None]
-        return sum(known) * self.matrix.repetitions if known else None
+        return self._total("data_bytes", self.matrix.repetitions)
 
     @property
     def estimate_s(self) -> float | None:
-        known = [c.estimate_s for c in self.active if c.estimate_s is not None]
-        if not known:
-            return None
-        return sum(known) * self.matrix.repetitions
+        return self._total("estimate_s", self.matrix.repetitions)
+
+    @property
+    def max_data_bytes(self) -> int | None:
+        return self._total("data_bytes", self.matrix.max_repetitions if self.max_runs else None)
+
+    @property
+    def max_estimate_s(self) -> float | None:
+        return self._total("estimate_s", self.matrix.max_repetitions if self.max_runs else None)
 
     @property
     def estimate_complete(self) -> bool:
@@ -999,42 +1022,75 @@ def _tool_estimate(params: dict[str, Any]) -> float | None:
 # --- Expansion and dispatch ---------------------------------------------------------------
 
 
+def run_order(
+    keys: list[str], repetitions: int, order: str, seed: int | None = None
+) -> list[tuple[str, int]]:
+    """The (cell key, repetition) pairs in the order their runs are created and so sent:
+    cell by cell (every repetition of the first cell, then of the next), interleaved (every
+    cell's first repetition, then every cell's second, …) or shuffled by ``seed`` (the same
+    seed and cells give the same order)."""
+    if order == RunOrder.INTERLEAVED:
+        return [(key, r) for r in range(1, repetitions + 1) for key in keys]
+    pairs = [(key, r) for key in keys for r in range(1, repetitions + 1)]
+    if order == RunOrder.RANDOM:
+        if seed is None:
+            raise ValueError("a random order needs a seed")
+        random.Random(seed).shuffle(pairs)
+    return pairs
+
+
+def order_seed(matrix: Matrix) -> int | None:
+    """The matrix's seed of a random order, drawn and stored the first time it is needed
+    (shown on the matrix page and exported, so the order can be had again)."""
+    if matrix.order != RunOrder.RANDOM or matrix.order_seed is not None:
+        return matrix.order_seed
+    Matrix.objects.filter(pk=matrix.pk, order_seed__isnull=True).update(
+        order_seed=secrets.randbelow(MAX_ORDER_SEED + 1)
+    )
+    matrix.order_seed = Matrix.objects.values_list("order_seed", flat=True).get(pk=matrix.pk)
+    return matrix.order_seed
+
+
 def expand(matrix: Matrix) -> dict[str, int]:
     """Create the planned runs of every non-excluded cell × repetition that does not exist
-    yet. Idempotent: a second call creates nothing. Raises MatrixError (nothing created)
-    when any cell's parameters are invalid."""
+    yet, in the matrix's order (their primary keys are that order, which dispatch and the
+    nodes' holding follow). An adaptive matrix starts with its minimum; experiments.adaptive
+    adds the others one by one. Idempotent: a second call creates nothing. Raises
+    MatrixError (nothing created) when any cell's parameters are invalid."""
     result = plan(matrix)
     if result.errors:
         first = result.errors[0]
         more = f" (and {len(result.errors) - 1} more cells)" if len(result.errors) > 1 else ""
         raise MatrixError("params", f"{first.cell.label}: {first.error}{more}")
     existing = set(Run.objects.filter(matrix=matrix).values_list("cell_key", "repetition"))
+    items = {item.cell.key: item for item in result.active}
     new_runs = []
-    for item in result.active:
+    pairs = run_order(list(items), matrix.repetitions, matrix.order, order_seed(matrix))
+    for key, repetition in pairs:
+        if (key, repetition) in existing:
+            continue
+        item = items[key]
         cell = item.cell
-        for repetition in range(1, matrix.repetitions + 1):
-            if (cell.key, repetition) in existing:
-                continue
-            new_runs.append(
-                Run(
-                    owner=matrix.owner,
-                    matrix=matrix,
-                    testbed=cell.testbed,
-                    tuning_set=cell.tuning_set,
-                    target=cell.target,
-                    tool=matrix.tool,
-                    label=f"{matrix.name}: {cell.label} #{repetition}"[:200],
-                    status=Run.Status.PLANNED,
-                    cell_key=cell.key,
-                    repetition=repetition,
-                    params=cell.params,
-                    argv=item.argv,
-                    command=" ".join(item.argv),
-                    node=item.node,
-                    launch=item.launch,
-                    queue=queue_for(item.launcher),
-                )
+        new_runs.append(
+            Run(
+                owner=matrix.owner,
+                matrix=matrix,
+                testbed=cell.testbed,
+                tuning_set=cell.tuning_set,
+                target=cell.target,
+                tool=matrix.tool,
+                label=f"{matrix.name}: {cell.label} #{repetition}"[:200],
+                status=Run.Status.PLANNED,
+                cell_key=cell.key,
+                repetition=repetition,
+                params=cell.params,
+                argv=item.argv,
+                command=" ".join(item.argv),
+                node=item.node,
+                launch=item.launch,
+                queue=queue_for(item.launcher),
             )
+        )
     with transaction.atomic():
         Run.objects.bulk_create(new_runs, batch_size=500, ignore_conflicts=True)
     return {

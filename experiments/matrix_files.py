@@ -5,7 +5,8 @@ Example::
     name: fio write/read x numjobs
     tool: fio
     testbeds: [localhost]
-    repetitions: 3
+    repetitions: 3                     # or {min: 3, max: 10, cv: 3}: adaptive (see below)
+    order: interleaved                 # cells (default), interleaved or random (order_seed: 42)
     params: {size: 64m, bs: 1m, direct: 0}
     axes:
       rw: [write, read]
@@ -13,6 +14,9 @@ Example::
     exclude: ["numjobs > clients * cores"]
 
 Testbeds and tuning sets are named (or given by UUID); the rest mirrors the matrix form.
+``repetitions: {min: 3, max: 10, cv: 3}`` asks for at least 3 and at most 10 runs per cell,
+until the coefficient of variation of the cell's primary metric is at most 3% (the same as
+the keys ``repetitions: 3``, ``max_repetitions: 10``, ``target_cv: 3``).
 """
 
 from __future__ import annotations
@@ -51,7 +55,13 @@ def to_data(matrix: Matrix) -> dict[str, Any]:
         "tasks_per_node": matrix.tasks_per_node,
         "testbeds": [t.name for t in matrix.testbeds.order_by("name")],
         "tuning_sets": [t.name for t in matrix.tuning_sets.order_by("name")],
-        "repetitions": matrix.repetitions,
+        "repetitions": (
+            {"min": matrix.repetitions, "max": matrix.max_repetitions, "cv": matrix.target_cv}
+            if matrix.adaptive
+            else matrix.repetitions
+        ),
+        "order": str(matrix.order),
+        **({"order_seed": matrix.order_seed} if matrix.order_seed is not None else {}),
         "drop_caches": matrix.drop_caches,
         "apply_tuning": matrix.apply_tuning,
         "timeout_s": matrix.timeout_s,
@@ -313,6 +323,27 @@ def _axes(raw: Any) -> Any:
     return axes
 
 
+ADAPTIVE_KEYS = {"min": "repetitions", "max": "max_repetitions", "cv": "target_cv"}
+
+
+def _adaptive(definition: dict[str, Any]) -> None:
+    """``repetitions: {min, max, cv}`` as the fields repetitions, max_repetitions and
+    target_cv (in place); MatrixError for another mapping."""
+    spec = definition.get("repetitions")
+    if not isinstance(spec, dict):
+        return
+    unknown = set(spec) - set(ADAPTIVE_KEYS)
+    if unknown or "max_repetitions" in definition or "target_cv" in definition:
+        raise MatrixError(
+            "repetitions",
+            "a number, or {min: 3, max: 10, cv: 3} (at least 3, at most 10 runs per cell, "
+            "until the coefficient of variation is at most 3%); not both it and "
+            "max_repetitions/target_cv",
+        )
+    for key, field_name in ADAPTIVE_KEYS.items():
+        definition[field_name] = spec.get(key, 3 if key == "min" else None)
+
+
 def from_data(data: dict[str, Any], user) -> Matrix:
     """Create a matrix (not yet expanded) from parsed YAML. The definition goes through
     matrix_validation.validate_matrix, as the page's and the API's do; MatrixInvalid names
@@ -329,6 +360,11 @@ def from_data(data: dict[str, Any], user) -> Matrix:
     definition["axes"] = _axes(data.get("axes") or [])
     definition["exclusions"] = data.get("exclude") or []
     errors: dict[str, list[str]] = {}
+    try:
+        _adaptive(definition)
+    except MatrixError as exc:
+        errors["repetitions"] = [exc.message]
+        definition["repetitions"] = 3
     for model, key in ((Testbed, "testbeds"), (TuningSet, "tuning_sets")):
         try:
             definition[key] = _resolve(model, data.get(key), user, key)
@@ -360,6 +396,10 @@ def from_data(data: dict[str, Any], user) -> Matrix:
             axes=clean["axes"],
             exclusions=clean["exclusions"],
             repetitions=clean["repetitions"],
+            max_repetitions=clean["max_repetitions"],
+            target_cv=clean["target_cv"],
+            order=clean["order"],
+            order_seed=clean["order_seed"],
             drop_caches=clean["drop_caches"],
             apply_tuning=clean["apply_tuning"],
             timeout_s=clean["timeout_s"],

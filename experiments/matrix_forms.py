@@ -113,10 +113,17 @@ class MatrixForm(forms.ModelForm):
             "testbeds",
             "tuning_sets",
             "repetitions",
+            "max_repetitions",
+            "target_cv",
+            "order",
+            "order_seed",
             "drop_caches",
             "apply_tuning",
             "timeout_s",
         ]
+        help_texts = {
+            "repetitions": "Runs per cell; with a maximum and a target CV below, the minimum.",
+        }
         widgets = {
             "description": forms.Textarea(attrs={"rows": 2}),
             "testbeds": forms.CheckboxSelectMultiple,

@@ -11,11 +11,12 @@ What is checked: the tool is known and can run in the launch mode (Slurm mode: e
 has a Slurm partition, and only MPI tools take more than one ``slurm_nodes``); every fixed
 parameter and every axis value passes the tool adapter's ``Param.clean``; tuning and target
 axes are well formed; axes, cells and runs stay within their bounds (BEEWEB_MATRIX_MAX_RUNS);
-exclusion rules parse and use known names within the evaluator's bounds; repetitions, tasks
-per node and timeout are in range; texts are bounded and free of control characters. Then
-every cell's command is built as the preview builds it (``matrices.cell_problems``), so a
-matrix whose cells the tool refuses is not saved. Every problem is reported at once, not the
-first.
+exclusion rules parse and use known names within the evaluator's bounds; repetitions (an
+adaptive matrix's minimum, maximum and target coefficient of variation), the run order and its
+seed, tasks per node and timeout are in range; texts are bounded and free of control
+characters. Then every cell's command is built as the preview builds it
+(``matrices.cell_problems``), so a matrix whose cells the tool refuses is not saved. Every
+problem is reported at once, not the first.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from django.conf import settings
 from experiments import matrices
 from experiments.input_checks import CONTROL_CHARS, CONTROL_CHARS_BUT_LINES
 from experiments.matrices import SLURM_NODES, TARGET_AXIS, TUNING_PREFIX, MatrixError
-from experiments.models import LaunchMode, Matrix
+from experiments.models import LaunchMode, Matrix, RunOrder
+from experiments.models.matrices import MAX_ORDER_SEED
 from experiments.tuning_keys import SCOPE_NAMES
 from runners import slurm
 from runners.tools import ADAPTERS
@@ -56,6 +58,10 @@ DEFAULTS: dict[str, Any] = {
     "testbeds": [],
     "tuning_sets": [],
     "repetitions": 3,
+    "max_repetitions": None,
+    "target_cv": None,
+    "order": RunOrder.CELLS,
+    "order_seed": None,
     "drop_caches": True,
     "apply_tuning": False,
     "timeout_s": 3600,
@@ -123,6 +129,13 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
 
     clean["tasks_per_node"] = _int(data, "tasks_per_node", 1, MAX_TASKS_PER_NODE, errors)
     clean["repetitions"] = _int(data, "repetitions", 1, MAX_REPETITIONS, errors)
+    _repetitions(data, clean, errors)
+    clean["order"] = data["order"]
+    if clean["order"] not in RunOrder.values:
+        errors.add("order", f"must be one of {', '.join(RunOrder.values)}")
+    clean["order_seed"] = data["order_seed"]
+    if clean["order_seed"] is not None:
+        _int(data, "order_seed", 0, MAX_ORDER_SEED, errors)
     clean["timeout_s"] = _int(data, "timeout_s", 1, MAX_TIMEOUT_S, errors)
     for key in ("drop_caches", "apply_tuning"):
         if not isinstance(data[key], bool):
@@ -211,7 +224,8 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
         except MatrixError as exc:
             errors.add("axes", exc.message)
         else:
-            repetitions = clean["repetitions"] if isinstance(clean["repetitions"], int) else 1
+            repetitions = clean["max_repetitions"] or clean["repetitions"]
+            repetitions = repetitions if isinstance(repetitions, int) else 1
             runs = cells * repetitions
             # With rules the exact count needs the testbeds' facts: the preview checks it.
             if not rules and runs > settings.MATRIX_MAX_RUNS:
@@ -268,6 +282,41 @@ def _check_slurm(clean, adapter, params, axes, testbeds, errors: _Errors) -> Non
                 "tasks_per_node",
                 f"{adapter.tool} runs as one process in Slurm mode: leave it at 1",
             )
+
+
+def _repetitions(data: Mapping[str, Any], clean: dict[str, Any], errors: _Errors) -> None:
+    """Adaptive repetitions: a maximum and a target CV (%), given together; ``repetitions``
+    is then the minimum, at least 2 (a coefficient of variation needs two values)."""
+    maximum, target = data["max_repetitions"], data["target_cv"]
+    clean["max_repetitions"], clean["target_cv"] = maximum, target
+    if maximum is None and target is None:
+        return
+    if maximum is None or target is None:
+        missing = "max_repetitions" if maximum is None else "target_cv"
+        errors.add(
+            missing,
+            "adaptive repetitions need both a maximum and a target coefficient of variation",
+        )
+        return
+    minimum = clean["repetitions"]
+    known = isinstance(minimum, int) and not isinstance(minimum, bool)
+    # "from 3 to 100": the maximum is at least the minimum.
+    _int(data, "max_repetitions", max(2, minimum) if known else 2, MAX_REPETITIONS, errors)
+    if known and minimum < 2:
+        errors.add(
+            "repetitions",
+            "adaptive repetitions start from at least 2 (a coefficient of variation needs "
+            "two values)",
+        )
+    if (
+        isinstance(target, bool)
+        or not isinstance(target, int | float)
+        or not math.isfinite(target)
+        or not 0 < target < 100
+    ):
+        errors.add("target_cv", "must be a percentage above 0 and below 100")
+    else:
+        clean["target_cv"] = float(target)
 
 
 def _text(

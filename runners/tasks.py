@@ -18,9 +18,15 @@ from django.db import InterfaceError, OperationalError
     max_retries=5,
 )
 def execute_run(self, run_id: int, token: str) -> str:
+    """Run it; then, its outcome stored and its nodes free, let an adaptive matrix decide
+    whether its cell needs another repetition (experiments.adaptive)."""
+    from experiments.adaptive import after_run
     from runners.execute import execute
 
-    return execute(run_id, token, worker=self.request.hostname or "unknown")
+    status = execute(run_id, token, worker=self.request.hostname or "unknown")
+    if status != "stale":
+        after_run(run_id)
+    return status
 
 
 @shared_task(name="runners.janitor")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from experiments.comparison.result import ComparisonResult, MetricInfo, Point
 from experiments.comparison.spec import NORMALISATIONS, ComparisonSpec, metric_unit
 from experiments.comparison.statements import compare_to_baseline
 from experiments.dimensions import sort_key
+from experiments.models import CellState, Matrix
 from runners import metrics
 
 # Points whose coefficient of variation is above this are flagged as noisy.
@@ -377,6 +378,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
         if spec.reps:
             divisor = info[point.metric].divisor
             drawn[id(point)] = [v / divisor for v in reps.get(id(pool), [])]
+    _why_n(qs, {**groups, **configuration}, behind, points)
     points.sort(key=lambda p: (p.metric, p.series, sort_key(p.x), sort_key(p.y)))
     # Order the table by the metrics' order in the spec.
     order = {name: i for i, name in enumerate(spec.metrics)}
@@ -415,6 +417,51 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     )
     result.warnings += context.warnings
     return result
+
+
+def _why_n(qs, groups: dict, behind: dict[int, tuple[_Pool, dict]], points: list[Point]) -> None:
+    """Points built from cells of adaptive matrices say why their n is what it is (the
+    cells' states, experiments.adaptive) and are flagged when a cell never settled or is
+    short of runs. One query when an adaptive matrix exists, two more when the selection
+    holds runs of one."""
+    if not Matrix.objects.filter(max_repetitions__isnull=False, target_cv__isnull=False).exists():
+        return
+    rows = (
+        qs.filter(run__matrix__max_repetitions__isnull=False, run__matrix__target_cv__isnull=False)
+        .annotate(**groups)
+        .values("name", *groups, "run__matrix_id", "run__cell_key")
+        .order_by()
+        .distinct()
+    )
+    cells_of: dict[tuple, set[tuple[int, str]]] = defaultdict(set)
+    for row in rows:
+        cells_of[_config_key(_config(row))].add((row["run__matrix_id"], row["run__cell_key"]))
+    if not cells_of:
+        return
+    wanted = set().union(*cells_of.values())
+    states = {
+        (s.matrix_id, s.cell_key): s
+        for s in CellState.objects.filter(
+            matrix_id__in={m for m, _ in wanted}, cell_key__in={k for _, k in wanted}
+        )
+    }
+    for point in points:
+        pool, _ = behind[id(point)]
+        cells = set().union(*(cells_of.get(_config_key(c), set()) for c in pool.configs))
+        found = [states[c] for c in sorted(cells) if c in states]
+        if not found:
+            continue
+        if len(found) == 1:
+            point.why_n = f"adaptive: {found[0].reason}"
+        else:
+            counts = Counter(s.get_state_display() for s in found)
+            told = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+            point.why_n = f"adaptive, {len(found)} cells: {told}"
+        for state in found:
+            if state.state in (CellState.State.UNSETTLED, CellState.State.SHORT):
+                flag = state.reason
+                if flag not in point.flags:
+                    point.flags.append(flag)
 
 
 def _repetitions(

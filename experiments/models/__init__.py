@@ -13,7 +13,7 @@ from experiments.models.inventory import (
     Testbed,
     TestbedNode,
 )
-from experiments.models.matrices import LaunchMode, Matrix
+from experiments.models.matrices import CellState, LaunchMode, Matrix, RunOrder
 from experiments.models.reports import Report, ShareLink
 from experiments.models.runs import Metric, NodeLease, Run
 from experiments.models.telemetry import RunTelemetry
@@ -22,6 +22,7 @@ from experiments.models.workers import Worker
 
 __all__ = [
     "Architecture",
+    "CellState",
     "Drive",
     "HardwareProfile",
     "LaunchMode",
@@ -35,6 +36,7 @@ __all__ = [
     "PublishedModel",
     "Report",
     "Run",
+    "RunOrder",
     "RunTelemetry",
     "ShareLink",
     "StoragePool",

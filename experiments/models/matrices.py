@@ -19,6 +19,16 @@ class LaunchMode(models.TextChoices):
     SLURM = "slurm", "Slurm (a job on the testbed's partition; Slurm chooses the clients)"
 
 
+class RunOrder(models.TextChoices):
+    CELLS = "cells", "cell by cell (every repetition of a cell, then the next cell)"
+    INTERLEAVED = "interleaved", "interleaved (every cell once, then every cell again, …)"
+    RANDOM = "random", "random (shuffled with a recorded seed)"
+
+
+# An order seed is drawn below this (fits PostgreSQL's integer and JavaScript's numbers).
+MAX_ORDER_SEED = 2**31 - 1
+
+
 class Matrix(OwnedModel):
     """A planned sweep. Each combination of axis values, testbed and tuning set is a *cell*;
     each repetition of a cell is a run. Expanding twice creates nothing new."""
@@ -46,8 +56,34 @@ class Matrix(OwnedModel):
     exclusions = models.JSONField(default=list, blank=True)
     testbeds = models.ManyToManyField(Testbed, related_name="matrices")
     tuning_sets = models.ManyToManyField(TuningSet, blank=True, related_name="matrices")
+    # With max_repetitions and target_cv, ``repetitions`` is the minimum: a cell gets more
+    # runs, one after another, until its primary metric's coefficient of variation is at
+    # most target_cv (experiments/adaptive.py), or it reaches max_repetitions unsettled.
     repetitions = models.PositiveSmallIntegerField(
         default=3, validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+    max_repetitions = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(2), MaxValueValidator(100)],
+        help_text="Adaptive: at most this many runs per cell (empty: exactly the repetitions).",
+    )
+    target_cv = models.FloatField(
+        "target CV (%)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.01), MaxValueValidator(99.99)],
+        help_text="Adaptive: add runs until the coefficient of variation is at most this.",
+    )
+    # The order the runs are created and so sent in (runners.dispatch sends in pk order):
+    # interleaved or random, a drift over time (filling disks, warming drives) spreads over
+    # all cells instead of looking like a parameter's effect.
+    order = models.CharField(max_length=12, choices=RunOrder.choices, default=RunOrder.CELLS)
+    order_seed = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(MAX_ORDER_SEED)],
+        help_text="Random order: the seed (drawn at the first launch when empty).",
     )
     drop_caches = models.BooleanField(
         default=True, help_text="Drop the page cache before each run (needs root on the node)."
@@ -73,3 +109,39 @@ class Matrix(OwnedModel):
 
     def get_absolute_url(self) -> str:
         return reverse("experiments:matrix", args=[self.uuid])
+
+    @property
+    def adaptive(self) -> bool:
+        return self.max_repetitions is not None and self.target_cv is not None
+
+
+class CellState(models.Model):
+    """Why a cell of an adaptive matrix has the number of runs it has, written by
+    experiments.adaptive each time one of its runs ends; read by the matrix page and the
+    comparison (one row per cell, so neither recomputes CVs)."""
+
+    class State(models.TextChoices):
+        MEASURING = "measuring", "measuring"
+        SETTLED = "settled", "settled"
+        UNSETTLED = "unsettled", "never settled"
+        SHORT = "short", "short of runs"
+
+    matrix = models.ForeignKey(Matrix, on_delete=models.CASCADE, related_name="cell_states")
+    cell_key = models.CharField(max_length=64)
+    state = models.CharField(max_length=10, choices=State.choices)
+    n = models.PositiveSmallIntegerField(default=0, help_text="Succeeded runs.")
+    runs = models.PositiveSmallIntegerField(default=0, help_text="Runs of the cell, any status.")
+    cv = models.FloatField(null=True, blank=True, help_text="Coefficient of variation (%).")
+    metric = models.CharField(max_length=40, blank=True)
+    reason = models.CharField(max_length=300)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["matrix", "cell_key"], name="%(app_label)s_cellstate_unique_cell"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cell_key[:8]}: {self.reason}"

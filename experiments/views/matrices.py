@@ -16,7 +16,7 @@ from django.utils.http import urlencode
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
-from experiments import localhost, matrices, parcoords
+from experiments import adaptive, localhost, matrices, parcoords
 from experiments.matrix_files import from_yaml, to_yaml
 from experiments.matrix_forms import MatrixForm, MatrixImportForm, format_axes, format_params
 from experiments.models import Matrix, Run, Worker
@@ -213,6 +213,7 @@ def _progress_context(matrix: Matrix) -> dict:
         "progress": progress,
         "hidden": hidden,
         "waiting_queues": sorted(q for q in queues if q not in online),
+        "adaptive": adaptive.cell_summary(matrix, TABLE_LIMIT),
     }
 
 

@@ -1,0 +1,285 @@
+"""Adaptive repetitions: a cell gets runs until its results agree, within bounds.
+
+A matrix with ``max_repetitions`` and ``target_cv`` starts every cell with ``repetitions``
+runs (the minimum). Each time a run of the matrix ends on its worker (runners/tasks.py calls
+:func:`after_run` once the outcome is stored and the nodes are free), the cell's primary
+metric over its succeeded runs decides (:func:`decide`):
+
+- at least the minimum (and two) values and a coefficient of variation (sample standard
+  deviation / |mean|) at most the target: *settled*, nothing is added;
+- runs of the cell still planned, queued or running: *measuring*, wait for them;
+- fewer succeeded runs than the minimum (some failed or were cancelled): *short*; nothing is
+  added for a failure (a tool that fails would only fail again up to the maximum): re-run
+  the failed runs and the cell goes on from there;
+- fewer runs than the maximum: the next repetition is created and dispatched at once;
+- otherwise: *never settled*, flagged on the matrix page and in comparisons.
+
+The maximum bounds the cell's Run rows of any status (failed ones hold their repetition
+number, and "re-run failed" sends the same rows again), so no cell ever exceeds it. Two
+runs of one cell ending at once on two workers are decided one after the other: the
+decision holds the matrix row (select_for_update), and the repetition number is unique per
+matrix and cell, so at most one extra run is created for one missing result.
+
+A run that was cancelled never adds a repetition (whoever cancelled it wants the cell to
+stop). Runs failed by the janitor (their worker died) and runs cancelled before they started
+do not pass through here; their cell keeps its last state until another of its runs ends.
+
+Each decision is stored as the cell's :class:`~experiments.models.CellState` (state, n, CV
+and a sentence saying why), which the matrix page and the comparison read.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from experiments.models import CellState, Matrix, Metric, Run
+from runners import registry
+from runners.dispatch import BrokerUnavailable, dispatch
+
+log = logging.getLogger(__name__)
+
+PENDING = (Run.Status.PLANNED, Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+def cv_percent(values: list[float]) -> float | None:
+    """Sample standard deviation / |mean| in percent; None for fewer than two values or a
+    zero mean with spread (all zeros: 0)."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    if mean == 0:
+        return 0.0 if sd == 0 else None
+    return 100 * sd / abs(mean)
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: str
+    add: bool  # create and dispatch the next repetition
+    n: int  # succeeded runs
+    cv: float | None  # percent
+    reason: str
+
+
+def _pct(value: float | None) -> str:
+    return "undefined (mean 0)" if value is None else f"{value:.1f}%"
+
+
+def decide(
+    values: list[float],
+    runs: int,
+    pending: int,
+    minimum: int,
+    maximum: int,
+    target_cv: float,
+    *,
+    may_add: bool = True,
+) -> Decision:
+    """The cell's state from its succeeded runs' ``values``, its Run rows of any status
+    (``runs``) and those not finished (``pending``). Pure: no database."""
+    n = len(values)
+    cv = cv_percent(values)
+    target = f"{target_cv:g}%"
+    if n >= max(minimum, 2) and cv is not None and cv <= target_cv:
+        return Decision(
+            CellState.State.SETTLED,
+            False,
+            n,
+            cv,
+            f"n = {n}: CV {cv:.1f}% ≤ {target} after {n} runs",
+        )
+    if pending:
+        so_far = f"CV {_pct(cv)} after {n}" if n >= 2 else f"{n} of at least {minimum} done"
+        return Decision(
+            CellState.State.MEASURING,
+            False,
+            n,
+            cv,
+            f"measuring: {so_far}; {pending} more run{'s' if pending > 1 else ''} to come",
+        )
+    lost = runs - n
+    if n < max(minimum, 2):
+        return Decision(
+            CellState.State.SHORT,
+            False,
+            n,
+            cv,
+            f"short: {n} of at least {minimum} runs succeeded ({lost} failed or cancelled; "
+            "re-run them to go on)",
+        )
+    if runs < maximum and may_add:
+        return Decision(
+            CellState.State.MEASURING,
+            True,
+            n,
+            cv,
+            f"measuring: CV {_pct(cv)} > {target} after {n} runs; run {runs + 1} of at most "
+            f"{maximum} added",
+        )
+    if runs < maximum:
+        return Decision(
+            CellState.State.UNSETTLED,
+            False,
+            n,
+            cv,
+            f"stopped unsettled: CV {_pct(cv)} > {target} after {n} runs (a run was cancelled)",
+        )
+    failed = f" ({lost} failed or cancelled)" if lost else ""
+    return Decision(
+        CellState.State.UNSETTLED,
+        False,
+        n,
+        cv,
+        f"never settled: CV {_pct(cv)} after the maximum {maximum} runs{failed}",
+    )
+
+
+def cell_values(tool: str, run_ids: list[int]) -> tuple[str, list[float]]:
+    """The metric a cell is judged on and its value per succeeded run: the primary metric
+    most of the runs have, ties broken by the tool's own order of metrics (the one a
+    comparison opens on first: write_bw before read_bw), then by name."""
+    by_name: dict[str, list[float]] = defaultdict(list)
+    for name, value in Metric.objects.filter(run_id__in=run_ids, primary=True).values_list(
+        "name", "value"
+    ):
+        by_name[name].append(value)
+    if not by_name:
+        return "", []
+    spec = registry.BY_NAME.get(tool)
+    preferred = list(spec.metrics) if spec else []
+    counts = Counter({name: len(values) for name, values in by_name.items()})
+    name = min(
+        counts,
+        key=lambda m: (-counts[m], preferred.index(m) if m in preferred else len(preferred), m),
+    )
+    return name, by_name[name]
+
+
+def after_run(run_id: int) -> Decision | None:
+    """Decide the cell of a run that just ended (nothing for a run outside an adaptive
+    matrix); store the cell's state and, when needed, create and dispatch its next
+    repetition. Returns the decision."""
+    run = (
+        Run.objects.filter(pk=run_id).only("pk", "matrix_id", "cell_key", "status", "tool").first()
+    )
+    if run is None or run.matrix_id is None or not run.cell_key:
+        return None
+    if run.status not in Run.TERMINAL:
+        return None
+    try:
+        return _decide_cell(run)
+    except BrokerUnavailable as exc:
+        # The added run stays queued without a message; the janitor sends it again.
+        log.warning("run %s: the next repetition of its cell was not sent: %s", run.pk, exc)
+        return None
+
+
+def _decide_cell(run: Run) -> Decision | None:
+    with transaction.atomic():
+        matrix = Matrix.objects.select_for_update().filter(pk=run.matrix_id).first()
+        if matrix is None or not matrix.adaptive:
+            return None
+        rows = list(
+            Run.objects.filter(matrix=matrix, cell_key=run.cell_key).values_list(
+                "pk", "status", "repetition"
+            )
+        )
+        succeeded = [pk for pk, status, _ in rows if status == Run.Status.SUCCEEDED]
+        metric, values = cell_values(run.tool, succeeded)
+        decision = decide(
+            values,
+            runs=len(rows),
+            pending=sum(1 for _, status, _ in rows if status in PENDING),
+            minimum=matrix.repetitions,
+            maximum=matrix.max_repetitions,
+            target_cv=matrix.target_cv,
+            may_add=run.status != Run.Status.CANCELLED,
+        )
+        runs = len(rows)
+        if decision.add:
+            repetition = max((r or 0) for _, _, r in rows) + 1
+            added = _next_repetition(matrix, run.cell_key, repetition)
+            if added is not None:
+                runs += 1
+                dispatch([added], revert=False)
+        CellState.objects.update_or_create(
+            matrix=matrix,
+            cell_key=run.cell_key,
+            defaults={
+                "state": decision.state,
+                "n": decision.n,
+                "runs": runs,
+                "cv": decision.cv,
+                "metric": metric,
+                "reason": decision.reason[:300],
+            },
+        )
+    return decision
+
+
+def _next_repetition(matrix: Matrix, cell_key: str, repetition: int) -> int | None:
+    """Create repetition ``repetition`` of the cell as a copy of its first run (same
+    command, node and launch), planned; its primary key, or None when it exists already."""
+    first = Run.objects.filter(matrix=matrix, cell_key=cell_key).order_by("repetition").first()
+    if first is None:
+        return None
+    label = first.label.rsplit(" #", 1)[0] if " #" in first.label else first.label
+    suffix = f" #{repetition}"
+    try:
+        with transaction.atomic():  # a savepoint: the caller's transaction goes on
+            return Run.objects.create(
+                owner=matrix.owner,
+                matrix=matrix,
+                testbed_id=first.testbed_id,
+                tuning_set_id=first.tuning_set_id,
+                target_id=first.target_id,
+                tool=first.tool,
+                label=label[: 200 - len(suffix)] + suffix,
+                status=Run.Status.PLANNED,
+                cell_key=cell_key,
+                repetition=repetition,
+                params=first.params,
+                argv=first.argv,
+                command=first.command,
+                node_id=first.node_id,
+                launch=first.launch,
+                queue=first.queue,
+            ).pk
+    except IntegrityError:  # the repetition exists (unique per matrix and cell)
+        return None
+
+
+def cell_summary(matrix: Matrix, limit: int) -> dict:
+    """The matrix page's view of its cells' states: counts per state, and up to ``limit``
+    cells (never settled, short and measuring first) with their label and reason."""
+    if not matrix.adaptive:
+        return {}
+    states = list(matrix.cell_states.all())
+    order = {
+        CellState.State.UNSETTLED: 0,
+        CellState.State.SHORT: 1,
+        CellState.State.MEASURING: 2,
+        CellState.State.SETTLED: 3,
+    }
+    states.sort(key=lambda s: (order.get(s.state, 9), s.cell_key))
+    shown = states[:limit]
+    labels = dict(
+        Run.objects.filter(
+            matrix=matrix, cell_key__in=[s.cell_key for s in shown], repetition=1
+        ).values_list("cell_key", "label")
+    )
+    prefix = f"{matrix.name}: "
+    for state in shown:
+        label = labels.get(state.cell_key, state.cell_key[:12]).rsplit(" #", 1)[0]
+        state.label = label.removeprefix(prefix)
+    return {
+        "counts": Counter(s.get_state_display() for s in states),
+        "cells": shown,
+        "hidden": len(states) - len(shown),
+    }
