@@ -279,7 +279,7 @@ def cell_summary(matrix: Matrix, limit: int) -> dict:
         label = labels.get(state.cell_key, state.cell_key[:12]).rsplit(" #", 1)[0]
         state.label = label.removeprefix(prefix)
     return {
-        "counts": Counter(s.get_state_display() for s in states),
+        "counts": sorted(Counter(s.get_state_display() for s in states).items()),
         "cells": shown,
         "hidden": len(states) - len(shown),
     }

@@ -11,7 +11,7 @@ from django import forms
 from experiments.matrices import FACT_NAMES
 from experiments.matrix_files import MAX_YAML_BYTES, too_large
 from experiments.matrix_validation import MatrixInvalid, validate_matrix
-from experiments.models import Matrix, Testbed, TuningSet
+from experiments.models import Matrix, RunOrder, Testbed, TuningSet
 from runners.tools import ADAPTERS
 
 _RANGE_RE = re.compile(
@@ -147,12 +147,17 @@ class MatrixForm(forms.ModelForm):
                 (t.pk, str(t)) for t in offered.distinct().order_by("name", "pk")
             ]
             self.fields["testbeds"].help_text = "Testbeds you operate."
+        self.fields["order"].required = False
         self.fields["tuning_sets"].queryset = TuningSet.objects.order_by("name")
         self.fields["tuning_sets"].help_text = "None chosen: the runs use no tuning set."
         if self.instance.pk:
             self.fields["params_text"].initial = format_params(self.instance.fixed_params)
             self.fields["axes_text"].initial = format_axes(self.instance.axes)
             self.fields["exclusions_text"].initial = "\n".join(self.instance.exclusions)
+
+    def clean_order(self) -> str:
+        """Not given (an older form, a script posting the fields it knows): cell by cell."""
+        return self.cleaned_data.get("order") or RunOrder.CELLS
 
     def clean_testbeds(self):
         testbeds = self.cleaned_data["testbeds"]

@@ -57,6 +57,12 @@ class FioAdapter(Adapter):
         Param(
             "time_based", "bool", "run for the whole runtime, looping over the files", default=False
         ),
+        Param(
+            "rate",
+            "size",
+            "cap each job's bandwidth (bytes/s): a steady load, or a throttled device",
+            min=1024,
+        ),
         Param("ramp_time", "seconds", "seconds of warm-up not counted in the results", min=1),
         Param("fsync_on_close", "bool", "fsync each file when closing it", default=False),
         Param("end_fsync", "bool", "fsync the files when the job ends", default=False),
@@ -121,6 +127,8 @@ class FioAdapter(Adapter):
             opts.append("time_based")
         if p["ramp_time"] is not None:
             opts.append(f"ramp_time={p['ramp_time']}")
+        if p["rate"] is not None:
+            opts.append(f"rate={format_size(p['rate'])}")
         if p["fsync_on_close"]:
             opts.append("fsync_on_close=1")
         if p["end_fsync"]:

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from experiments import matrices
 from experiments.matrix_files import MAX_YAML_BYTES, from_data, parse_yaml, too_large
-from experiments.models import Run, Testbed
+from experiments.models import CellState, Run, Testbed
 from runners import dispatch as dispatching
 
 
@@ -58,8 +58,9 @@ class Command(BaseCommand):
             if plan.errors:
                 first = plan.errors[0]
                 raise matrices.MatrixError("params", f"{first.cell.label}: {first.error}")
+            runs = f"{plan.runs}" if plan.max_runs is None else f"{plan.runs}-{plan.max_runs}"
             self.stdout.write(
-                f"matrix {matrix.name} ({matrix.uuid}): {plan.runs} runs, "
+                f"matrix {matrix.name} ({matrix.uuid}): {runs} runs, "
                 f"{plan.excluded} cells skipped by rules"
             )
             if dry_run:
@@ -112,6 +113,17 @@ class Command(BaseCommand):
 
             ensure_localhost_testbed(user)
 
+    @staticmethod
+    def _decided(matrix) -> bool:
+        """An adaptive matrix is done once every cell has a state other than measuring:
+        between a run's end and its cell's decision, every run may be finished while the
+        next repetition is still to be added (experiments.adaptive)."""
+        if not matrix.adaptive:
+            return True
+        cells = matrix.runs.values("cell_key").distinct().count()
+        states = matrix.cell_states.exclude(state=CellState.State.MEASURING).count()
+        return states >= cells
+
     def _wait(self, matrix, timeout: float) -> None:
         deadline = time.monotonic() + timeout if timeout else None
         last = None
@@ -123,7 +135,7 @@ class Command(BaseCommand):
             if line != last:
                 self.stdout.write(line)
                 last = line
-            if progress["finished"] == progress["total"]:
+            if progress["finished"] == progress["total"] and self._decided(matrix):
                 break
             if deadline and time.monotonic() > deadline:
                 self.stderr.write(f"gave up waiting after {timeout:.0f} s")
