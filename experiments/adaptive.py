@@ -37,9 +37,13 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
+from experiments.matrices import TARGET_AXIS, TUNING_PREFIX, preview_command
 from experiments.models import CellState, Matrix, Metric, Run
 from runners import registry
 from runners.dispatch import BrokerUnavailable, dispatch
+from runners.launch import LaunchError
+from runners.tools import get_adapter
+from runners.tools.base import ParamError
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +233,17 @@ def _next_repetition(matrix: Matrix, cell_key: str, repetition: int) -> int | No
     first = Run.objects.filter(matrix=matrix, cell_key=cell_key).order_by("repetition").first()
     if first is None:
         return None
+    # The cell's parameters and launch as planned: a run that ran holds what its output
+    # added (runners.execute records the launch; the parser adds what the tool reported).
+    params = dict(first.launch.get("params", first.params))
+    launch = {k: v for k, v in first.launch.items() if k not in ("params", "parse_options")}
+    try:
+        tool_params = {k: v for k, v in params.items() if not k.startswith(TUNING_PREFIX)}
+        tool_params.pop(TARGET_AXIS, None)
+        argv = preview_command(get_adapter(first.tool), launch, tool_params).argv
+    except (ParamError, LaunchError) as exc:  # the worker fails the run saying why
+        log.warning("run %s: no preview of its next repetition: %s", first.pk, exc)
+        argv = []
     label = first.label.rsplit(" #", 1)[0] if " #" in first.label else first.label
     suffix = f" #{repetition}"
     try:
@@ -244,11 +259,11 @@ def _next_repetition(matrix: Matrix, cell_key: str, repetition: int) -> int | No
                 status=Run.Status.PLANNED,
                 cell_key=cell_key,
                 repetition=repetition,
-                params=first.params,
-                argv=first.argv,
-                command=first.command,
+                params=params,
+                argv=argv,
+                command=" ".join(argv),
                 node_id=first.node_id,
-                launch=first.launch,
+                launch=launch,
                 queue=first.queue,
             ).pk
     except IntegrityError:  # the repetition exists (unique per matrix and cell)

@@ -866,6 +866,17 @@ def _durations(keys: list[str], tool: str, testbeds: list[Testbed]) -> tuple[dic
     return by_cell, by_testbed
 
 
+def preview_command(adapter, launch: dict[str, Any], tool_params: dict[str, Any]):
+    """The command as the worker will build it: inside the run's own fresh directory, whose
+    name (uuid, attempt) is only known when the run starts. ParamError or LaunchError."""
+    spec = LaunchSpec.read(launch)
+    spec = replace(spec, workdir=f"{spec.workdir}/{PREVIEW_RUN_DIR}")
+    if spec.mode == LaunchMode.SLURM:
+        return _slurm_preview(spec, adapter, tool_params)
+    ctx = spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR)
+    return adapter.build(tool_params, ctx)
+
+
 def plan(matrix: Matrix) -> Plan:
     """Every cell with its exact command line, data volume and estimated duration.
     MatrixError for a definition that cannot expand; per-cell parameter errors are kept on
@@ -886,15 +897,7 @@ def plan(matrix: Matrix) -> Plan:
             continue
         try:
             item.launch, item.node = launch_spec(matrix, cell)
-            # The command as the worker will build it: inside the run's own fresh directory,
-            # whose name (uuid, attempt) is only known when the run starts.
-            spec = LaunchSpec.read(item.launch)
-            spec = replace(spec, workdir=f"{spec.workdir}/{PREVIEW_RUN_DIR}")
-            if spec.mode == LaunchMode.SLURM:
-                command = _slurm_preview(spec, adapter, cell)
-            else:
-                ctx = spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR)
-                command = adapter.build(cell.tool_params, ctx)
+            command = preview_command(adapter, item.launch, cell.tool_params)
         except (MatrixError, ParamError) as exc:
             item.error = str(exc)
             continue
@@ -994,7 +997,7 @@ def cell_problems(
     return {"cells": problems} if problems else {}
 
 
-def _slurm_preview(spec: LaunchSpec, adapter, cell: Cell):
+def _slurm_preview(spec: LaunchSpec, adapter, tool_params: dict[str, Any]):
     """The command of a Slurm-mode cell as its steps will run it, with a stand-in job id and
     stand-in node names (Slurm chooses both when the job starts)."""
     mode = slurm.inner_mode(adapter.modes)
@@ -1004,7 +1007,7 @@ def _slurm_preview(spec: LaunchSpec, adapter, cell: Cell):
     ctx = replace(spec, mode=mode, hosts=hosts).context(
         settings.RUN_DIR / PREVIEW_RUN_DIR, slurm_job=PREVIEW_JOB
     )
-    command = slurm.as_steps(adapter.build(cell.tool_params, ctx), PREVIEW_JOB, mode)
+    command = slurm.as_steps(adapter.build(tool_params, ctx), PREVIEW_JOB, mode)
     shown = f"--jobid={PREVIEW_JOB}"
     return replace(command, argv=[a if a != shown else "--jobid=<job>" for a in command.argv])
 

@@ -288,6 +288,13 @@ def test_hook_adds_runs_until_settled_or_the_maximum(
     assert (state.state, state.n, state.runs) == (SETTLED, 3, 3)
     assert state.reason == "n = 3: CV 1.0% ≤ 5% after 3 runs" and state.metric == "write_bw"
 
+    # A run that ran holds what its output added to its parameters; the launch keeps the
+    # cell's own (runners.execute), which the next repetition takes.
+    planned = noisy[0].params
+    Run.objects.filter(pk=noisy[0].pk).update(
+        params={**planned, "threads": 1},
+        launch={**noisy[0].launch, "params": planned, "parse_options": {}},
+    )
     values = iter([100, 200, 50, 170, 30])
     with django_capture_on_commit_callbacks(execute=False) as sent:
         for run in noisy:
@@ -296,6 +303,7 @@ def test_hook_adds_runs_until_settled_or_the_maximum(
         for repetition in (4, 5):
             added = Run.objects.get(matrix=adaptive_matrix, params__count=2, repetition=repetition)
             assert added.status == Run.Status.QUEUED and added.argv == noisy[0].argv
+            assert added.params == planned and added.launch == noisy[0].launch
             assert added.label.endswith(f"count=2 #{repetition}")
             _finish(added, next(values))
             adaptive.after_run(added.pk)

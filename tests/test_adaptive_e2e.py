@@ -1,0 +1,138 @@
+"""End to end: adaptive repetitions and run order with a real Celery worker and real fio.
+
+One matrix, two cells: fio capped at 16 MiB/s (``rate``) writes 32 MiB in about 2 s, so its
+bandwidth barely varies (CV ~0.2% measured); the same 32 MiB in 4 KiB writes uncapped
+takes some tens of milliseconds and its bandwidth swings with the machine's load (CV
+~35% measured on a loaded 2-core machine). With at least 3, at most 6 runs until the CV is at
+most 5%, the capped cell settles at 3 runs and the uncapped one runs 6 and is flagged as
+never settled. Runs start in the order they were created: interleaved, or shuffled by a
+recorded seed (the same seed, the same order)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+
+import pytest
+
+from tests.e2e import Stack
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
+]
+HOST = socket.gethostname()
+QUEUE = f"node.{HOST}"
+
+ADAPTIVE = """\
+name: adaptive fio
+tool: fio
+testbeds: [localhost]
+repetitions: {min: 3, max: 6, cv: 5}
+order: interleaved
+drop_caches: false
+timeout_s: 120
+params: {rw: write, bs: 4k, size: 32m}
+axes:
+  rate: [16m, 64g]
+"""
+
+SHUFFLED = """\
+name: shuffled NAME
+tool: fio
+testbeds: [localhost]
+repetitions: 2
+order: random
+order_seed: 7
+drop_caches: false
+timeout_s: 60
+params: {rw: write, size: 256k}
+axes:
+  bs: [4k, 8k, 16k]
+"""
+
+
+@pytest.fixture
+def stack(tmp_path):
+    s = Stack(tmp_path)
+    s.manage("ensure_localhost")
+    s.worker(QUEUE, f"node@{HOST}")
+    yield s
+    s.close()
+
+
+def _launch(stack: Stack, tmp_path, name: str, text: str) -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    result = stack.manage(
+        "launch_matrix", str(path), "--wait", "--timeout", "600", check=False, timeout=700
+    )
+    assert result.returncode == 0, (
+        result.stdout + result.stderr + stack.worker_log(f"node@{HOST}")[-3000:]
+    )
+    return result.stdout
+
+
+def _report(stack: Stack, name: str) -> dict:
+    """Per run in start order: its cell's parameter, repetition and pk; per cell its state."""
+    code = (
+        "import json\n"
+        "from experiments.models import CellState, Matrix, Metric\n"
+        f"m = Matrix.objects.get(name={name!r})\n"
+        "runs = [\n"
+        "    {'params': r.params, 'rep': r.repetition, 'pk': r.pk, 'status': r.status,\n"
+        "     'bw': Metric.objects.filter(run=r, primary=True, name='write_bw')\n"
+        "     .values_list('value', flat=True).first()}\n"
+        "    for r in m.runs.order_by('started_at', 'pk')\n"
+        "]\n"
+        "states = {s.cell_key: [s.state, s.n, s.runs, s.cv, s.reason]\n"
+        "          for s in CellState.objects.filter(matrix=m)}\n"
+        "keys = dict(m.runs.values_list('params__rate', 'cell_key').distinct())\n"
+        "print(json.dumps({'runs': runs, 'states': states, 'keys': keys,\n"
+        "                  'seed': m.order_seed}))"
+    )
+    return json.loads(stack.shell(code))
+
+
+def test_adaptive_repetitions_settle_a_steady_cell_and_flag_a_noisy_one(stack, tmp_path):
+    out = _launch(stack, tmp_path, "adaptive", ADAPTIVE)
+    assert "6-12 runs" in out and "queued 6 runs" in out
+    report = _report(stack, "adaptive fio")
+    runs = report["runs"]
+    assert all(r["status"] == "succeeded" for r in runs), runs
+    # Interleaved: every cell's first run, then every cell's second, … in creation order;
+    # the noisy cell's added runs come after.
+    cells = [(r["params"]["rate"], r["rep"]) for r in runs]
+    assert cells[:6] == [("16m", 1), ("64g", 1), ("16m", 2), ("64g", 2), ("16m", 3), ("64g", 3)]
+    assert cells[6:] == [("64g", 4), ("64g", 5), ("64g", 6)]
+    assert [r["pk"] for r in runs] == sorted(r["pk"] for r in runs)
+
+    steady = report["states"][report["keys"]["16m"]]
+    noisy = report["states"][report["keys"]["64g"]]
+    values = {
+        rate: [r["bw"] for r in runs if r["params"]["rate"] == rate] for rate in ("16m", "64g")
+    }
+    capped = [round(v / 1e6, 2) for v in values["16m"]]
+    uncapped = [round(v / 1e6) for v in values["64g"]]
+    print(
+        f"\nadaptive fio: capped cell {steady[4]!r} (MB/s {capped}); "
+        f"uncapped cell {noisy[4]!r} (MB/s {uncapped})"
+    )
+    assert steady[:3] == ["settled", 3, 3] and steady[3] < 5
+    assert noisy[:3] == ["unsettled", 6, 6] and noisy[3] > 5
+    assert noisy[4].startswith("never settled: CV ") and "after the maximum 6 runs" in noisy[4]
+
+
+def test_runs_start_in_the_recorded_random_order(stack, tmp_path):
+    orders = []
+    for name in ("one", "two"):
+        _launch(stack, tmp_path, name, SHUFFLED.replace("NAME", name))
+        report = _report(stack, f"shuffled {name}")
+        assert report["seed"] == 7
+        runs = report["runs"]
+        assert [r["pk"] for r in runs] == sorted(r["pk"] for r in runs)  # started as created
+        orders.append([(r["params"]["bs"], r["rep"]) for r in runs])
+    assert orders[0] == orders[1]
+    cell_by_cell = [(bs, rep) for bs in ("4k", "8k", "16k") for rep in (1, 2)]
+    assert sorted(orders[0]) == sorted(cell_by_cell) and orders[0] != cell_by_cell
