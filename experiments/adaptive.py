@@ -20,9 +20,10 @@ runs of one cell ending at once on two workers are decided one after the other: 
 decision holds the matrix row (select_for_update), and the repetition number is unique per
 matrix and cell, so at most one extra run is created for one missing result.
 
-A run that was cancelled never adds a repetition (whoever cancelled it wants the cell to
-stop). Runs failed by the janitor (their worker died) and runs cancelled before they started
-do not pass through here; their cell keeps its last state until another of its runs ends.
+A cell with a cancelled run gets no repetition added (whoever cancelled it wants the cell
+to stop; "re-run failed" sends the cancelled runs again, and the cell goes on from there).
+Runs failed by the janitor (their worker died) and runs cancelled before they started do not
+pass through here; their cell keeps its last state until another of its runs ends.
 
 Each decision is stored as the cell's :class:`~experiments.models.CellState` (state, n, CV
 and a sentence saying why), which the matrix page and the comparison read.
@@ -203,7 +204,7 @@ def _decide_cell(run: Run) -> Decision | None:
             minimum=matrix.repetitions,
             maximum=matrix.max_repetitions,
             target_cv=matrix.target_cv,
-            may_add=run.status != Run.Status.CANCELLED,
+            may_add=not any(status == Run.Status.CANCELLED for _, status, _ in rows),
         )
         runs = len(rows)
         if decision.add:

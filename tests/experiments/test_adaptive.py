@@ -415,3 +415,13 @@ def test_comparison_says_why_n_and_flags_unsettled_points(adaptive_matrix):
     assert not any("never settled" in f for f in points["1"].flags)
     assert points["2"].why_n.startswith("adaptive: never settled")
     assert "never settled: CV 61.0% after the maximum 5 runs" in points["2"].flags
+
+
+def test_a_cell_with_a_cancelled_run_gets_no_more(adaptive_matrix):
+    runs = _cell(adaptive_matrix, 2)
+    for run, value in zip(runs[:2], (100, 200), strict=True):
+        _finish(run, value)
+    Run.objects.filter(pk=runs[2].pk).update(status=Run.Status.CANCELLED)
+    decision = adaptive.after_run(runs[2].pk)
+    assert (decision.state, decision.add) == (SHORT, False)
+    assert Run.objects.filter(matrix=adaptive_matrix, params__count=2).count() == 3
