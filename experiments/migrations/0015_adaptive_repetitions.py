@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0009_node_holding'),
+        ('experiments', '0014_runs_table'),
     ]
 
     operations = [
