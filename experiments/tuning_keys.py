@@ -202,15 +202,20 @@ def parse_conf(text: str) -> list[tuple[int, str, str]]:
     Raises TuningValueError naming the line for anything that is not a comment or key=value.
     """
     entries: list[tuple[int, str, str]] = []
-    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
-        stripped = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
-        if not stripped:
-            continue
-        m = _CONF_LINE.match(stripped)
+    for number, line, m in _conf_lines(text):
         if not m:
             raise TuningValueError(f"line {number}: expected 'key = value', got {line.strip()!r}")
         entries.append((number, m.group(1), m.group(2)))
     return entries
+
+
+def _conf_lines(text: str):
+    """(line number, line, its ``key = value`` match or None) of every line that is not
+    blank or a comment."""
+    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
+        stripped = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+        if stripped:
+            yield number, line, _CONF_LINE.match(stripped)
 
 
 def check_conf(scope: str, text: str) -> tuple[list[tuple[str, str]], list[str], list[str]]:
@@ -221,11 +226,7 @@ def check_conf(scope: str, text: str) -> tuple[list[tuple[str, str]], list[str],
     unknown: list[str] = []
     errors: list[str] = []
     seen: set[str] = set()
-    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
-        stripped = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
-        if not stripped:
-            continue
-        m = _CONF_LINE.match(stripped)
+    for number, line, m in _conf_lines(text):
         if not m:
             errors.append(f"line {number}: expected 'key = value', got {line.strip()[:80]!r}")
             continue
