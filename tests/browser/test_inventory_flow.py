@@ -72,7 +72,7 @@ def test_engineer_builds_a_testbed_and_compares(page, live_server, django_user_m
     page.wait_for_selector("h1:has-text('Lab testbed')")
     page.click("text=Add node with roles")
     page.wait_for_selector("#member-form form")
-    page.select_option("#member-form #id_node", label="lab-stor1")
+    page.select_option("#member-form #id_node", label="lab-stor1 (erin)")
     page.check("#member-form #id_storage")
     page.check("#member-form #id_metadata")
     page.check("#member-form #id_management")
