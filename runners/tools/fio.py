@@ -18,10 +18,12 @@ from runners.tools.base import (
 
 JOB_NAME = "beeweb"
 MIXED = ("readwrite", "randrw")
+RESULT_FILE = "fio.json"
 
 
 class FioAdapter(Adapter):
-    """fio with ``--output-format=json`` (what runners.parsers.fio reads best).
+    """fio with ``--output-format=json`` (what runners.parsers.fio reads best), written to a
+    result file in scratch so that the console carries its ETA line (the live throughput).
 
     Files are named by beeweb, not by the user: ``<directory>/beeweb.<jobnum>.<filenum>``
     (``beeweb.<host>.<jobnum>.<filenum>`` per client in multihost mode, so clients sharing a
@@ -140,6 +142,7 @@ class FioAdapter(Adapter):
     def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
         argv = [self.binary, "--output-format=json"]
         files: dict[str, str] = {}
+        output_file = None
         if ctx.mode == "multihost":
             for index, host in enumerate(ctx.hosts):
                 jobfile = ctx.scratch / f"fio-{index}.job"
@@ -151,6 +154,11 @@ class FioAdapter(Adapter):
             argv += [f"--{o}" for o in self._options(p, ctx, None)]
             # Its bandwidth/IOPS/latency per second, the run page's tool series.
             argv += fio_log_options(ctx.scratch)
+            # The JSON result goes to a file so that the console can carry fio's ETA line
+            # once a second: the live throughput (runners.progress). With JSON on stdout fio
+            # prints no ETA at all, so the live tail used to stay empty until the end.
+            output_file = ctx.scratch / RESULT_FILE
+            argv += [f"--output={output_file}", "--eta=always", "--eta-newline=1"]
         return Command(
             argv=argv,
             files=files,
@@ -158,6 +166,7 @@ class FioAdapter(Adapter):
             cwd=ctx.workdir,
             parse_options={},
             data_bytes=p["size"] * p["numjobs"] * ctx.nodes,
+            output_file=output_file,
         )
 
 

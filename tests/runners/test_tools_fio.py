@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 
 from runners.parsers import parse
+from runners.progress import progress
 from runners.tools import ParamError, build_command
 from runners.tools.fio import ADAPTER
 from tests.runners.conftest import need, run
@@ -43,6 +47,10 @@ def test_typical_argv(ctx):
         f"--write_iops_log={ctx.scratch}/fio",
         f"--write_lat_log={ctx.scratch}/fio",
         "--log_avg_msec=1000",
+        # The JSON result to a file, fio's ETA line on the console (the live throughput)
+        f"--output={ctx.scratch}/fio.json",
+        "--eta=always",
+        "--eta-newline=1",
     ]
     assert cmd.files == {}
     assert cmd.env == {}
@@ -50,7 +58,7 @@ def test_typical_argv(ctx):
     assert cmd.parse_options == {}
     assert cmd.data_bytes == 16 * 10 * 1024**3
     assert cmd.dirs == [] and cmd.prepare == []  # fio makes its directory and lays out files
-    assert cmd.output_file is None
+    assert cmd.output_file == ctx.scratch / "fio.json"
 
 
 def test_mixed_subdirectory_shared_files(ctx):
@@ -124,7 +132,7 @@ def test_real_write_then_read(ctx, tmp_path):
     write = build_command("fio", {**params, "rw": "write"}, ctx)
     done = run(write)
     assert done.returncode == 0, done.stderr
-    result = parse(done.stdout, tool="fio", **write.parse_options)
+    result = parse(write.output_file.read_text(), tool="fio", **write.parse_options)
     assert result.get("write_bw") > 0
     files = sorted(ctx.workdir.iterdir())
     assert [p.name for p in files] == ["beeweb.0.0", "beeweb.1.0"]
@@ -137,10 +145,37 @@ def test_real_write_then_read(ctx, tmp_path):
     assert read.prepare == []
     done = run(read)
     assert done.returncode == 0, done.stderr
-    result = parse(done.stdout, tool="fio", **read.parse_options)
+    result = parse(read.output_file.read_text(), tool="fio", **read.parse_options)
     assert result.get("read_bw") > 0
     assert read.data_bytes == 16 * MIB
     assert len(list(read_ctx.workdir.iterdir())) == 2
+
+
+def test_result_file_parses_as_stdout_did_and_console_has_eta(ctx):
+    """The result file holds exactly the JSON fio used to print on stdout (same parse, same
+    metrics), while the console now carries the ETA lines the live throughput reads."""
+    need("fio")
+    params = {"rw": "write", "size": "16m", "bs": "1m", "runtime": "3", "time_based": True}
+    cmd = build_command("fio", params, ctx)
+    done = run(cmd)
+    assert done.returncode == 0, done.stderr
+    text = cmd.output_file.read_text()
+    assert json.loads(text)["jobs"][0]["jobname"] == "beeweb"  # nothing but the JSON
+    new = parse(text, tool="fio")
+    assert "Jobs: 1 (f=1)" in done.stdout and "[eta " in done.stdout
+    live = progress("fio", done.stdout)
+    assert live is not None and live["op"] == "write" and live["bytes_per_s"] > 0
+
+    # The same job as before this change: JSON on stdout, no --output, no ETA.
+    old_argv = [a for a in cmd.argv if not a.startswith(("--output=", "--eta"))]
+    old = subprocess.run(old_argv, cwd=cmd.cwd, capture_output=True, text=True, check=False)
+    assert old.returncode == 0, old.stderr
+    assert "Jobs:" not in old.stdout
+    before = parse(old.stdout, tool="fio")
+    assert [(m.name, m.unit, m.stat, m.iteration) for m in new.metrics] == [
+        (m.name, m.unit, m.stat, m.iteration) for m in before.metrics
+    ]
+    assert new.get("write_bw") == pytest.approx(before.get("write_bw"), rel=0.5)
 
 
 def test_multihost_jobs_come_from_numjobs(multihost_ctx):
