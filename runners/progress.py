@@ -31,6 +31,8 @@ FIO_ETA = re.compile(
 FIO_RATE = re.compile(r"([rwt])=([\d.]+)([KMGTP]?)(i?)B/s")
 FIO_IOPS = re.compile(r"([rwt])=([\d.]+)([kMG]?)")
 FIO_OPS = {"r": "read", "w": "write", "t": "trim"}
+# How much of the end of the output the pages read for it: a few hundred fio lines.
+TAIL_CHARS = 16384
 PREFIX = {"": 0, "K": 1, "k": 1, "M": 2, "G": 3, "T": 4, "P": 5}
 
 # IOzone: "Children see throughput for  4 initial writers 	=  138676.27 kB/sec" (kB = 1024 B;

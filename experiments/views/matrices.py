@@ -17,9 +17,11 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
 from experiments import adaptive, localhost, matrices, parcoords
+from experiments.comparison.charts import display_unit
 from experiments.matrix_files import from_yaml, to_yaml
 from experiments.matrix_forms import MatrixForm, MatrixImportForm, format_axes, format_params
-from experiments.models import Matrix, Run, Worker
+from experiments.models import Matrix, Metric, Run, Worker
+from experiments.templatetags.beeweb import num
 from experiments.views.common import (
     confirm_page,
     counted,
@@ -29,6 +31,7 @@ from experiments.views.common import (
     verb,
 )
 from runners import dispatch as dispatching
+from runners import progress as tool_progress
 from runners import slurm
 from runners.tools import ADAPTERS
 
@@ -163,6 +166,25 @@ def _runs(matrix: Matrix):
     )
 
 
+def _results(run_ids: list[int]) -> dict[int, str]:
+    """Each succeeded run's headline in display units for the Result column: its primary
+    throughput metrics (``write_bw 1.52 GB/s · read_bw 2.1 GB/s``), or its first primary
+    metric when it has no throughput (IOPS of a metadata tool, latency of ioping)."""
+    per_run: dict[int, list[tuple[str, float, str]]] = {}
+    rows = Metric.objects.filter(run_id__in=run_ids, primary=True).order_by("run_id", "name")
+    for run_id, name, value, unit in rows.values_list("run_id", "name", "value", "unit"):
+        per_run.setdefault(run_id, []).append((name, value, unit))
+    results = {}
+    for run_id, metrics in per_run.items():
+        shown = [m for m in metrics if m[0].endswith("_bw")] or metrics[:1]
+        parts = []
+        for name, value, unit in shown:
+            label, divisor = display_unit(unit)
+            parts.append(f"{name} {num(value / divisor)} {label}".rstrip())
+        results[run_id] = " · ".join(parts)
+    return results
+
+
 def _progress_context(matrix: Matrix) -> dict:
     progress = matrices.progress(matrix)
     runs_qs = _runs(matrix).defer("raw_output", "effective_config", "params", "argv")
@@ -191,14 +213,19 @@ def _progress_context(matrix: Matrix) -> dict:
         runs = list(runs_qs)
     running = [r for r in runs if r.status == Run.Status.RUNNING]
     tails = {}
+    live = {}
     if running:
-        for pk, text in Run.objects.filter(pk__in=[r.pk for r in running]).values_list(
-            "pk", "raw_output"
+        for pk, tool, text in Run.objects.filter(pk__in=[r.pk for r in running]).values_list(
+            "pk", "tool", "raw_output"
         ):
             tails[pk] = "\n".join(text.splitlines()[-TAIL_LINES:])
+            live[pk] = tool_progress.progress(tool, text[-tool_progress.TAIL_CHARS :])
+    results = _results([r.pk for r in runs if r.status == Run.Status.SUCCEEDED])
     now = timezone.now()
     for run in runs:
         run.tail = tails.get(run.pk, "")
+        run.live = live.get(run.pk)
+        run.result = results.get(run.pk, "")
         if run.started_at:
             run.elapsed = ((run.finished_at or now) - run.started_at).total_seconds()
         else:
@@ -400,6 +427,9 @@ def run_live(request: HttpRequest, uuid: UUID) -> HttpResponse:
     """Status, elapsed time and the tail of the output of one run (htmx polling)."""
     run = get_object_or_404(Run.objects.visible_to(request.user), uuid=uuid)
     tail = "\n".join(run.raw_output.splitlines()[-200:])
+    live = None
+    if run.status == Run.Status.RUNNING:
+        live = tool_progress.progress(run.tool, run.raw_output[-tool_progress.TAIL_CHARS :])
     elapsed = None
     if run.started_at:
         elapsed = ((run.finished_at or timezone.now()) - run.started_at).total_seconds()
@@ -410,6 +440,7 @@ def run_live(request: HttpRequest, uuid: UUID) -> HttpResponse:
         {
             "run": run,
             "tail": tail,
+            "live": live,
             "elapsed": elapsed,
             "active": active,
             "can_edit": run.can_edit(request.user),

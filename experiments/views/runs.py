@@ -22,6 +22,7 @@ from experiments.comparison.presets import DASHBOARD_PRESETS
 from experiments.models import HardwareProfile, Matrix, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
 from experiments.templatetags.beeweb import num
+from runners import progress as tool_progress
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
@@ -121,6 +122,11 @@ def run_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
             "active": active,
             "elapsed": elapsed,
             "tail": "\n".join(run.raw_output.splitlines()[-200:]) if active else "",
+            "live": (
+                tool_progress.progress(run.tool, run.raw_output[-tool_progress.TAIL_CHARS :])
+                if run.status == Run.Status.RUNNING
+                else None
+            ),
             "can_edit": run.can_edit(request.user),
             "config": json.dumps(run.effective_config, indent=2) if run.effective_config else "",
             # Telemetry, bottleneck verdict, latency percentiles (experiments.run_story).

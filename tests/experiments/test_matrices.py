@@ -399,3 +399,45 @@ def test_preview_and_expansion_queries_do_not_grow_with_cells(fio_matrix):
         return len(planned), len(reads)
 
     assert count([1, 2]) == count([1, 2, 4, 8, 16, 32, 64, 128])
+
+
+def test_live_throughput_and_result_column(alice_client, fio_matrix):
+    """A running fio run shows its latest ETA line's throughput on the run page and in the
+    matrix's Result column; a succeeded run shows its primary throughput in display units."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from experiments.models import Metric
+    from tests.runners.test_progress import FIO_WRITE
+
+    matrices.expand(fio_matrix)
+    running, done, other = list(fio_matrix.runs.order_by("pk")[:3])
+    Run.objects.filter(pk=running.pk).update(
+        status="running", raw_output=FIO_WRITE, started_at=timezone.now() - timedelta(seconds=4)
+    )
+    Run.objects.filter(pk=done.pk).update(status="succeeded")
+    Metric.objects.create(run=done, name="write_bw", value=1.52e9, unit="B/s", primary=True)
+    Metric.objects.create(run=done, name="write_iops", value=1450.0, unit="op/s", primary=True)
+    Metric.objects.create(run=done, name="write_bw", value=1.6e9, unit="B/s", iteration=1)
+    Run.objects.filter(pk=other.pk).update(status="succeeded")  # no metrics: nothing shown
+
+    live = alice_client.get(
+        reverse("experiments:run_live", args=[running.uuid]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert '<p id="live-throughput">Now: <strong>write 21.0 MB/s · 20 IOPS · 57%</strong>' in live
+    assert "</strong> (at 4." in live  # 4.0 s, or 4.1 s on a slow machine
+    page = alice_client.get(running.get_absolute_url())
+    assert "write 21.0 MB/s" in page.content.decode()
+
+    part = alice_client.get(
+        reverse("experiments:matrix_progress", args=[fio_matrix.uuid])
+    ).content.decode()
+    assert '<span class="live">now write 21.0 MB/s · 20 IOPS · 57%</span>' in part
+    assert '<span class="result">write_bw 1.52 GB/s</span>' in part
+    assert part.count('<span class="result">') == 1
+
+    # Once it ended, the run page shows its metrics instead of a live figure.
+    Run.objects.filter(pk=running.pk).update(status="failed", error="fio exited with 1")
+    live = alice_client.get(reverse("experiments:run_live", args=[running.uuid])).content
+    assert b"live-throughput" not in live
