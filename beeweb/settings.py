@@ -453,10 +453,12 @@ RUN_PROGRESS_SECONDS = float(envstr("BEEWEB_RUN_PROGRESS_SECONDS", "2"))
 # What this node lets a worker do, whatever the server asks (runners/nodepolicy.py parses and
 # checks them): colon-separated directories runs may work in (empty: DATA_DIR only), and
 # false / true / a comma-separated list of the tuning keys a run may apply (default: none),
-# and whether runs holding the node may drop its caches (default: true).
+# whether runs holding the node may drop its caches and whether its node agent samples
+# its telemetry for runs launched elsewhere (both default: true).
 NODE_DIRS = envstr("BEEWEB_NODE_DIRS", "")
 NODE_TUNING = envstr("BEEWEB_NODE_TUNING", "false")
 NODE_DROP_CACHES = envstr("BEEWEB_NODE_DROP_CACHES", "true")
+NODE_TELEMETRY = envstr("BEEWEB_NODE_TELEMETRY", "true")
 # Upper bound on the runs one matrix may expand into.
 MATRIX_MAX_RUNS = envint("BEEWEB_MATRIX_MAX_RUNS", "20000")
 

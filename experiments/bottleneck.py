@@ -73,7 +73,12 @@ def _rate_text(bytes_per_s: float) -> str:
 
 
 def _origin(docs: list[dict]) -> datetime | None:
-    starts = [datetime.fromisoformat(d["started_at"]) for d in docs if d.get("started_at")]
+    # A node without readings (its policy refused sampling) does not move time 0.
+    starts = [
+        datetime.fromisoformat(d["started_at"])
+        for d in docs
+        if d.get("started_at") and (d.get("t") or d.get("tool"))
+    ]
     return min(starts) if starts else None
 
 

@@ -405,7 +405,10 @@ def context(run: Run) -> dict[str, Any]:
             "verdicts": verdicts,
             "telemetry_figure": json_script(figure(docs, verdicts), "telemetry-figure"),
             "unavailable": {
-                d["hostname"]: d.get("meta", {}).get("unavailable", {}) for d in docs if d["t"]
+                # A node that refused sampling has no readings, only its reason.
+                d["hostname"]: d.get("meta", {}).get("unavailable", {})
+                for d in docs
+                if d["t"] or d.get("meta")
             },
         }
     )

@@ -22,8 +22,13 @@ node and goes with the lease when the run ends:
   or a dead one) is not waited for.
 
 A job is an object with ``tick(leases)``, called at every poll with the leases on this node
-(none while it is free). A per-node telemetry sampler fits the same shape: start sampling when
-a lease appears, stop and store when it goes.
+(none while it is free). The second job samples telemetry (``NodeTelemetry``): the launcher
+samples itself around the tool (``experiments.telemetry.recording``) and sets
+``sample_from`` on the run's other leases as the measured command starts; each of those
+nodes' agents samples its own node from its next poll until ``sample_from`` is cleared (the
+tool ended) or the lease goes, and stores the document as the run's ``RunTelemetry`` row for
+that hostname. Its readings carry wall-clock times (``started_at``), which is what puts every
+node on the run page's one time axis.
 """
 
 from __future__ import annotations
@@ -36,12 +41,14 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from experiments.models import NodeLease, Run, Worker
 from runners import nodeconfig, nodepolicy
 from runners.launch import queue_for
+from runners.telemetry import FORMAT, Sampler
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,10 @@ SEEN_SECONDS = 5.0  # how often the agent refreshes Worker.agent_seen
 ALIVE_SECONDS = 15.0  # an agent not seen for this long is taken for gone
 ANSWER_SECONDS = 30.0  # how long a run waits for a node's answer
 ERROR_PAUSE_SECONDS = 2.0  # after a database error (the server restarting, say)
+LIVE_CHECK_SECONDS = 5.0  # how often a sampling agent checks that the run still runs
+# A node's sampling stops here whatever the lease says (a run's timeout is 1 h by default):
+# one day of 1 s samples is what a document may hold.
+MAX_SAMPLE_SECONDS = 86400.0
 QUEUE_PREFIX = queue_for("")
 
 
@@ -89,13 +100,127 @@ class CacheDrop:
             log.info("node agent: caches of %s: %s (run %s)", lease.hostname, result, lease.run_id)
 
 
+class _Recording:
+    """One node's sampling for one attempt of a run."""
+
+    def __init__(self, lease: NodeLease, sampler: Sampler | None):
+        self.run_id, self.attempt, self.hostname = lease.run_id, lease.attempt, lease.hostname
+        self.sample_from = lease.sample_from
+        self.sampler = sampler
+        self.began = time.monotonic()
+        self.checked = self.began
+
+
+class NodeTelemetry:
+    """Sample this node for every run launched elsewhere that holds it while its tool runs
+    (``sample_from`` set on the lease), and store the document once, when the tool ends or
+    the lease goes: atomic, and a node that dies meanwhile stores nothing (the run page shows
+    the nodes that answered). Sampling also stops when the run no longer runs (this attempt
+    ended or its heartbeats stopped) or after MAX_SAMPLE_SECONDS, so a lease left behind by
+    a dead launcher cannot grow a document without bound. A node whose policy refuses
+    (BEEWEB_NODE_TELEMETRY=false) stores a document without samples that says so."""
+
+    def __init__(self, interval: float = 1.0):
+        self.interval = interval
+        self.active: dict[tuple[int, int, str], _Recording] = {}
+        self.done: set[tuple[int, int, str]] = set()
+
+    def tick(self, leases: list[NodeLease]) -> None:
+        wanted = {
+            (lease.run_id, lease.attempt, lease.hostname): lease
+            for lease in leases
+            if lease.sample_from is not None
+        }
+        for key in list(self.active):
+            if key not in wanted:
+                self._finish(self.active.pop(key))
+        self.done &= set(wanted)
+        now = time.monotonic()
+        for key, lease in wanted.items():
+            rec = self.active.get(key)
+            if rec is None:
+                if key not in self.done:
+                    self.active[key] = self._start(lease)
+                continue
+            if now - rec.began >= MAX_SAMPLE_SECONDS or (
+                now - rec.checked >= LIVE_CHECK_SECONDS and not self._live(rec)
+            ):
+                self._finish(self.active.pop(key))
+                self.done.add(key)
+            elif now - rec.checked >= LIVE_CHECK_SECONDS:
+                rec.checked = now
+
+    def stop(self) -> None:
+        """The agent stops (its worker shuts down): what was sampled is stored."""
+        for key in list(self.active):
+            self._finish(self.active.pop(key))
+
+    def _start(self, lease: NodeLease) -> _Recording:
+        if not nodepolicy.current().telemetry:
+            return _Recording(lease, None)
+        try:
+            sampler = Sampler(self.interval).start()
+        except Exception:
+            log.exception("node agent: telemetry of %s could not start", lease.hostname)
+            sampler = None
+        rec = _Recording(lease, sampler)
+        if sampler is None:
+            rec.sample_from = None  # nothing to store, not even a refusal
+        log.info("node agent: sampling %s for run %s", lease.hostname, lease.run_id)
+        return rec
+
+    def _live(self, rec: _Recording) -> bool:
+        since = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
+        return Run.objects.filter(
+            pk=rec.run_id, attempts=rec.attempt, status=Run.Status.RUNNING, heartbeat_at__gte=since
+        ).exists()
+
+    def _finish(self, rec: _Recording) -> None:
+        from experiments import telemetry
+
+        try:
+            if rec.sampler is None:
+                if rec.sample_from is None:
+                    return
+                doc = refused_document(rec.hostname, rec.sample_from)
+            else:
+                doc = rec.sampler.stop()
+                if not doc["t"]:
+                    return  # the tool ended within one reading: nothing worth a row
+                # The node as the run knows it (the lease), whatever its kernel calls itself.
+                doc["hostname"] = rec.hostname
+            if Run.objects.filter(pk=rec.run_id, attempts=rec.attempt).exists():
+                telemetry.save(Run(pk=rec.run_id), doc)
+                log.info(
+                    "node agent: %s telemetry stored for run %s (%d samples)",
+                    rec.hostname,
+                    rec.run_id,
+                    len(doc["t"]),
+                )
+        except Exception:
+            log.exception("node agent: telemetry of %s for run %s", rec.hostname, rec.run_id)
+
+
+def refused_document(hostname: str, sample_from: Any) -> dict[str, Any]:
+    """What a node whose policy refuses sampling stores: no samples, and why."""
+    return {
+        "format": FORMAT,
+        "hostname": hostname,
+        "started_at": sample_from.isoformat(),
+        "interval_s": 1.0,
+        "t": [],
+        "series": {},
+        "meta": {"unavailable": {"telemetry": nodepolicy.TELEMETRY_REFUSED}},
+    }
+
+
 class Agent:
     """The polling loop for ``names`` (this worker's nodes) on behalf of worker ``worker``."""
 
     def __init__(self, worker: str, names: list[str], jobs: list[Any] | None = None):
         self.worker = worker
         self.names = names
-        self.jobs = jobs if jobs is not None else [CacheDrop()]
+        self.jobs = jobs if jobs is not None else [CacheDrop(), NodeTelemetry()]
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -131,6 +256,12 @@ class Agent:
                     continue
                 self.stopping.wait(POLL_SECONDS if leases else IDLE_POLL_SECONDS)
         finally:
+            for job in self.jobs:
+                try:
+                    if hasattr(job, "stop"):
+                        job.stop()
+                except Exception:
+                    log.exception("node agent of %s: stopping a job failed", self.worker)
             connection.close()
 
 
@@ -153,6 +284,23 @@ def with_agents(names: Iterable[str]) -> set[str]:
     return served
 
 
+def start_sampling(run: Run) -> int:
+    """The measured command starts: ask every other node this attempt holds to sample its
+    telemetry (their agents start at their next poll, within POLL_SECONDS); how many."""
+    return (
+        NodeLease.objects.filter(run_id=run.pk, attempt=run.attempts)
+        .exclude(hostname=own_node(run))
+        .update(sample_from=timezone.now())
+    )
+
+
+def stop_sampling(run: Run) -> int:
+    """The measured command ended: the other nodes stop sampling and store what they have."""
+    return NodeLease.objects.filter(
+        run_id=run.pk, attempt=run.attempts, sample_from__isnull=False
+    ).update(sample_from=None)
+
+
 def drop_caches(
     run: Run, names: list[str], beat: Callable[[], bool], poll: float = 0.05
 ) -> dict[str, str] | None:
@@ -161,8 +309,6 @@ def drop_caches(
     while this node does; then waits for their answers, calling ``beat()`` every
     RUN_PROGRESS_SECONDS (False: the run was cancelled or deleted; None is returned). One
     outcome per node, by hostname."""
-    from django.conf import settings
-
     own = own_node(run)
     others = sorted(set(names) - {own})
     outcomes: dict[str, str] = {}

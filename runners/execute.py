@@ -575,14 +575,27 @@ def _run_steps(
         config["drop_caches"] = drops
         update_run(run, effective_config=config)
     with telemetry.recording(run, ctx.scratch):  # this node's counters while the tool runs
-        status, output, exit_code, error = _supervise(
-            run, command, ctx.scratch, timeout_s, deadline, on_stop=on_stop
-        )
+        _sampling(run, agent.start_sampling)  # and the other held nodes', by their agents
+        try:
+            status, output, exit_code, error = _supervise(
+                run, command, ctx.scratch, timeout_s, deadline, on_stop=on_stop
+            )
+        finally:
+            _sampling(run, agent.stop_sampling)
     if command.output_file and Path(command.output_file).exists():
         # The tool's result file is what parses; the console output stays in history.
         result_text = Path(command.output_file).read_text(errors="replace")
         output = result_text if result_text.strip() else output
     return status, output, exit_code, error
+
+
+def _sampling(run: Run, change: Callable[[Run], int]) -> None:
+    """Start or stop the other nodes' sampling; like the launcher's own telemetry, never the
+    run's outcome (the leases go when the attempt ends, which stops their agents anyway)."""
+    try:
+        change(run)
+    except Exception:
+        log.exception("run %s: could not %s", run.pk, change.__name__.replace("_", " "))
 
 
 def _beat(run: Run) -> bool:

@@ -17,6 +17,10 @@ executor checks every run against this policy before anything is created or star
     ``true`` (the default: a run that holds this node and asks for it gets the node's page
     cache, dentries and inodes dropped, by the executor or by this worker's node agent for a
     run launched elsewhere) or ``false`` (never; such runs record the drop as refused).
+``BEEWEB_NODE_TELEMETRY``
+    ``true`` (the default: while a run launched elsewhere holds this node and its tool runs,
+    this worker's node agent samples the node's counters for it, ``runners.agent``) or
+    ``false`` (never; such runs record the node's telemetry as refused).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ TUNING_VAR = "BEEWEB_NODE_TUNING"
 DROP_VAR = "BEEWEB_NODE_DROP_CACHES"
 # What a run records for a node whose policy refuses to drop its caches.
 DROP_REFUSED = f"refused by the node's policy ({DROP_VAR}=false)"
+TELEMETRY_VAR = "BEEWEB_NODE_TELEMETRY"
+TELEMETRY_REFUSED = f"refused by the node's policy ({TELEMETRY_VAR}=false)"
 # Each run works in a directory of its own, created inside the benchmark directory.
 RUN_DIR_PREFIX = "beeweb-run-"
 
@@ -51,12 +57,13 @@ def tuning_keys() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class NodePolicy:
-    """Allowed directories (resolved, absolute), allowed tuning keys of this node and whether
-    runs may drop its caches."""
+    """Allowed directories (resolved, absolute), allowed tuning keys of this node, whether
+    runs may drop its caches and whether its agent samples it for runs launched elsewhere."""
 
     dirs: tuple[str, ...]
     tuning: frozenset[str]
     drop_caches: bool = True
+    telemetry: bool = True
 
     def allows_dir(self, path: str | Path) -> bool:
         """Whether ``path``, symlinks resolved, lies in (or is) an allowed directory."""
@@ -71,7 +78,11 @@ class NodePolicy:
 
 
 def parse(
-    dirs_text: str, tuning_text: str, default_dir: str | Path, drop_text: str = "true"
+    dirs_text: str,
+    tuning_text: str,
+    default_dir: str | Path,
+    drop_text: str = "true",
+    telemetry_text: str = "true",
 ) -> NodePolicy:
     """The policy from the variables' text; ImproperlyConfigured for malformed values."""
     entries = [d.strip() for d in (dirs_text or "").split(":") if d.strip()]
@@ -88,17 +99,20 @@ def parse(
         if real not in dirs:
             dirs.append(real)
     return NodePolicy(
-        dirs=tuple(dirs), tuning=_parse_tuning(tuning_text), drop_caches=_parse_drop(drop_text)
+        dirs=tuple(dirs),
+        tuning=_parse_tuning(tuning_text),
+        drop_caches=_parse_flag(drop_text, DROP_VAR),
+        telemetry=_parse_flag(telemetry_text, TELEMETRY_VAR),
     )
 
 
-def _parse_drop(text: str) -> bool:
+def _parse_flag(text: str, var: str) -> bool:
     value = (text or "").strip().lower()
     if value in ("", "true", "yes", "1", "on"):
         return True
     if value in ("false", "no", "0", "off"):
         return False
-    raise ImproperlyConfigured(f"{DROP_VAR}: {text!r} is neither true nor false")
+    raise ImproperlyConfigured(f"{var}: {text!r} is neither true nor false")
 
 
 def _parse_tuning(text: str) -> frozenset[str]:
@@ -121,7 +135,11 @@ def _parse_tuning(text: str) -> frozenset[str]:
 def current() -> NodePolicy:
     """This worker's policy (settings.NODE_DIRS / NODE_TUNING come from its environment)."""
     return parse(
-        settings.NODE_DIRS, settings.NODE_TUNING, settings.DATA_DIR, settings.NODE_DROP_CACHES
+        settings.NODE_DIRS,
+        settings.NODE_TUNING,
+        settings.DATA_DIR,
+        settings.NODE_DROP_CACHES,
+        settings.NODE_TELEMETRY,
     )
 
 
@@ -134,10 +152,12 @@ def check() -> NodePolicy:
             log.warning("%s: %s does not exist (yet); runs there will fail", DIRS_VAR, directory)
     tuning = ", ".join(sorted(policy.tuning)) or "none"
     log.info(
-        "node policy: runs may work in %s; OS tuning allowed: %s; cache drops %s",
+        "node policy: runs may work in %s; OS tuning allowed: %s; cache drops %s; "
+        "telemetry for runs launched elsewhere %s",
         policy.describe_dirs(),
         tuning,
         "allowed" if policy.drop_caches else "refused",
+        "sampled" if policy.telemetry else "refused",
     )
     return policy
 

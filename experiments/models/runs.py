@@ -212,6 +212,12 @@ class NodeLease(models.Model):
     drop_result = models.TextField(
         blank=True, help_text="The node's answer: dropped, not permitted: ..., refused ..."
     )
+    sample_from = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set while the run's measured command runs: this node's agent samples its "
+        "telemetry until it is cleared or the lease goes (runners.agent.NodeTelemetry).",
+    )
 
     def __str__(self) -> str:
         return f"{self.hostname} held by run {self.run_id}"

@@ -10,13 +10,15 @@ import shutil
 import statistics
 import threading
 import time
+from datetime import datetime
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 from django.utils import timezone
 
-from experiments.models import Node, NodeLease, Run, TestbedNode, Worker
+from experiments import telemetry
+from experiments.models import Node, NodeLease, Run, RunTelemetry, TestbedNode, Worker
 from runners import agent, execute, holding, nodepolicy
 from tests.runners.test_execute import make_matrix, queue
 
@@ -196,3 +198,108 @@ def test_runs_that_stored_one_outcome_still_show_it(alice_client, held_run):
     assert held_run.cache_drops == [("stor1", "dropped")]
     page = alice_client.get(reverse("experiments:run", args=[held_run.uuid])).content.decode()
     assert '<dd id="cache-drops">stor1: dropped</dd>' in page
+
+
+# --- Telemetry of the other held nodes (runners.agent.NodeTelemetry) -----------------------
+
+
+def wait_rows(run: Run, hostnames: set[str], timeout: float = 10.0) -> dict[str, RunTelemetry]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = {r.hostname: r for r in RunTelemetry.objects.filter(run=run)}
+        if set(rows) >= hostnames:
+            return rows
+        time.sleep(0.05)
+    raise AssertionError(f"no telemetry from {hostnames - set(rows)}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_held_nodes_sample_while_the_tool_runs_on_one_time_axis(held_run, agents, alice_client):
+    assert hold(held_run) == ["s2", "s3", "stor1"]
+    agents("s2", "s3")
+    time.sleep(1.0)  # idle agents: nothing is sampled before the tool starts
+    assert RunTelemetry.objects.count() == 0
+    # The launcher (stor1) marks the other leases as its tool starts; it samples itself.
+    assert agent.start_sampling(held_run) == 2
+    started = timezone.now()
+    assert not NodeLease.objects.get(hostname="stor1").sample_from
+    time.sleep(3.2)
+    assert agent.stop_sampling(held_run) == 2
+    stopped = timezone.now()
+    rows = wait_rows(held_run, {"s2", "s3"})
+    assert set(rows) == {"s2", "s3"}  # none for the launcher: its executor samples it
+    docs = {d["hostname"]: d for d in telemetry.for_run(held_run)}
+    for name, doc in docs.items():
+        first = datetime.fromisoformat(doc["started_at"])
+        # The agent polls every POLL_SECONDS while its node is held.
+        lag = (first - started).total_seconds()
+        assert 0 <= lag < agent.POLL_SECONDS + 0.3, (name, lag)
+        # It stops at its first poll after the tool ended.
+        last = (stopped - first).total_seconds() + agent.POLL_SECONDS + 0.3
+        assert 3 <= len(doc["t"]) <= 5 and doc["t"][-1] <= last, (doc["t"], last)
+        assert {"cpu_busy", "cpu_busy:cpu0", "mem_used", "page_cache"} <= set(doc["series"])
+        assert "tool_cpu" not in doc["series"]  # the tool's processes live on the launcher
+        assert doc["format"] == "beeweb-telemetry/1" and doc["meta"]["cores"] == os.cpu_count()
+        overhead = doc["meta"]["sampler_cpu_s"] / doc["t"][-1]
+        assert overhead < 0.01, overhead  # at most 1 % of one core at 1 Hz
+        print(
+            f"\n{name}: first reading {lag * 1000:.0f} ms after the tool started, "
+            f"{len(doc['t'])} samples, sampler CPU {overhead * 100:.2f} % of one core"
+        )
+    skew = abs((rows["s2"].started_at - rows["s3"].started_at).total_seconds())
+    assert skew < 0.5, skew
+    # The run page draws a panel per node, on the time axis of the earliest reading.
+    page = alice_client.get(reverse("experiments:run", args=[held_run.uuid])).content.decode()
+    assert "CPU of s2" in page and "CPU of s3" in page
+    # Once stored, a node does not sample that attempt again while the lease stays.
+    time.sleep(0.6)
+    assert RunTelemetry.objects.get(hostname="s2").samples == rows["s2"].samples
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_that_goes_or_a_run_that_ends_stops_the_sampling(
+    held_run, agents, monkeypatch, settings
+):
+    hold(held_run)
+    monkeypatch.setattr(agent, "LIVE_CHECK_SECONDS", 0.5)
+    agents("s2", "s3")
+    agent.start_sampling(held_run)
+    time.sleep(2.2)
+    # The attempt ends: the executor frees its nodes (a run that fails keeps no lease).
+    NodeLease.objects.filter(hostname="s2").delete()
+    rows = wait_rows(held_run, {"s2"}, 3)
+    assert rows["s2"].samples >= 2
+    # s3's lease is left behind (a launcher that died): once the run no longer runs, s3
+    # stops and stores what it has instead of sampling on.
+    Run.objects.filter(pk=held_run.pk).update(status="failed")
+    rows = wait_rows(held_run, {"s2", "s3"}, 3)
+    assert NodeLease.objects.filter(hostname="s3").exists()
+    samples = rows["s3"].samples
+    time.sleep(1.5)
+    assert RunTelemetry.objects.get(hostname="s3").samples == samples
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_node_whose_policy_refuses_records_it(held_run, agents, settings, alice_client):
+    hold(held_run)
+    settings.NODE_TELEMETRY = "false"  # every node of this process refuses
+    assert nodepolicy.current().telemetry is False
+    agents("s2")
+    agent.start_sampling(held_run)
+    time.sleep(0.6)
+    agent.stop_sampling(held_run)
+    row = wait_rows(held_run, {"s2"})["s2"]
+    assert row.samples == 0
+    assert row.meta == {"unavailable": {"telemetry": nodepolicy.TELEMETRY_REFUSED}}
+    page = alice_client.get(reverse("experiments:run", args=[held_run.uuid])).content.decode()
+    assert (
+        "Not sampled on s2: telemetry (refused by the node&#x27;s policy "
+        "(BEEWEB_NODE_TELEMETRY=false))" in page
+    )
+
+
+def test_the_telemetry_policy_is_the_nodes(tmp_path):
+    assert nodepolicy.parse("", "", tmp_path).telemetry is True
+    assert nodepolicy.parse("", "", tmp_path, "true", " off ").telemetry is False
+    with pytest.raises(ImproperlyConfigured, match="BEEWEB_NODE_TELEMETRY: 'maybe'"):
+        nodepolicy.parse("", "", tmp_path, "true", "maybe")
