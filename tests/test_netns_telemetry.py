@@ -1,0 +1,135 @@
+"""Telemetry of every node a run holds, on one time axis, on the network-namespace cluster
+(tests/netns.py): three nodes, each with its own hostname and its own Celery worker (and so
+its own node agent, runners.agent) reaching PostgreSQL and Redis over the network. The
+testbed is launched from node1; node2 is its metadata server and node3 its storage server,
+so a run holds all three.
+
+A fio run of 4 s ends with a telemetry row per held node: node1's from its executor, node2's
+and node3's from their agents, each sampled in its own namespace (its own /proc/net/dev).
+Their first readings lie within a second of the tool's start and of each other, and the
+run page draws a panel per node on the shared axis.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+
+from tests.e2e import ROOT, Stack, wait_for
+from tests.test_netns_holding import LAUNCH, PAGE, sql
+
+pytest_plugins = ["tests.netns_fixtures"]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
+    pytest.mark.skipif(
+        not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+        reason="the namespaces reach the database over the network: PostgreSQL only",
+    ),
+]
+
+INVENTORY = """
+from django.contrib.auth import get_user_model
+from experiments.models import HardwareProfile, Node, Testbed, TestbedNode
+bench, nodes = {bench!r}, dict({nodes!r})
+alice = get_user_model().objects.create_user("alice", password="x")
+profile = HardwareProfile.objects.create(owner=alice, name="box", architecture="x86_64")
+made = {{name: Node.objects.create(owner=alice, hostname=name, address=nodes[name],
+                                   profile=profile) for name in ("node1", "node2", "node3")}}
+tb = Testbed.objects.create(owner=alice, name="tb", benchmark_dir=bench)
+TestbedNode.objects.create(testbed=tb, node=made["node1"], client=True)
+TestbedNode.objects.create(testbed=tb, node=made["node2"], metadata=True)
+TestbedNode.objects.create(testbed=tb, node=made["node3"], storage=True)
+"""
+
+FIO = """\
+name: telemetry
+tool: fio
+testbeds: [tb]
+repetitions: 1
+drop_caches: false
+timeout_s: 120
+params: {rw: write, size: 4m, bs: 1m, runtime: 4, time_based: true}
+"""
+
+ROWS = """
+SELECT t.hostname, t.started_at, t.samples, t.meta, r.uuid::text, r.status, r.nodes_held
+FROM experiments_runtelemetry t JOIN experiments_run r ON r.id = t.run_id ORDER BY 1
+"""
+
+
+def test_a_multi_node_run_shows_every_nodes_telemetry_on_one_time_axis(netns_lab, tmp_path):
+    began = time.monotonic()
+    stack = Stack(tmp_path)
+    try:
+        bench = tmp_path / "bench"
+        bench.mkdir()
+        nodes = [(n.hostname, n.address) for n in netns_lab.nodes]
+        stack.shell(INVENTORY.format(bench=str(bench), nodes=nodes))
+        env = {**stack.env, "BEEWEB_NODE_DIRS": str(bench)}
+        for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
+            env[key] = netns_lab.via_gateway(env[key])
+        for node in netns_lab.nodes:
+            netns_lab.popen(
+                node,
+                [sys.executable, "-m", "celery", "-A", "beeweb", "worker", "--pool=solo",
+                 "-Q", f"node.{node.hostname}", "-n", f"{node.hostname}@{node.hostname}",
+                 "--loglevel=INFO"],
+                env=env,
+                hostname=node.hostname,
+                cwd=ROOT,
+                stdout=open(tmp_path / f"{node.hostname}.log", "ab"),
+                stderr=-2,
+            )  # fmt: skip
+        agents = "SELECT hostname FROM experiments_worker WHERE agent_seen IS NOT NULL"
+        assert wait_for(lambda: len(sql(stack, agents)) == 3, 90), (
+            tmp_path / "node1.log"
+        ).read_text()[-3000:]
+        up = time.monotonic() - began
+
+        assert stack.shell(LAUNCH.format(specs=[("alice", FIO)])) == "1"
+        status = "SELECT status FROM experiments_run"
+        assert wait_for(
+            lambda: sql(stack, status)[0][0] in ("succeeded", "failed", "cancelled"), 60, 0.2
+        )
+        assert sql(stack, status) == [("succeeded",)], sql(
+            stack, "SELECT error FROM experiments_run"
+        )
+        # The agents store at their first poll after the tool ended.
+        assert wait_for(lambda: len(sql(stack, ROWS)) == 3, 10, 0.2), sql(stack, ROWS)
+        rows = sql(stack, ROWS)
+        assert [r[0] for r in rows] == ["node1", "node2", "node3"]
+        assert rows[0][6] == ["node1", "node2", "node3"]  # the run held all three
+        starts = {r[0]: r[1] for r in rows}
+        # The launcher's sampler starts just before its tool: the tool's start.
+        tool_start = starts["node1"]
+        for name, start in starts.items():
+            assert abs(start - tool_start) < timedelta(seconds=1), (name, start - tool_start)
+        spread = max(starts.values()) - min(starts.values())
+        assert spread < timedelta(seconds=1), spread
+        for name, _, samples, meta, *_ in rows:
+            assert samples >= 4, (name, samples)  # 4 s of fio at 1 Hz
+            assert meta["sampler_cpu_s"] / samples < 0.01, meta  # < 1 % of one core
+
+        uuid = rows[0][4]
+        code, _, page = stack.shell(PAGE.format(user="alice", uuid=uuid)).partition("\n")
+        assert code == "200"
+        for name in ("node1", "node2", "node3"):
+            assert f"CPU of {name}" in page, page[-3000:]
+        assert 'id="telemetry-figure"' in page
+        lags = ", ".join(
+            f"{n} {(s - tool_start).total_seconds() * 1000:+.0f} ms" for n, s in starts.items()
+        )
+        cpu = ", ".join(f"{r[0]} {r[3]['sampler_cpu_s'] / r[2] * 100:.2f} %" for r in rows)
+        print(
+            f"\ncluster up in {up:.1f} s; first readings vs the launcher's: {lags} "
+            f"(spread {spread.total_seconds() * 1000:.0f} ms); sampler CPU per node: {cpu}; "
+            f"{time.monotonic() - began:.1f} s in all"
+        )
+    finally:
+        stack.close()
