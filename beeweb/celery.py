@@ -74,7 +74,8 @@ class NodePolicy(bootsteps.Step):
 class NodeAgent(bootsteps.StartStopStep):
     """The node agent (runners.agent) of a worker that serves ``node.<hostname>`` queues: a
     thread beside the consumer doing, on this node, what runs holding it ask for (drop its
-    caches) even while the worker's solo pool is busy. Workers of other queues run none."""
+    caches, sample its telemetry while their tool runs) even while the worker's solo pool
+    is busy. Workers of other queues run none."""
 
     requires = {Heartbeat}
 
