@@ -62,6 +62,7 @@ LIVE_CHECK_SECONDS = 5.0  # how often a sampling agent checks that the run still
 # A node's sampling stops here whatever the lease says (a run's timeout is 1 h by default):
 # one day of 1 s samples is what a document may hold.
 MAX_SAMPLE_SECONDS = 86400.0
+STORE_TRIES = 20  # writes of a finished document, one per poll
 QUEUE_PREFIX = queue_for("")
 
 
@@ -124,8 +125,12 @@ class NodeTelemetry:
         self.interval = interval
         self.active: dict[tuple[int, int, str], _Recording] = {}
         self.done: set[tuple[int, int, str]] = set()
+        # Documents whose write failed, retried at the next polls (STORE_TRIES in all).
+        self.unsaved: list[tuple[_Recording, dict[str, Any], int]] = []
 
     def tick(self, leases: list[NodeLease]) -> None:
+        if self.unsaved:
+            self._store()
         wanted = {
             (lease.run_id, lease.attempt, lease.hostname): lease
             for lease in leases
@@ -151,9 +156,10 @@ class NodeTelemetry:
                 rec.checked = now
 
     def stop(self) -> None:
-        """The agent stops (its worker shuts down): what was sampled is stored."""
+        """The agent stops (its worker shuts down): what was sampled is stored (one try)."""
         for key in list(self.active):
             self._finish(self.active.pop(key))
+        self.unsaved = []
 
     def _start(self, lease: NodeLease) -> _Recording:
         if not nodepolicy.current().telemetry:
@@ -176,8 +182,8 @@ class NodeTelemetry:
         ).exists()
 
     def _finish(self, rec: _Recording) -> None:
-        from experiments import telemetry
-
+        """Stop sampling and store the document (or keep it for the next polls when the
+        database refused the write: a server restarting, SQLite's lock)."""
         try:
             if rec.sampler is None:
                 if rec.sample_from is None:
@@ -189,16 +195,31 @@ class NodeTelemetry:
                     return  # the tool ended within one reading: nothing worth a row
                 # The node as the run knows it (the lease), whatever its kernel calls itself.
                 doc["hostname"] = rec.hostname
-            if Run.objects.filter(pk=rec.run_id, attempts=rec.attempt).exists():
-                telemetry.save(Run(pk=rec.run_id), doc)
-                log.info(
-                    "node agent: %s telemetry stored for run %s (%d samples)",
-                    rec.hostname,
-                    rec.run_id,
-                    len(doc["t"]),
-                )
         except Exception:
             log.exception("node agent: telemetry of %s for run %s", rec.hostname, rec.run_id)
+            return
+        self.unsaved.append((rec, doc, 0))
+        self._store()
+
+    def _store(self) -> None:
+        from experiments import telemetry
+
+        waiting, self.unsaved = self.unsaved, []
+        for rec, doc, tries in waiting:
+            try:
+                if Run.objects.filter(pk=rec.run_id, attempts=rec.attempt).exists():
+                    telemetry.save(Run(pk=rec.run_id), doc)
+                    log.info(
+                        "node agent: %s telemetry stored for run %s (%d samples)",
+                        rec.hostname,
+                        rec.run_id,
+                        len(doc["t"]),
+                    )
+            except Exception:
+                if tries + 1 < STORE_TRIES:
+                    self.unsaved.append((rec, doc, tries + 1))
+                    continue
+                log.exception("node agent: telemetry of %s for run %s", rec.hostname, rec.run_id)
 
 
 def refused_document(hostname: str, sample_from: Any) -> dict[str, Any]:
