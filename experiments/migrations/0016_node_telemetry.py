@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("experiments", "0014_runs_table"),
+        ("experiments", "0015_adaptive_repetitions"),
     ]
 
     operations = [
