@@ -1264,8 +1264,23 @@ def compare_metrics(matrix: Matrix) -> list[str]:
     if ordered:
         unit = produced[ordered[0]]
         return [m for m in ordered if produced[m] == unit][:MAX_METRICS]
-    metric = registry.default_metric(matrix.tool)  # a read-only run opens on its read metric
-    fixed = {str(v) for k, v in matrix.fixed_params.items() if k in ("rw", "direction")}
-    if fixed & {"read", "randread"}:
-        metric = "read_bw"
-    return [metric]
+    # What the definition will measure: the directions its fixed parameters and axes name
+    # (a read-only matrix opens on its read metric, a write/read sweep on both).
+    directions = {str(v) for k, v in matrix.fixed_params.items() if k in DIRECTION_PARAMS}
+    for axis in matrix.axes:
+        if axis.get("param") in DIRECTION_PARAMS:
+            try:
+                directions.update(str(v) for v in axis_values(axis))
+            except MatrixError:
+                continue
+    metrics = [
+        name
+        for name, words in (("write_bw", WRITE_DIRECTIONS), ("read_bw", READ_DIRECTIONS))
+        if directions & words
+    ]
+    return metrics or [registry.default_metric(matrix.tool)]
+
+
+DIRECTION_PARAMS = ("rw", "direction")
+WRITE_DIRECTIONS = {"write", "randwrite", "rw", "readwrite", "randrw", "trimwrite"}
+READ_DIRECTIONS = {"read", "randread", "rw", "readwrite", "randrw"}

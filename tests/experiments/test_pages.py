@@ -20,6 +20,7 @@ from experiments.models import Matrix, Report, Run
 from experiments.reports import create_share_link, revoke_share_link
 from experiments.results import replace_metrics
 from experiments.views.common import counted, verb
+from runners import registry
 
 pytestmark = pytest.mark.django_db
 
@@ -263,8 +264,9 @@ def test_compare_link_shows_every_series_the_matrix_produced(alice, bench):
         ],
     )
     matrix.testbeds.set([bench])
-    # Before any result: the tool's default metric.
-    assert _metrics_of(matrices.compare_query(matrix)) == ["write_bw"]
+    # Before any result: what the rw axis will measure, write and read (the matrix page's
+    # link is drawn before its runs finish and is not redrawn when they do).
+    assert _metrics_of(matrices.compare_query(matrix)) == ["write_bw", "read_bw"]
     matrices.expand(matrix)
     for run in Run.objects.filter(matrix=matrix):
         rw = run.params["rw"]
@@ -289,6 +291,12 @@ def test_compare_link_of_a_read_only_matrix_before_results(alice, bench):
     )
     matrix.testbeds.set([bench])
     assert _metrics_of(matrices.compare_query(matrix)) == ["read_bw"]
+
+
+def test_compare_link_of_a_matrix_without_direction_is_the_tools_default(alice, bench):
+    matrix = Matrix.objects.create(owner=alice, name="d", tool="dd", fixed_params={}, axes=[])
+    matrix.testbeds.set([bench])
+    assert _metrics_of(matrices.compare_query(matrix)) == [registry.default_metric("dd")]
 
 
 # --- First-run dashboard -------------------------------------------------------------------
