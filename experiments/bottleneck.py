@@ -267,3 +267,76 @@ def verdicts(docs: list[dict], stated_rates: dict[str, float] | None = None) -> 
                     [text for _, text in busiest[:4]])
         )  # fmt: skip
     return out
+
+
+# What a run's stored verdict says (Run.bottleneck): the resource of the headline, "none"
+# when nothing saturated (latency-bound), "unknown" when the run has telemetry documents but
+# no samples in them; "" on a run without telemetry.
+KINDS = ("disk", "cpu", "network", "none", "unknown")
+# A run collapsed when the mean of the last third of its tool's live throughput samples is
+# below this share of the first third's (a cache that filled, a device that throttled).
+COLLAPSE_RATIO = 0.5
+# Fewer live samples than this say nothing about a trend: no steady state, no collapse.
+MIN_TREND_SAMPLES = 6
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def steadiness(docs: list[dict]) -> dict[str, dict[str, Any]]:
+    """Per direction (``write_bw``, ``read_bw``) of the tool's own series, B/s: ``whole`` =
+    mean over the live span (first to last nonzero sample, what a whole-run average says),
+    ``steady`` = median of its second half (the rate the storage settled into once caches
+    filled; a median so that one stall or burst does not move it), ``first``/``last`` = means
+    of its first and last thirds, ``collapsed`` = last < COLLAPSE_RATIO × first. Runs with
+    fewer than MIN_TREND_SAMPLES live samples get ``whole`` only."""
+    out: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        series = (doc.get("tool") or {}).get("series") or {}
+        for name in ("write_bw", "read_bw"):
+            values = [v for v in series.get(name) or [] if v is not None]
+            nonzero = [i for i, v in enumerate(values) if v]
+            if name in out or not nonzero:
+                continue
+            live = values[nonzero[0] : nonzero[-1] + 1]
+            entry: dict[str, Any] = {"samples": len(live), "whole": sum(live) / len(live)}
+            if len(live) >= MIN_TREND_SAMPLES:
+                third = len(live) // 3
+                first = sum(live[:third]) / third
+                last = sum(live[-third:]) / third
+                entry.update(
+                    steady=_median(live[len(live) // 2 :]),
+                    first=first,
+                    last=last,
+                    collapsed=last < COLLAPSE_RATIO * first,
+                )
+            out[name] = {k: round(v, 1) if isinstance(v, float) else v for k, v in entry.items()}
+    return out
+
+
+def summary(docs: list[dict], stated_rates: dict[str, float] | None = None) -> dict[str, Any]:
+    """What a run stores of its verdicts so that a comparison reads no series: ``bottleneck``
+    (one of KINDS, "" without documents), ``evidence`` (the headline of each phase, the
+    longest phase first: its kind is the run's, being where the run spent its time),
+    ``steady`` (steadiness) and ``collapsed`` (any direction collapsed)."""
+    if not docs:
+        return {"bottleneck": "", "evidence": "", "steady": {}, "collapsed": False}
+    steady = steadiness(docs)
+    collapsed = any(s.get("collapsed") for s in steady.values())
+    if not any(d.get("t") for d in docs):
+        return {
+            "bottleneck": "unknown",
+            "evidence": "the telemetry holds no samples",
+            "steady": steady,
+            "collapsed": collapsed,
+        }
+    found = sorted(verdicts(docs, stated_rates), key=lambda v: v.end - v.start, reverse=True)
+    main = found[0]
+    kind = main.saturated[0].resource if main.saturated and main.saturated[0].by_tool else "none"
+    evidence = "; ".join(
+        v.headline if v.phase == "run" else f"{v.phase}: {v.headline}" for v in found
+    )
+    return {"bottleneck": kind, "evidence": evidence, "steady": steady, "collapsed": collapsed}

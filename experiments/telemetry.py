@@ -98,7 +98,32 @@ def save(run: Run, doc: dict[str, Any]) -> RunTelemetry | None:
         if not Run.objects.filter(pk=run.pk).exists():
             return None
         raise
+    refresh_verdict(run)
     return row
+
+
+VERDICT_FIELDS = ("bottleneck", "bottleneck_evidence", "steady", "collapsed")
+
+
+def refresh_verdict(run: Run) -> dict[str, Any]:
+    """Recompute and store the run's verdict summary (Run.bottleneck, …) from all of its
+    nodes' documents: a node's document can arrive after the others', and the verdict is
+    over all of them. Called by ``save``; ``manage.py refresh_verdicts`` for older runs."""
+    from experiments import bottleneck
+    from experiments.run_story import stated_rates
+
+    docs = for_run(run, cores=False)
+    found = bottleneck.summary(docs, stated_rates([d["hostname"] for d in docs]))
+    values = {
+        "bottleneck": found["bottleneck"],
+        "bottleneck_evidence": found["evidence"],
+        "steady": found["steady"],
+        "collapsed": found["collapsed"],
+    }
+    Run.objects.filter(pk=run.pk).update(**values)
+    for name, value in values.items():
+        setattr(run, name, value)
+    return values
 
 
 def export(row: RunTelemetry, cores: bool = True) -> dict[str, Any]:

@@ -139,6 +139,24 @@ class Run(OwnedModel, PublishedModel):
         blank=True,
         help_text="Client-supplied idempotency key of an ingested run (unique per owner).",
     )
+    # The bottleneck verdict and the tool's steadiness (experiments.bottleneck.summary), kept
+    # up to date whenever the run's telemetry is stored (experiments.telemetry.save) so that a
+    # comparison counts and filters verdicts without unpacking any series.
+    bottleneck = models.CharField(
+        max_length=8,
+        blank=True,
+        db_index=True,
+        help_text="disk, cpu, network, none (latency-bound), unknown; empty: no telemetry.",
+    )
+    bottleneck_evidence = models.TextField(blank=True)
+    steady = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Per direction (write_bw, read_bw): whole-run and steady-state B/s.",
+    )
+    collapsed = models.BooleanField(
+        default=False, help_text="The tool's throughput fell below half its early rate."
+    )
 
     objects = RunQuerySet.as_manager()
 
