@@ -66,6 +66,7 @@ from experiments.comparison.result import (
     Point,
 )
 from experiments.comparison.spec import (
+    BOTTLENECKS,
     CHARTS,
     ERRORS,
     NORMALISATIONS,
@@ -78,6 +79,7 @@ from experiments.comparison.spec import (
 from experiments.comparison.statements import named
 
 __all__ = [
+    "BOTTLENECKS",
     "CHARTS",
     "ERRORS",
     "MINMAX_NOTE",

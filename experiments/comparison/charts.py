@@ -11,7 +11,7 @@ from typing import Any
 from experiments import dimensions
 from experiments.comparison.comparability import shown
 from experiments.comparison.result import Chart, ComparisonResult, MetricInfo, Point
-from experiments.comparison.spec import ERRORS, ComparisonSpec
+from experiments.comparison.spec import BOTTLENECKS, ERRORS, ComparisonSpec
 from experiments.dimensions import sort_key
 from runners import metrics
 
@@ -257,6 +257,8 @@ def filter_summary(spec: ComparisonSpec, testbed_names: dict[str, str]) -> str:
         since = spec.date_from.isoformat() if spec.date_from else "…"
         until = spec.date_to.isoformat() if spec.date_to else "…"
         parts.append(f"runs from {since} to {until}")
+    if spec.bottleneck:
+        parts.append(f"bottleneck: {BOTTLENECKS[spec.bottleneck]}")
     return "; ".join(parts) or "none"
 
 

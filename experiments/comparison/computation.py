@@ -14,7 +14,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 
-from experiments import dimensions, stats
+from experiments import bottleneck, dimensions, stats
 from experiments.comparison import charts, comparability
 from experiments.comparison.charts import MAX_REPETITION_POINTS, chart_figures
 from experiments.comparison.comparability import differences, mixed_series, source_chosen, sources
@@ -81,6 +81,8 @@ def filtered_metrics(
         qs = qs.filter(run__created__date__gte=spec.date_from)
     if spec.date_to:
         qs = qs.filter(run__created__date__lte=spec.date_to)
+    if spec.bottleneck:
+        qs = qs.filter(run__bottleneck=spec.bottleneck)
     for i, (key, values) in enumerate(spec.filter_groups().items()):
         name = f"_f{i}"
         qs = qs.annotate(**{name: Cast(dimensions.expression(key, lookup), CharField())})
@@ -177,8 +179,35 @@ def _merge(rows: list[dict]) -> dict:
         sum_sq=sum(_sum_sq(r) for r in rows),
         stddev=None,
         median=None,
+        collapsed_n=sum(r["collapsed_n"] or 0 for r in rows),
+        steady_n=sum(r["steady_n"] or 0 for r in rows),
+        **{f"bn_{k}": sum(r[f"bn_{k}"] or 0 for r in rows) for k in bottleneck.KINDS},
     )
+    for key in ("steady_mean", "whole_mean"):
+        known = [r for r in rows if r["steady_n"] and r[key] is not None]
+        weight = sum(r["steady_n"] for r in known)
+        merged[key] = sum(r[key] * r["steady_n"] for r in known) / weight if weight else None
     return merged
+
+
+def _verdicts(point: Point, row: dict, m: MetricInfo, normalised: bool) -> None:
+    """The point's runs' stored verdicts, collapse flag and steady-state vs whole-run
+    throughput (experiments.bottleneck.summary) from its summary row."""
+    point.bottleneck = {k: int(row[f"bn_{k}"]) for k in bottleneck.KINDS if row[f"bn_{k}"]}
+    point.collapsed = int(row["collapsed_n"] or 0)
+    if m.name.endswith("_bw") and not normalised and row["steady_n"]:
+        point.steady_n = int(row["steady_n"])
+        point.steady = row["steady_mean"] / m.divisor
+        point.whole = row["whole_mean"] / m.divisor
+    if point.collapsed:
+        numbers = ""
+        if point.steady is not None:
+            numbers = f" (steady state {point.steady:.3g} vs whole run {point.whole:.3g} {m.unit})"
+        point.flags.append(
+            f"collapsed: {point.collapsed} of {point.n} runs' throughput fell below "
+            f"{bottleneck.COLLAPSE_RATIO:.0%} of its early rate (last third vs first third of "
+            f"the tool's time series){numbers}"
+        )
 
 
 def _stddev(row: dict) -> float | None:
@@ -360,6 +389,7 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
         point.series_name = point.series
         if point.noisy:
             point.flags.append(f"noisy: CV {cv * 100:.1f}% > {NOISY_CV * 100:.0f}%")
+        _verdicts(point, row, m, bool(spec.norm))
         sources(point, row)
         points.append(point)
         behind[id(point)] = (pool, row)

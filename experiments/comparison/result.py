@@ -52,6 +52,28 @@ class Point:
     sweep: list[str] = field(default_factory=list)  # peak mode: the attributes swept
     # Runs of adaptive matrices' cells (experiments.adaptive): why n is what it is.
     why_n: str = ""
+    # Its runs' stored bottleneck verdicts (Run.bottleneck), kind -> runs; runs without
+    # telemetry are not counted. ``collapsed``: runs whose tool's throughput collapsed;
+    # ``steady``/``whole``: mean steady-state and whole-run throughput of its runs with the
+    # tool's series (display units, throughput metrics without normalisation only).
+    bottleneck: dict[str, int] = field(default_factory=dict)
+    collapsed: int = 0
+    steady: float | None = None
+    whole: float | None = None
+    steady_n: int = 0
+
+    @property
+    def bottleneck_text(self) -> str:
+        """ "disk 3/3" when every run agrees, else "disk 2, cpu 1" (with "of 4" when some
+        runs have no verdict)."""
+        counts = sorted(self.bottleneck.items(), key=lambda kv: (-kv[1], kv[0]))
+        if not counts:
+            return ""
+        if len(counts) == 1:
+            return f"{counts[0][0]} {counts[0][1]}/{self.n}"
+        text = ", ".join(f"{kind} {n}" for kind, n in counts)
+        known = sum(self.bottleneck.values())
+        return text if known >= self.n else f"{text} (of {self.n})"
 
     @property
     def mixed_sources(self) -> bool:
@@ -163,6 +185,15 @@ class ComparisonResult:
             names.setdefault(p.series_key, p.series_name or p.series)
         return sorted(([k, v] for k, v in names.items()), key=lambda kv: kv[1])
 
+    @property
+    def has_verdicts(self) -> bool:
+        """Some point has runs with a bottleneck verdict: the table shows the column."""
+        return any(p.bottleneck for p in self.points)
+
+    @property
+    def has_steady(self) -> bool:
+        return any(p.steady is not None for p in self.points)
+
     def tables(self) -> list[tuple[MetricInfo, list[Point]]]:
         return [(m, [p for p in self.points if p.metric == m.name]) for m in self.metrics]
 
@@ -198,6 +229,10 @@ class ComparisonResult:
         "flags",
         "variant",
         "peak_at",
+        "bottleneck",
+        "collapsed_runs",
+        "steady",
+        "whole",
     ]
 
     def csv_rows(self) -> list[list[Any]]:
@@ -229,6 +264,10 @@ class ComparisonResult:
                     "; ".join(p.flags),
                     p.variant,
                     p.peak_at,
+                    p.bottleneck_text,
+                    p.collapsed,
+                    p.steady,
+                    p.whole,
                 ]
             )
         return rows

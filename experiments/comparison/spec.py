@@ -39,6 +39,15 @@ ERRORS = {
 # What a point shows: the mean over repetitions, or each series' best point over its sweep.
 STATS = {"mean": "mean over repetitions", "peak": "peak over the sweep"}
 FILTER_PREFIXES = ("param", "tuning", "hw")
+# The run's stored bottleneck verdict (Run.bottleneck, experiments.bottleneck.summary) a
+# comparison can be restricted to ("runs where the disks were the bottleneck").
+BOTTLENECKS = {
+    "disk": "a disk",
+    "cpu": "the CPU",
+    "network": "the network",
+    "none": "none (latency-bound)",
+    "unknown": "unknown (telemetry without samples)",
+}
 
 
 def metric_unit(name: str) -> str | None:
@@ -97,6 +106,7 @@ class ComparisonSpec:
     date_from: dt.date | None = None
     date_to: dt.date | None = None
     norm: str = ""
+    bottleneck: str = ""  # only runs whose stored verdict is this (BOTTLENECKS)
     stat: str = "mean"  # STATS: mean over repetitions, or each series' peak over its sweep
     ignore: list[str] = field(default_factory=list)  # attributes allowed to differ
     chart: str = "line"
@@ -164,6 +174,11 @@ class ComparisonSpec:
                 if value is None:
                     errors.append(f"{key}: {text!r} is not a date (YYYY-MM-DD).")
                 setattr(spec, attr, value)
+        kind = query.get("bottleneck", "").strip()
+        if kind and kind not in BOTTLENECKS:
+            errors.append(f"bottleneck: {kind[:40]!r} is not one of {', '.join(BOTTLENECKS)}.")
+            kind = ""
+        spec.bottleneck = kind
         norm = query.get("norm", "")
         spec.norm = norm if norm in NORMALISATIONS else ""
         stat = query.get("stat", "mean")
@@ -212,6 +227,8 @@ class ComparisonSpec:
             pairs.append(("from", self.date_from.isoformat()))
         if self.date_to:
             pairs.append(("to", self.date_to.isoformat()))
+        if self.bottleneck:
+            pairs.append(("bottleneck", self.bottleneck))
         if self.norm:
             pairs.append(("norm", self.norm))
         if self.stat != "mean":
@@ -257,6 +274,8 @@ class ComparisonSpec:
             parts.append(NORMALISATIONS[self.norm])
         if self.stat == "peak":
             parts.append("peak over the sweep")
+        if self.bottleneck:
+            parts.append(f"bottleneck: {self.bottleneck}")
         return ", ".join(parts)
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from django.db import connection, models
-from django.db.models.functions import Coalesce, NullIf
+from django.db.models.functions import Cast, Coalesce, NullIf
 from django.urls import reverse
 
+from experiments.bottleneck import KINDS
 from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
 from experiments.models.inventory import Node, Target, Testbed
 from experiments.models.tuning import TuningSet
@@ -261,6 +262,27 @@ def source_expression():
     )
 
 
+def _steady(key: str):
+    """The run's ``steady[<direction>_bw][key]`` (B/s) for the direction of the metric's name
+    (write_*, read_*); NULL for other metrics and runs without the tool's series."""
+    from django.db.models.fields.json import KeyTextTransform, KeyTransform
+
+    return models.Case(
+        *(
+            models.When(
+                name__startswith=f"{op}_",
+                then=Cast(
+                    KeyTextTransform(key, KeyTransform(f"{op}_bw", "run__steady")),
+                    models.FloatField(),
+                ),
+            )
+            for op in ("write", "read")
+        ),
+        default=models.Value(None, output_field=models.FloatField()),
+        output_field=models.FloatField(),
+    )
+
+
 class MetricQuerySet(models.QuerySet):
     def primary_values(self) -> MetricQuerySet:
         """Each run's headline number per metric name (see ``Metric.primary``)."""
@@ -301,6 +323,16 @@ class MetricQuerySet(models.QuerySet):
                     default=zero,
                     output_field=models.IntegerField(),
                 ),
+                # The run's stored bottleneck verdict and steadiness (Run.bottleneck): a
+                # point counts its runs' verdicts and flags those whose throughput collapsed.
+                _bn=models.F("run__bottleneck"),
+                _col=models.Case(
+                    models.When(run__collapsed=True, then=one),
+                    default=zero,
+                    output_field=models.IntegerField(),
+                ),
+                _st=_steady("steady"),
+                _wh=_steady("whole"),
             )
             .order_by()
         )
@@ -337,6 +369,11 @@ class MetricQuerySet(models.QuerySet):
             "MAX(_src) AS src_hi",
             "SUM(_pub) AS pub_n",
             "SUM(_apx) AS approx_n",
+            *(f"SUM(CASE WHEN _bn = '{kind}' THEN 1 ELSE 0 END) AS bn_{kind}" for kind in KINDS),
+            "SUM(_col) AS collapsed_n",
+            "AVG(_st) AS steady_mean",
+            "AVG(_wh) AS whole_mean",
+            "COUNT(_st) AS steady_n",
         ]
         cte, params = self._grouped_sql(groups, value)
         if connection.vendor == "postgresql":

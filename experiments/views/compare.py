@@ -120,6 +120,7 @@ def builder_context(request: HttpRequest, spec: ComparisonSpec, result: Comparis
         "matrices": Matrix.objects.only("uuid", "name"),
         "testbed_names": testbed_names,
         "norms": comparison.NORMALISATIONS.items(),
+        "bottlenecks": comparison.BOTTLENECKS.items(),
         "chart_kinds": comparison.CHARTS.items(),
         "error_kinds": comparison.ERRORS.items(),
         "stats": comparison.STATS.items(),
