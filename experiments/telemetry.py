@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import re
 import time
 import zlib
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ from experiments.models import Run, RunTelemetry
 from runners.telemetry import FORMAT, Sampler, read_fio_logs
 
 log = logging.getLogger(__name__)
+HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}")
 
 # Series whose peaks the summary keeps: what the bottleneck verdict and a filter look at.
 SUMMARY_PREFIXES = ("disk_util:", "net_rx_bw:", "net_tx_bw:", "ib_rx_bw:", "ib_tx_bw:")
@@ -74,9 +77,164 @@ def summarize(series: dict[str, list]) -> dict[str, Any]:
     return {"max": peaks}
 
 
-def save(run: Run, doc: dict[str, Any]) -> RunTelemetry | None:
+# What an imported or pushed run's telemetry may hold (validate): documents per run, samples
+# per document, values over all documents. A 5-node, 10-minute run of a 32-core node with 12
+# disks and 4 links is ~5 x 181 x 600 = 543,000 values; the bulk request's byte limit is
+# usually the tighter bound.
+MAX_DOCUMENTS = 64
+MAX_SAMPLES = 86_400  # one day at 1 Hz
+MAX_VALUES = 2_000_000
+MAX_META_BYTES = 64 * 1024
+# DESIGN.md's telemetry vocabulary: node series (with or without ``:<entity>``) and the
+# tool's own series (metric names).
+NODE_SERIES = frozenset(
+    {
+        "cpu_busy",
+        "cpu_iowait",
+        "cpu_steal",
+        "mem_used",
+        "page_cache",
+        "disk_read_bw",
+        "disk_write_bw",
+        "disk_read_iops",
+        "disk_write_iops",
+        "disk_util",
+        "disk_queue",
+        "net_rx_bw",
+        "net_tx_bw",
+        "ib_rx_bw",
+        "ib_tx_bw",
+        "tool_cpu",
+        "tool_cpu_top",
+        "tool_cpu_wait",
+    }
+)
+TOOL_SERIES = frozenset(
+    f"{op}_{kind}" for op in ("write", "read") for kind in ("bw", "iops", "lat")
+)
+DOC_FIELDS = {"format", "hostname", "started_at", "interval_s", "t", "series", "meta", "tool"}
+
+
+class TelemetryInvalid(ValueError):
+    """An imported document is not beeweb-telemetry/1 as docs/telemetry.md describes."""
+
+
+def _finite(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and abs(value) < 1e300
+    )
+
+
+def _times(t: Any, where: str) -> list[float]:
+    if not isinstance(t, list) or not t:
+        raise TelemetryInvalid(f"{where}: a non-empty list of seconds")
+    if len(t) > MAX_SAMPLES:
+        raise TelemetryInvalid(f"{where}: at most {MAX_SAMPLES} samples")
+    previous = -math.inf
+    for i, value in enumerate(t):
+        if not _finite(value) or value < 0:
+            raise TelemetryInvalid(f"{where}[{i}]: a finite number of seconds >= 0")
+        if value <= previous:
+            raise TelemetryInvalid(f"{where}[{i}]: times must increase ({value} after {previous})")
+        previous = value
+    return t
+
+
+def _series(series: Any, n: int, names: frozenset, entities: bool, where: str) -> int:
+    """Check each series' name and values; returns how many values they hold."""
+    if not isinstance(series, dict):
+        raise TelemetryInvalid(f"{where}: an object of series")
+    total = 0
+    for name, values in series.items():
+        base, sep, entity = str(name).partition(":")
+        if base not in names or (sep and not entities):
+            raise TelemetryInvalid(
+                f"{where}: {str(name)[:80]!r} is not a series of DESIGN.md's telemetry vocabulary"
+            )
+        if sep and (not entity or len(entity) > 100 or not entity.isprintable() or " " in entity):
+            raise TelemetryInvalid(f"{where}: {str(name)[:80]!r}: a bad entity name")
+        if not isinstance(values, list) or len(values) != n:
+            raise TelemetryInvalid(f"{where}.{name}: a list of {n} numbers (one per time)")
+        if not all(_finite(v) for v in values):
+            raise TelemetryInvalid(f"{where}.{name}: finite numbers only")
+        total += n
+    return total
+
+
+def validate(value: Any) -> list[dict[str, Any]]:
+    """The documents of an imported or pushed run (a list of beeweb-telemetry/1 documents),
+    checked strictly before anything is stored: known fields, one document per hostname, a
+    timezone-aware ``started_at``, increasing finite times, series of the documented
+    vocabulary with one finite number per time, and the size bounds above. Raises
+    TelemetryInvalid saying what and where."""
+    from experiments.input_checks import json_problem
+
+    if not isinstance(value, list):
+        raise TelemetryInvalid("a list of beeweb-telemetry/1 documents, one per node")
+    if len(value) > MAX_DOCUMENTS:
+        raise TelemetryInvalid(f"at most {MAX_DOCUMENTS} documents (nodes) per run")
+    hosts: set[str] = set()
+    total = 0
+    for i, doc in enumerate(value):
+        where = f"telemetry[{i}]"
+        if not isinstance(doc, dict):
+            raise TelemetryInvalid(f"{where}: a JSON object")
+        unknown = set(doc) - DOC_FIELDS
+        if unknown:
+            raise TelemetryInvalid(f"{where}: unknown fields {', '.join(sorted(unknown))[:200]}")
+        if doc.get("format") != FORMAT:
+            raise TelemetryInvalid(f"{where}.format: must be {FORMAT!r}")
+        host = doc.get("hostname")
+        if not isinstance(host, str) or not HOSTNAME.fullmatch(host):
+            raise TelemetryInvalid(f"{where}.hostname: a host name (letters, digits, . - _)")
+        if host in hosts:
+            raise TelemetryInvalid(f"{where}.hostname: {host!r} has two documents")
+        hosts.add(host)
+        try:
+            started = datetime.fromisoformat(doc.get("started_at"))
+        except (TypeError, ValueError):
+            started = None
+        if started is None or started.tzinfo is None:
+            raise TelemetryInvalid(f"{where}.started_at: an ISO 8601 time with its UTC offset")
+        interval = doc.get("interval_s")
+        if not _finite(interval) or not 0 < interval <= 3600:
+            raise TelemetryInvalid(f"{where}.interval_s: seconds, above 0 and at most 3600")
+        n = len(_times(doc.get("t"), f"{where}.t"))
+        total += _series(doc.get("series"), n, NODE_SERIES, True, f"{where}.series")
+        meta = doc.get("meta", {})
+        if not isinstance(meta, dict):
+            raise TelemetryInvalid(f"{where}.meta: an object")
+        problem = json_problem(meta, max_depth=10, where=f"{where}.meta")
+        if problem:
+            raise TelemetryInvalid(problem)
+        if len(json.dumps(meta)) > MAX_META_BYTES:
+            raise TelemetryInvalid(f"{where}.meta: at most {MAX_META_BYTES} bytes")
+        tool = doc.get("tool")
+        if tool is not None:
+            if not isinstance(tool, dict) or set(tool) - {"t", "series"}:
+                raise TelemetryInvalid(f"{where}.tool: an object of t and series")
+            m = len(_times(tool.get("t"), f"{where}.tool.t"))
+            total += _series(tool.get("series"), m, TOOL_SERIES, False, f"{where}.tool.series")
+        if total > MAX_VALUES:
+            raise TelemetryInvalid(f"at most {MAX_VALUES} values over all documents")
+    return value
+
+
+def store(run: Run, docs: list[dict[str, Any]]) -> None:
+    """Store validated documents of one run (an import) and its verdict once."""
+    for doc in docs:
+        save(run, doc, refresh=False)
+    if docs:
+        refresh_verdict(run)
+
+
+def save(run: Run, doc: dict[str, Any], refresh: bool = True) -> RunTelemetry | None:
     """Store one node's document for ``run`` (replacing an earlier attempt's); None when the
-    run was deleted meanwhile."""
+    run was deleted meanwhile. ``refresh``: recompute the run's verdict (``store`` does it
+    once for several documents)."""
     if doc.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} document")
     data, cores = pack(doc)
@@ -98,7 +256,8 @@ def save(run: Run, doc: dict[str, Any]) -> RunTelemetry | None:
         if not Run.objects.filter(pk=run.pk).exists():
             return None
         raise
-    refresh_verdict(run)
+    if refresh:
+        refresh_verdict(run)
     return row
 
 

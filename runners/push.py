@@ -1,11 +1,13 @@
 """beeweb-push: upload benchmark output files to beeweb from any node, no worker needed.
 
     beeweb-push --url https://beeweb.example.org --token KEY --testbed NAME \\
-        [--tuning NAME] [--tool fio] [--op write] [--key K] [--label TEXT] FILE...
+        [--tuning NAME] [--tool fio] [--op write] [--key K] [--label TEXT]
+        [--telemetry JSON] FILE...
 
 The URL and token may come from BEEWEB_URL and BEEWEB_TOKEN instead. Each file becomes one
 run: the server stores the raw text first, then parses it (the tool is detected when --tool
 is not given); a file it cannot parse is still kept, with the parse error, and reported here.
+``--telemetry`` sends the run's telemetry with it (one file only; docs/telemetry.md).
 
 Every upload carries an idempotency key (--key, or the SHA-256 of the file's content), so
 pushing the same file twice, or a retry after a lost answer, never creates a second run.
@@ -75,8 +77,28 @@ def build_items(args: argparse.Namespace) -> list[tuple[str, dict]]:
             item["tool"] = args.tool
         if args.op:
             item["op"] = args.op
+        if args.telemetry:
+            item["telemetry"] = read_telemetry(args.telemetry)
         items.append((name, item))
     return items
+
+
+def read_telemetry(name: str) -> list:
+    """The run's telemetry file: one beeweb-telemetry/1 document (one node) or a JSON list
+    of them (docs/telemetry.md). The server validates it; here only that it is JSON of
+    that shape, so that a wrong file fails before anything is sent."""
+    try:
+        value = json.loads(Path(name).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PushError(f"cannot read {name}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise PushError(f"{name} is not JSON: {exc}") from None
+    docs = value if isinstance(value, list) else [value]
+    if not docs or not all(
+        isinstance(d, dict) and d.get("format") == "beeweb-telemetry/1" for d in docs
+    ):
+        raise PushError(f"{name}: not beeweb-telemetry/1 documents (see docs/telemetry.md)")
+    return docs
 
 
 def encoded_size(item: dict) -> int:
@@ -191,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key", help="idempotency key (default: the file's SHA-256)")
     parser.add_argument("--label", help="run label (default: the file name)")
     parser.add_argument(
+        "--telemetry",
+        metavar="JSON",
+        help="telemetry of the run (one FILE only): a beeweb-telemetry/1 document or a list",
+    )
+    parser.add_argument(
         "--retries", type=int, default=5, help="retries on connection errors and 5xx (default 5)"
     )
     parser.add_argument(
@@ -208,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                 "no token: give --token or set BEEWEB_TOKEN "
                 "(create one at /api/token/ or with manage.py api_token)"
             )
+        if args.telemetry and len(args.files) > 1:
+            raise PushError("--telemetry belongs to one run: give one FILE with it")
         if not args.url.startswith(("http://", "https://")):
             raise PushError(f"--url must start with https:// (or http://), got {args.url!r}")
         endpoint = args.url.rstrip("/") + "/api/runs/bulk/"

@@ -32,6 +32,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from experiments import telemetry
 from experiments.importing import not_text_problem
 from experiments.input_checks import clean_text, json_problem, text_problem
 from experiments.models import Metric, Run, Testbed, TuningSet
@@ -82,6 +83,7 @@ ITEM_FIELDS = {
     "started_at",
     "finished_at",
     "status",
+    "telemetry",
 }
 METRIC_FIELDS = {"name", "value", "unit", "stat", "iteration", "extra", "source_ref"}
 STATUSES = {Run.Status.IMPORTED, Run.Status.SUCCEEDED, Run.Status.FAILED}
@@ -296,6 +298,12 @@ def _validate(item: Item) -> dict[str, Any]:
         item.errors["item"] = "give raw_output (parsed on the server) or metrics"
     if clean["metrics"] is not None and not clean["tool"]:
         item.errors.setdefault("tool", "required with explicit metrics")
+    clean["telemetry"] = None
+    if data.get("telemetry") is not None:
+        try:
+            clean["telemetry"] = telemetry.validate(data["telemetry"])
+        except telemetry.TelemetryInvalid as exc:
+            item.errors["telemetry"] = f"{exc}; nothing was stored"
     return clean
 
 
@@ -474,6 +482,11 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
                 metric.run_id = item.run.id
             metrics.extend(item.metrics)
         insert(Metric, metrics)
+        # Telemetry (validated above) in the same transaction: a run is stored with all of
+        # its documents or not at all. Its verdict is computed once all are in.
+        carried = {item.run.id: clean["telemetry"] for item, clean in new if clean["telemetry"]}
+        for run in Run.objects.filter(pk__in=carried).select_related("node"):
+            telemetry.store(run, carried[run.pk])
 
     results = []
     for item in items:

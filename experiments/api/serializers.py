@@ -744,6 +744,12 @@ class IngestRunSerializer(serializers.Serializer):
     started_at = serializers.DateTimeField(required=False, allow_null=True)
     finished_at = serializers.DateTimeField(required=False, allow_null=True)
     status = serializers.ChoiceField(choices=["imported", "succeeded", "failed"], required=False)
+    telemetry = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="beeweb-telemetry/1 documents, one per node (docs/telemetry.md); "
+        "validated strictly, stored with the run, and its bottleneck verdict computed.",
+    )
 
 
 class IngestResultSerializer(serializers.Serializer):

@@ -260,3 +260,35 @@ def test_a_batch_the_server_finds_too_large_is_split(tmp_path, capsys, monkeypat
     assert out.count("stored as run") == 4
     # 5 -> 413, split into 2 (stored) + 3 -> 413, split into the huge one alone + 2 (stored).
     assert Limited.requests == [5, 2, 3, 1, 2]
+
+
+def test_push_sends_the_runs_telemetry_when_asked(server, tmp_path):
+    from experiments.models import RunTelemetry
+    from tests.experiments.test_bottleneck import node
+
+    url, token = server
+    out = tmp_path / "out.txt"
+    out.write_text("no benchmark here\n")
+    doc = node("client01", tool_cpu_top=[1.0] * 10)
+    single = tmp_path / "telemetry.json"
+    single.write_text(json.dumps(doc))  # one document: one node
+    args = ["--url", url, "--token", token, "--testbed", "site-b", "--key", "t1"]
+    result = run_push(*args, "--telemetry", str(single), str(out))
+    assert result.returncode == 0, result.stderr
+    run = Run.objects.get(client_key="t1")
+    assert RunTelemetry.objects.get(run=run).hostname == "client01"
+    assert run.bottleneck == "cpu"
+
+    # Refused on the client: not telemetry, or with several files.
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('[{"format": "other"}]')
+    bad = run_push(*args, "--key", "t2", "--telemetry", str(wrong), str(out))
+    assert bad.returncode == 1 and "not beeweb-telemetry/1 documents" in bad.stderr
+    two = run_push(*args, "--key", "t3", "--telemetry", str(single), str(out), str(out))
+    assert two.returncode == 1 and "give one FILE with it" in two.stderr
+    # Refused by the server: said in one line, nothing stored.
+    doc["t"][4] = 1.0
+    single.write_text(json.dumps([doc]))
+    refused = run_push(*args, "--key", "t4", "--telemetry", str(single), str(out))
+    assert refused.returncode == 1 and "times must increase" in refused.stderr
+    assert not Run.objects.filter(client_key="t4").exists()
