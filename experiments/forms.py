@@ -445,6 +445,11 @@ class ImportForm(forms.Form):
         label="or paste output",
         widget=forms.Textarea(attrs={"rows": 8, "class": "conf"}),
     )
+    telemetry = forms.FileField(
+        required=False,
+        label="telemetry (JSON, one output only)",
+        help_text="beeweb-telemetry/1 documents of the run's nodes (docs/telemetry.md).",
+    )
 
     def __init__(self, *args, user=None, **kwargs):
         from runners import registry
@@ -489,6 +494,18 @@ class ImportForm(forms.Form):
         if not items and not problems:
             raise forms.ValidationError("Choose output files or paste output.")
         problems += [f"{name}: {p}" for name, text in items if (p := item_problem(name, text))]
+        data["telemetry_json"] = ""
+        upload = data.get("telemetry")
+        if upload:
+            from experiments.importing import read_telemetry
+
+            if len(items) > 1:
+                problems.append("Telemetry belongs to one run: import one output with it.")
+            else:
+                try:
+                    data["telemetry_json"] = read_telemetry(upload.read(MAX_IMPORT_BYTES + 1))
+                except ValueError as exc:
+                    problems.append(f"{upload.name}: {exc}")
         if problems:
             raise forms.ValidationError(["Nothing was imported.", *problems])
         data["items"] = items

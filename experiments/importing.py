@@ -3,6 +3,7 @@ checked, stored as a run with its raw text, then parsed through ``experiments.re
 
 from __future__ import annotations
 
+import json
 import re
 
 from experiments.input_checks import text_problem
@@ -109,6 +110,26 @@ def preview(text: str, tool: str | None = None, op: str | None = None) -> ParseR
     return parse_output(text, tool, parse_options(op))
 
 
+def read_telemetry(data: bytes | str) -> str:
+    """An uploaded telemetry file (one beeweb-telemetry/1 document or a list of them) as the
+    JSON text of a validated list, carried from the preview to the save; ValueError saying
+    what is wrong (experiments.telemetry.validate)."""
+    from experiments import telemetry
+    from experiments.input_checks import json_problem
+
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ValueError("larger than 20 MiB")
+    try:
+        value = json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    problem = json_problem(value)
+    if problem:
+        raise ValueError(problem)
+    docs = telemetry.validate(value if isinstance(value, list) else [value])
+    return json.dumps(docs, separators=(",", ":"))
+
+
 class ImportRefused(ValueError):
     """The testbed takes no runs (published study data)."""
 
@@ -122,6 +143,7 @@ def import_output(
     tool: str | None = None,
     op: str | None = None,
     label: str = "",
+    telemetry_docs: list | None = None,
 ) -> Run:
     """Store ``text`` as an imported run, then parse it. A parse failure keeps the run (and its
     raw text) with the error recorded, so nothing is lost and ``reparse`` can retry.
@@ -141,4 +163,8 @@ def import_output(
         launch=record_launch({}, {}, parse_options(op)),
     )
     parse_stored(run, tool)
+    if telemetry_docs:
+        from experiments import telemetry
+
+        telemetry.store(run, telemetry_docs)
     return run

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -10,7 +12,7 @@ from django.views.decorators.http import require_http_methods
 
 from experiments.comparison.charts import display_unit
 from experiments.forms import ImportForm
-from experiments.importing import import_output, item_problem, preview
+from experiments.importing import import_output, item_problem, preview, read_telemetry
 from runners import registry
 from runners.parsers import ParseError
 
@@ -48,6 +50,7 @@ def run_import(request: HttpRequest) -> HttpResponse:
             "tool": data["tool"],
             "op": data["op"],
             "label": data["label"],
+            "telemetry_json": data["telemetry_json"],
         }
     return render(request, "experiments/run_import.html", context)
 
@@ -74,6 +77,14 @@ def _save(request: HttpRequest) -> HttpResponse:
         for name, text in zip(names, texts, strict=True)
         if (problem := item_problem(name, text))
     ]
+    docs = None
+    if carried := request.POST.get("telemetry_json", ""):
+        try:
+            docs = json.loads(read_telemetry(carried))
+        except ValueError as exc:
+            problems.append(f"telemetry: {exc}")
+        if len(texts) != 1:
+            problems.append("telemetry belongs to one run: import one output with it.")
     if problems:
         messages.error(request, "Nothing was imported. " + " ".join(problems[:5]))
         return redirect("experiments:run_import")
@@ -87,6 +98,7 @@ def _save(request: HttpRequest) -> HttpResponse:
                 tool=data["tool"] or None,
                 op=data["op"] or None,
                 label=data["label"] or name,
+                telemetry_docs=docs,
             )
             for name, text in zip(names, texts, strict=True)
         ]

@@ -136,3 +136,51 @@ def test_imported_fio_group_reporting_result_keeps_its_threads(testbed, tuning_s
     assert reparse(run) is None
     run.refresh_from_db()
     assert run.params["threads"] == 2
+
+
+def test_browser_import_carries_telemetry(alice_client, testbed):
+    import json
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from experiments.models import RunTelemetry
+    from tests.experiments.test_bottleneck import node
+
+    text = IOR.read_text()
+    doc = node("storage02", **{"disk_util:sdb": [0.98] * 10})
+    form = {"testbed": testbed.uuid, "text": text, "action": "preview"}
+    upload = SimpleUploadedFile("t.json", json.dumps(doc).encode(), "application/json")
+    html = alice_client.post(
+        reverse("experiments:run_import"), {**form, "telemetry": upload}
+    ).content.decode()
+    assert 'name="telemetry_json"' in html and not Run.objects.exists()
+    carried = json.loads(
+        html.split('name="telemetry_json" value="')[1].split('"')[0].replace("&quot;", '"')
+    )
+    assert carried == [doc]
+    save = {
+        "action": "save",
+        "testbed": testbed.uuid,
+        "item_name": "aws run",
+        "item_text": text,
+        "telemetry_json": json.dumps([doc]),
+    }
+    alice_client.post(reverse("experiments:run_import"), save)
+    run = Run.objects.get()
+    assert RunTelemetry.objects.get(run=run).hostname == "storage02"
+    assert run.bottleneck == "disk"
+
+    # A bad document at either step: nothing is imported, and the page says why.
+    doc["t"][2] = 0.5
+    bad = SimpleUploadedFile("t.json", json.dumps(doc).encode(), "application/json")
+    html = alice_client.post(
+        reverse("experiments:run_import"), {**form, "telemetry": bad}
+    ).content.decode()
+    assert "t.json: telemetry[0].t[2]: times must increase" in html
+    response = alice_client.post(
+        reverse("experiments:run_import"),
+        {**save, "telemetry_json": json.dumps([doc])},
+        follow=True,
+    )
+    assert "Nothing was imported. telemetry: telemetry[0].t[2]" in response.content.decode()
+    assert Run.objects.count() == 1
