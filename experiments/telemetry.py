@@ -261,9 +261,6 @@ def save(run: Run, doc: dict[str, Any], refresh: bool = True) -> RunTelemetry | 
     return row
 
 
-VERDICT_FIELDS = ("bottleneck", "bottleneck_evidence", "steady", "collapsed")
-
-
 def refresh_verdict(run: Run) -> dict[str, Any]:
     """Recompute and store the run's verdict summary (Run.bottleneck, …) from all of its
     nodes' documents: a node's document can arrive after the others', and the verdict is
@@ -279,6 +276,10 @@ def refresh_verdict(run: Run) -> dict[str, Any]:
         "steady": found["steady"],
         "collapsed": found["collapsed"],
     }
+    for op in ("write", "read"):
+        entry = found["steady"].get(f"{op}_bw", {})
+        values[f"{op}_steady"] = entry.get("steady")
+        values[f"{op}_whole"] = entry["whole"] if "steady" in entry else None
     Run.objects.filter(pk=run.pk).update(**values)
     for name, value in values.items():
         setattr(run, name, value)
