@@ -77,7 +77,8 @@ def build_items(args: argparse.Namespace) -> list[tuple[str, dict]]:
             item["tool"] = args.tool
         if args.op:
             item["op"] = args.op
-        if args.telemetry:
+        # getattr: callers that build their own Namespace (tests, scripts) may leave it out.
+        if getattr(args, "telemetry", None):
             item["telemetry"] = read_telemetry(args.telemetry)
         items.append((name, item))
     return items
