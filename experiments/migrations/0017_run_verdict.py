@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0014_runs_table'),
+        ('experiments', '0016_node_telemetry'),
     ]
 
     operations = [
