@@ -31,7 +31,7 @@ from django.conf import settings
 from experiments import matrices
 from experiments.input_checks import CONTROL_CHARS, CONTROL_CHARS_BUT_LINES
 from experiments.matrices import SLURM_NODES, TARGET_AXIS, TUNING_PREFIX, MatrixError
-from experiments.models import LaunchMode, Matrix, RunOrder
+from experiments.models import LaunchMode, Matrix, RunOrder, Testbed
 from experiments.models.matrices import MAX_ORDER_SEED
 from experiments.tuning_keys import SCOPE_NAMES
 from runners import slurm
@@ -266,7 +266,8 @@ def _check_slurm(clean, adapter, params, axes, testbeds, errors: _Errors) -> Non
             errors.add("axes", f"{SLURM_NODES}: applies to the Slurm launch mode only")
         return
     for testbed in testbeds:
-        if not getattr(testbed, "slurm_partition", ""):
+        # Only testbeds that were found: a name or id that matched none is reported as such.
+        if isinstance(testbed, Testbed) and not testbed.slurm_partition:
             errors.add("launch_mode", matrices.slurm_refusal(testbed))
     if adapter is None or slurm.inner_mode(adapter.modes) is None:
         return

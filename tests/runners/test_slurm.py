@@ -321,3 +321,24 @@ def test_a_slurm_partition_that_could_become_an_option_is_a_400(alice, bench, va
     assert response.status_code == 200, response.content
     bench.refresh_from_db()
     assert (bench.slurm_partition, bench.slurm_account) == ("debug", "io-lab")
+
+
+def test_a_slurm_matrix_naming_an_unknown_testbed_is_a_400(alice):
+    # Found by schemathesis: the Slurm check read the partition of a testbed the API had not
+    # found (its raw id) and failed with a 500.
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(alice)
+    response = api.post(
+        "/api/matrices/",
+        {
+            "name": "slurm",
+            "tool": "fio",
+            "launch_mode": "slurm",
+            "testbeds": ["05342ae1-b04b-4ec8-8f58-1b3c174ad57b"],
+        },
+        format="json",
+    )
+    assert response.status_code == 400, response.content
+    assert "testbeds" in response.json()
