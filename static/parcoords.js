@@ -1,8 +1,8 @@
 /* beeweb parallel coordinates: draw each .parcoords-chart from the JSON its data-figure names.
    The parcoords trace needs plotly's strict bundle (the cartesian one lacks the trace, and the
    gl2d one compiles WebGL code with Function(), which the CSP forbids). It is large, so it
-   is fetched only when a page holds such a chart, after the page's other charts, and kept
-   under its own name: the cartesian Plotly of the compare page stays window.Plotly. */
+   is fetched only when such a chart comes near the window, and kept under its own name: the
+   cartesian Plotly of the compare page stays window.Plotly. */
 (function () {
   "use strict";
   var loading = null;
@@ -28,19 +28,34 @@
     return loading;
   }
 
-  function draw() {
-    var charts = document.querySelectorAll(".parcoords-chart[data-figure]");
-    if (!charts.length) return;
-    bundle(charts[0].dataset.bundle).then(function (P) {
-      charts.forEach(function (el) {
-        var holder = document.getElementById(el.dataset.figure);
-        if (!holder || el.dataset.drawn === "1") return;
-        var figure = JSON.parse(holder.textContent);
-        P.newPlot(el, figure.data, figure.layout, {responsive: true, displaylogo: false})
-          .then(function () { el.dataset.drawn = "1"; });
-      });
+  function plot(el) {
+    bundle(el.dataset.bundle).then(function (P) {
+      var holder = document.getElementById(el.dataset.figure);
+      if (!holder || el.dataset.drawn === "1") return;
+      var figure = JSON.parse(holder.textContent);
+      P.newPlot(el, figure.data, figure.layout, {responsive: true, displaylogo: false})
+        .then(function () { el.dataset.drawn = "1"; });
     }, function (error) {
-      charts.forEach(function (el) { el.textContent = String(error); });
+      el.textContent = String(error);
+    });
+  }
+
+  // A chart is drawn (and the bundle fetched) when it comes near the window: below the fold
+  // of a comparison page it costs that page's first charts nothing.
+  var observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (entry) {
+      if (entry.isIntersecting) {
+        observer.unobserve(entry.target);
+        plot(entry.target);
+      }
+    });
+  }, {rootMargin: "200px"}) : null;
+
+  function draw() {
+    document.querySelectorAll(".parcoords-chart[data-figure]").forEach(function (el) {
+      if (el.dataset.watched === "1" || el.dataset.drawn === "1") return;
+      el.dataset.watched = "1";
+      if (observer) observer.observe(el); else plot(el);
     });
   }
 
