@@ -17,7 +17,7 @@ from django.utils.safestring import mark_safe
 from experiments import bottleneck, limits
 from experiments import telemetry as stored
 from experiments.comparison.charts import PALETTE
-from experiments.models import Node, Run
+from experiments.models import Run
 from runners.parsers import ParseError, parse
 
 PANEL_HEIGHT = 170  # px per panel
@@ -256,16 +256,6 @@ def latency_figure(run: Run) -> dict[str, Any] | None:
     return {"data": data, "layout": layout}
 
 
-def stated_rates(hostnames: list[str]) -> dict[str, float]:
-    """Hostname -> fastest NIC rate (bytes/s) its hardware profile states."""
-    rates: dict[str, float] = {}
-    for node in Node.objects.filter(hostname__in=hostnames).prefetch_related("profile__nics"):
-        nics = list(node.profile.nics.all()) if node.profile_id else []
-        if nics:
-            rates[node.hostname] = max(n.rate_gbps for n in nics) * 1e9 / 8
-    return rates
-
-
 def theoretical_limit(run: Run, op: str) -> dict[str, Any] | None:
     """The lowest limit of what the run measured for ``op`` (write/read), as the comparison
     computes it (experiments.limits), and the run's primary result as a share of it."""
@@ -396,7 +386,7 @@ def context(run: Run) -> dict[str, Any]:
         return out
     verdicts: list[bottleneck.Verdict] = []
     if any(d["t"] for d in docs):
-        verdicts = bottleneck.verdicts(docs, stated_rates([d["hostname"] for d in docs]))
+        verdicts = bottleneck.verdicts(docs, stored.stated_rates([d["hostname"] for d in docs]))
         for v in verdicts:
             v.limit = theoretical_limit(run, v.phase)
     out.update(

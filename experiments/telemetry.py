@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from experiments.models import Run, RunTelemetry
+from experiments.models import Node, Run, RunTelemetry
 from runners.telemetry import FORMAT, Sampler, read_fio_logs
 
 log = logging.getLogger(__name__)
@@ -261,12 +261,21 @@ def save(run: Run, doc: dict[str, Any], refresh: bool = True) -> RunTelemetry | 
     return row
 
 
+def stated_rates(hostnames: list[str]) -> dict[str, float]:
+    """Hostname -> fastest NIC rate (bytes/s) its hardware profile states."""
+    rates: dict[str, float] = {}
+    for node in Node.objects.filter(hostname__in=hostnames).prefetch_related("profile__nics"):
+        nics = list(node.profile.nics.all()) if node.profile_id else []
+        if nics:
+            rates[node.hostname] = max(n.rate_gbps for n in nics) * 1e9 / 8
+    return rates
+
+
 def refresh_verdict(run: Run) -> dict[str, Any]:
     """Recompute and store the run's verdict summary (Run.bottleneck, …) from all of its
     nodes' documents: a node's document can arrive after the others', and the verdict is
     over all of them. Called by ``save``; ``manage.py refresh_verdicts`` for older runs."""
     from experiments import bottleneck
-    from experiments.run_story import stated_rates
 
     docs = for_run(run, cores=False)
     found = bottleneck.summary(docs, stated_rates([d["hostname"] for d in docs]))
