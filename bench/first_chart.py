@@ -20,7 +20,9 @@ Resource Timing entries; a resource served from the browser cache counts 0.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -172,6 +174,44 @@ def measure(browser, base: str, path: str, session: str | None, loads: int) -> d
     return {"cold": cold, "warm": warm}
 
 
+FLOOR_PAGE = """<!doctype html><html><head><meta charset="utf-8">
+<script src="{plotly}"></script></head><body>{divs}
+<script id="chart-data" type="application/json">{data}</script>
+<script>
+document.addEventListener("DOMContentLoaded", function () {{
+  JSON.parse(document.getElementById("chart-data").textContent).forEach(function (c) {{
+    Plotly.newPlot(c.id, c.figure.data, c.figure.layout, {{responsive: true, displaylogo: false}});
+  }});
+}});
+</script></body></html>"""
+
+
+def floor(browser, base: str, path: str, loads: int) -> list[dict]:
+    """What drawing the page's charts costs this machine by itself: a bare page with the same
+    plotly bundle (cold cache, same server) and the same figures, nothing else. The page's
+    own time is judged beside it (a slower machine is slower at both)."""
+    html = urllib.request.urlopen(base + path).read().decode()
+    plotly = re.search(r'<script src="([^"]*plotly[^"]*)"', html).group(1)
+    data = re.search(r'<script id="chart-data" type="application/json">(.*?)</script>', html, re.S)
+    ids = [c["id"] for c in json.loads(data.group(1))]
+    page_html = FLOOR_PAGE.format(
+        plotly=plotly,
+        divs="".join(f'<div id="{i}" style="height:470px"></div>' for i in ids),
+        data=data.group(1),
+    )
+    results = []
+    for _ in range(loads):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.add_init_script(DRAWN_PROBE)
+        context.route(
+            base + "/__floor__",
+            lambda route: route.fulfill(status=200, content_type="text/html", body=page_html),
+        )
+        results.append(load(context, base + "/__floor__"))
+        context.close()
+    return results
+
+
 def summary(runs: list[dict]) -> str:
     ms = statistics.median(r["drawn_ms"] for r in runs)
     kb = statistics.median(r["bytes"] for r in runs) / 1024
@@ -219,10 +259,12 @@ def main() -> None:
             "first comparison page": measure(browser, base, COMPARISON, session, args.loads),
             "share link": measure(browser, base, share, None, args.loads),
         }
+        bare = floor(browser, base, share, args.loads)
     print(f"Time to every chart drawn, median of {args.loads} loads (Chromium, gunicorn):")
     for name, result in results.items():
         for cache in ("cold", "warm"):
             print(f"  {name:22} {cache} cache: {summary(result[cache])}")
+    print(f"  {'floor (plotly alone)':22} cold cache: {summary(bare)}")
 
 
 if __name__ == "__main__":
