@@ -1,12 +1,15 @@
 """An isolated beeweb installation for end-to-end tests: its own database (a fresh PostgreSQL
 database when DATABASE_URL names one, else SQLite), its own broker (a fresh Redis database
 number when CELERY_BROKER_URL is Redis, else the filesystem broker) and its own data
-directory; real `manage.py` and Celery worker subprocesses against it."""
+directory; real `manage.py` and Celery worker subprocesses against it.
+
+Several suites may run at once on one machine (CI beside a developer's run): a stack claims
+an empty Redis database number atomically (SET NX of a claim key in a database holding
+nothing else) and gives it back on close, so two stacks never share a broker."""
 
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -60,15 +63,40 @@ class Stack:
             self.env["DATABASE_URL"] = urlunparse(
                 urlparse(db_url)._replace(path=f"/{self.database}")
             )
+        self.claim = f"beeweb-e2e-claim:{uuid.uuid4().hex}"
         broker = os.environ.get("CELERY_BROKER_URL", "")
         if broker.startswith("redis://"):
             parsed = urlparse(broker)
-            self.env["CELERY_BROKER_URL"] = urlunparse(
-                parsed._replace(path=f"/{random.randint(1, 15)}")
-            )
+            number = self._claim_redis(broker)
+            self.env["CELERY_BROKER_URL"] = urlunparse(parsed._replace(path=f"/{number}"))
         self.procs: list[subprocess.Popen] = []
         self.manage("migrate", "--noinput", "-v0")
         self.manage("ensure_admin")
+
+    def _claim_redis(self, broker: str) -> int:
+        """An empty Redis database number (1-15), claimed for this stack: the claim key is set
+        only where it is new, and kept only where it is the database's one key (another
+        suite's broker or claim makes the database busy)."""
+        import redis
+
+        for _ in range(60):
+            for number in range(1, 16):
+                client = redis.Redis.from_url(broker, db=number)
+                if client.dbsize() or not client.set(self.claim, "1", nx=True, ex=7200):
+                    continue
+                if client.dbsize() == 1:
+                    return number
+                client.delete(self.claim)
+            time.sleep(1)
+        raise RuntimeError("no empty Redis database (1-15) to claim for an end-to-end stack")
+
+    def flush_broker(self) -> None:
+        """Empty the stack's Redis broker (a broker restart), keeping its claim."""
+        import redis
+
+        client = redis.Redis.from_url(self.broker)
+        client.flushdb()
+        client.set(self.claim, "1", ex=7200)
 
     @staticmethod
     def _admin_sql(url: str, sql: str) -> None:
@@ -161,3 +189,7 @@ class Stack:
             self._admin_sql(
                 self.server_url, f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)'
             )
+        if self.broker.startswith("redis://"):
+            import redis
+
+            redis.Redis.from_url(self.broker).flushdb()

@@ -147,9 +147,7 @@ def test_resume_after_the_broker_lost_its_messages(stack, tmp_path):
 
     # The broker restarts empty (Redis here keeps nothing on disk).
     if stack.broker.startswith("redis://"):
-        import redis
-
-        redis.Redis.from_url(stack.broker).flushdb()
+        stack.flush_broker()
     else:
         for message in (tmp_path / "data" / "broker" / "queue").iterdir():
             message.unlink()
