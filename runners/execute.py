@@ -36,7 +36,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from experiments import telemetry
@@ -258,10 +258,58 @@ def execute(run_id: int, token: str, worker: str) -> str:
         if stopped is not None:
             _finish(run, *stopped)
             return run.status
-        _attempt(run, worker)
+        with _beating(run):
+            _attempt(run, worker)
         return run.status
     finally:
         holding.release(run)
+
+
+@contextlib.contextmanager
+def _beating(run: Run):
+    """Heartbeats from a thread of their own for as long as the run holds its nodes, not only
+    while its tool runs: storing telemetry and verdicts, restoring tuning and waiting for other
+    nodes' agents can outlast RUN_STALE_SECONDS on a loaded node, and a run without heartbeats
+    loses its nodes to a waiting run (``runners.holding``) while it is still using them. Only
+    a dead or frozen worker stops beating."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(settings.RUN_PROGRESS_SECONDS):
+                try:
+                    _beat_once(run.pk, run.attempts)
+                except DatabaseError as exc:  # a busy SQLite file: the next beat will do
+                    log.debug("heartbeat of run %s skipped: %s", run.pk, exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"beeweb-beat-{run.pk}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def _beat_once(run_id: int, attempt: int) -> None:
+    """One heartbeat of this attempt of the run, if it still runs. On PostgreSQL a row that
+    another transaction holds locked is skipped rather than waited for (the executor's own
+    writes are short; the next beat comes within RUN_PROGRESS_SECONDS)."""
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE experiments_run SET heartbeat_at = %s WHERE id = (SELECT id FROM "
+                "experiments_run WHERE id = %s AND status = %s AND attempts = %s "
+                "FOR UPDATE SKIP LOCKED)",
+                [now, run_id, Run.Status.RUNNING, attempt],
+            )
+        return
+    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, attempts=attempt).update(
+        heartbeat_at=now
+    )
 
 
 def _hold(run: Run) -> tuple[str, str, int | None, str] | None:

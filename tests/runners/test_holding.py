@@ -246,3 +246,37 @@ def test_cancel_while_waiting_for_nodes(alice, executing_bench):
     assert run.error.startswith("cancelled while it waited for its nodes (waiting for node stor1")
     assert run.exit_code is None and "run_dir" not in run.effective_config
     assert list(NodeLease.objects.values_list("run_id", flat=True)) == [blocker.pk]
+
+
+@pytest.mark.skipif(shutil.which("dd") is None, reason="dd is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_a_run_slow_to_store_its_outcome_keeps_beating_and_its_nodes(
+    alice, executing_bench, settings, monkeypatch
+):
+    """Storing the outcome (telemetry, verdicts, parsing) of a loaded node can outlast
+    RUN_STALE_SECONDS; the run still holds its nodes then, so a waiting run must not take
+    them: its heartbeats go on from a thread of their own until the nodes are released."""
+    settings.RUN_STALE_SECONDS = 1
+    settings.RUN_PROGRESS_SECONDS = 0.2
+    run = make_matrix(
+        alice, executing_bench, tool="dd", params={"bs": "64k", "count": 1}
+    ).runs.get()
+    rival = make_matrix(
+        alice, executing_bench, tool="dd", params={"bs": "64k", "count": 2}
+    ).runs.get()
+    Run.objects.filter(pk=rival.pk).update(
+        status="running", attempts=1, heartbeat_at=timezone.now(), queued_at=timezone.now()
+    )
+    rival.refresh_from_db()
+    finish = execute._finish
+    taken: list[tuple[bool, str]] = []
+
+    def slow_finish(run, *outcome):
+        time.sleep(3 * settings.RUN_STALE_SECONDS)  # three stale windows without the loop
+        taken.append(holding.try_acquire(rival, ["stor1"]))
+        finish(run, *outcome)
+
+    monkeypatch.setattr(execute, "_finish", slow_finish)
+    assert execute.execute(run.pk, queue(run), "w@test") == "succeeded"
+    assert taken == [(False, f"waiting for node stor1 (held by run {run.pk} ({run}))")], taken
+    assert NodeLease.objects.count() == 0, "released when the attempt ends"
