@@ -34,6 +34,24 @@ params: {rw: write, size: 8m, bs: 1m, runtime: 300, time_based: true}
 """
 
 
+def worker_argv(queue: str, name: str) -> list[str]:
+    """A real Celery worker as nodes run it: solo pool, one queue, its own name."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "beeweb",
+        "worker",
+        "--pool=solo",
+        "-Q",
+        queue,
+        "-n",
+        name,
+        "--loglevel=INFO",
+    ]
+
+
 def wait_for(predicate, timeout: float = 60.0, interval: float = 0.3) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -70,8 +88,12 @@ class Stack:
             number = self._claim_redis(broker)
             self.env["CELERY_BROKER_URL"] = urlunparse(parsed._replace(path=f"/{number}"))
         self.procs: list[subprocess.Popen] = []
-        self.manage("migrate", "--noinput", "-v0")
-        self.manage("ensure_admin")
+        try:
+            self.manage("migrate", "--noinput", "-v0")
+            self.manage("ensure_admin")
+        except BaseException:
+            self.close()  # gives the database and the broker's claim back
+            raise
 
     def _claim_redis(self, broker: str) -> int:
         """An empty Redis database number (1-15), claimed for this stack: the claim key is set
@@ -81,7 +103,8 @@ class Stack:
 
         for _ in range(60):
             for number in range(1, 16):
-                client = redis.Redis.from_url(broker, db=number)
+                url = urlunparse(urlparse(broker)._replace(path=f"/{number}"))
+                client = redis.Redis.from_url(url)  # (a db= argument loses to the URL's)
                 if client.dbsize() or not client.set(self.claim, "1", nx=True, ex=7200):
                     continue
                 if client.dbsize() == 1:
@@ -132,6 +155,34 @@ class Stack:
             assert proc.returncode == 0, f"manage.py {' '.join(args)}:\n{proc.stderr}"
         return proc
 
+    def sql(self, query: str) -> list[tuple]:
+        """Rows of a query on the stack's PostgreSQL database, read directly: a manage.py
+        shell per poll costs ~1.5 s on a busy machine."""
+        import psycopg
+
+        with psycopg.connect(self.env["DATABASE_URL"]) as conn:
+            return conn.execute(query).fetchall()
+
+    def node_workers(self, lab, logdir: Path, env: dict | None = None) -> dict:
+        """One worker per node of a network-namespace lab (queue node.<hostname>, that
+        hostname), reaching the database and broker through the lab's gateway."""
+        env = {**self.env, **(env or {})}
+        for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
+            if key in env:
+                env[key] = lab.via_gateway(env[key])
+        return {
+            node.hostname: lab.popen(
+                node,
+                worker_argv(f"node.{node.hostname}", f"{node.hostname}@{node.hostname}"),
+                env=env,
+                hostname=node.hostname,
+                cwd=ROOT,
+                stdout=open(logdir / f"{node.hostname}.log", "ab"),
+                stderr=subprocess.STDOUT,
+            )
+            for node in lab.nodes
+        }
+
     def shell(self, code: str, env: dict | None = None) -> str:
         return self.manage("shell", "-v", "0", "-c", code, env=env).stdout.strip()
 
@@ -141,21 +192,7 @@ class Stack:
         """A real Celery worker (solo pool, as on benchmark nodes) in its own session."""
         log = open(self.tmp / f"worker-{name.replace('@', '-')}.log", "ab")
         proc = subprocess.Popen(
-            [
-                *(prefix or []),
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "beeweb",
-                "worker",
-                "--pool=solo",
-                "-Q",
-                queue,
-                "-n",
-                name,
-                "--loglevel=INFO",
-            ],
+            [*(prefix or []), *worker_argv(queue, name)],
             cwd=ROOT,
             env={**self.env, **(env or {})},
             stdout=log,

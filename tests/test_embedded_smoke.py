@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import wait_for
+from tests.e2e import wait_for, worker_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -53,20 +53,7 @@ def test_embedded_default_runs_a_real_worker(tmp_path):
     log_path = tmp_path / "worker.log"
     log = log_path.open("w")
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "beeweb",
-            "worker",
-            "--pool=solo",
-            "-Q",
-            "default",
-            "-n",
-            "smoke@localhost",
-            "--loglevel=INFO",
-        ],
+        worker_argv("default", "smoke@localhost"),
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 
 import pytest
 
-from tests.e2e import ROOT, Stack, wait_for
+from tests.e2e import Stack, wait_for
 
 pytest_plugins = ["tests.netns_fixtures"]
 pytestmark = [
@@ -84,35 +83,8 @@ def cluster(netns_lab, tmp_path):
         (bench / node.hostname).mkdir(parents=True)
     lab = {"bench": str(bench), "nodes": [[n.hostname, n.address] for n in netns_lab.nodes]}
     stack.shell(INVENTORY.format(lab=json.dumps(lab)))
-    env = dict(stack.env)
     # The shared benchmark area is outside the data directory: each node's operator allows it.
-    env["BEEWEB_NODE_DIRS"] = str(bench)
-    for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
-        if key in env:
-            env[key] = netns_lab.via_gateway(env[key])
-    for node in netns_lab.nodes:
-        netns_lab.popen(
-            node,
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "beeweb",
-                "worker",
-                "--pool=solo",
-                "-Q",
-                f"node.{node.hostname}",
-                "-n",
-                f"{node.hostname}@{node.hostname}",
-                "--loglevel=INFO",
-            ],
-            env=env,
-            hostname=node.hostname,
-            cwd=ROOT,
-            stdout=open(tmp_path / f"{node.hostname}.log", "ab"),
-            stderr=-2,
-        )
+    stack.node_workers(netns_lab, tmp_path, {"BEEWEB_NODE_DIRS": str(bench)})
     registered = (
         "from experiments.models import Worker;"
         "print(sorted(w.hostname for w in Worker.objects.all()))"

@@ -17,13 +17,12 @@ import os
 import shutil
 import signal
 import statistics
-import sys
 import time
 
 import psycopg
 import pytest
 
-from tests.e2e import ROOT, Stack, wait_for
+from tests.e2e import Stack, wait_for
 
 pytest_plugins = ["tests.netns_fixtures"]
 pytestmark = [
@@ -112,37 +111,8 @@ def cluster(netns_lab, tmp_path_factory):
     bench.mkdir()
     nodes = [(n.hostname, n.address) for n in netns_lab.nodes]
     stack.shell(INVENTORY.format(bench=str(bench), nodes=nodes))
-    env = {
-        **stack.env,
-        "BEEWEB_NODE_DIRS": str(bench),
-        "BEEWEB_RUN_STALE_SECONDS": str(STALE),
-    }
-    for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
-        env[key] = netns_lab.via_gateway(env[key])
-    workers = {}
-    for node in netns_lab.nodes:
-        workers[node.hostname] = netns_lab.popen(
-            node,
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "beeweb",
-                "worker",
-                "--pool=solo",
-                "-Q",
-                f"node.{node.hostname}",
-                "-n",
-                f"{node.hostname}@{node.hostname}",
-                "--loglevel=INFO",
-            ],
-            env=env,
-            hostname=node.hostname,
-            cwd=ROOT,
-            stdout=open(tmp / f"{node.hostname}.log", "ab"),
-            stderr=-2,
-        )
+    env = {"BEEWEB_NODE_DIRS": str(bench), "BEEWEB_RUN_STALE_SECONDS": str(STALE)}
+    workers = stack.node_workers(netns_lab, tmp, env)
     # Every worker registered and its node agent running.
     agents = "SELECT hostname FROM experiments_worker WHERE agent_seen IS NOT NULL ORDER BY 1"
     assert wait_for(lambda: sql(stack, agents) == [("node1",), ("node2",), ("node3",)], 90), (
@@ -154,8 +124,7 @@ def cluster(netns_lab, tmp_path_factory):
 
 
 def sql(stack: Stack, query: str) -> list[tuple]:
-    with psycopg.connect(stack.env["DATABASE_URL"]) as conn:
-        return conn.execute(query).fetchall()
+    return stack.sql(query)
 
 
 def runs(stack: Stack) -> list[dict]:

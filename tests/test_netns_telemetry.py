@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from datetime import timedelta
 
 import pytest
 
-from tests.e2e import ROOT, Stack, wait_for
+from tests.e2e import Stack, wait_for
 from tests.test_netns_holding import LAUNCH, PAGE, sql
 
 pytest_plugins = ["tests.netns_fixtures"]
@@ -71,21 +70,7 @@ def test_a_multi_node_run_shows_every_nodes_telemetry_on_one_time_axis(netns_lab
         bench.mkdir()
         nodes = [(n.hostname, n.address) for n in netns_lab.nodes]
         stack.shell(INVENTORY.format(bench=str(bench), nodes=nodes))
-        env = {**stack.env, "BEEWEB_NODE_DIRS": str(bench)}
-        for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
-            env[key] = netns_lab.via_gateway(env[key])
-        for node in netns_lab.nodes:
-            netns_lab.popen(
-                node,
-                [sys.executable, "-m", "celery", "-A", "beeweb", "worker", "--pool=solo",
-                 "-Q", f"node.{node.hostname}", "-n", f"{node.hostname}@{node.hostname}",
-                 "--loglevel=INFO"],
-                env=env,
-                hostname=node.hostname,
-                cwd=ROOT,
-                stdout=open(tmp_path / f"{node.hostname}.log", "ab"),
-                stderr=-2,
-            )  # fmt: skip
+        stack.node_workers(netns_lab, tmp_path, {"BEEWEB_NODE_DIRS": str(bench)})
         agents = "SELECT hostname FROM experiments_worker WHERE agent_seen IS NOT NULL"
         assert wait_for(lambda: len(sql(stack, agents)) == 3, 90), (
             tmp_path / "node1.log"

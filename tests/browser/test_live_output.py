@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.browser.test_matrix_flow import PASSWORD, page, server  # noqa: F401 - fixtures
+from tests.browser.test_matrix_flow import new_fio_matrix, page, server  # noqa: F401 - fixtures
 
 pytestmark = [
     pytest.mark.browser,
@@ -24,21 +24,15 @@ RATE = re.compile(r"write [\d.]+ [MG]B/s")
 
 def test_live_throughput_of_a_running_fio_run(server, page):  # noqa: F811 - fixtures
     url, stack = server
-    page.goto(f"{url}/login/")
-    page.fill("input[name=username]", "engineer")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-
-    page.goto(f"{url}/matrices/new/")
-    page.fill("#id_name", "live fio")
-    page.select_option("#id_tool", "fio")
-    page.get_by_label("localhost").check()
-    page.fill("#id_repetitions", "1")
-    page.fill("#id_timeout_s", "120")
-    page.fill("#id_params_text", "size = 8m\nbs = 1m\nruntime = 8\ntime_based = true")
-    page.fill("#id_axes_text", "rw = write")
-    page.click("#object-form button[type=submit]")
-    page.wait_for_url(re.compile(r"/matrices/[0-9a-f-]+/$"))
+    new_fio_matrix(
+        page,
+        url,
+        "live fio",
+        1,
+        120,
+        "size = 8m\nbs = 1m\nruntime = 8\ntime_based = true",
+        "rw = write",
+    )
     matrix_url = page.url
     page.click("#launch")
     page.wait_for_selector("#runs tbody tr a")

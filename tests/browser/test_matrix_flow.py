@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from tests.browser.conftest import chromium, new_page, require_chromium
+from tests.browser.conftest import chromium, new_page, require_chromium, sign_in
 from tests.e2e import ROOT, Stack, wait_for
 
 pytestmark = [
@@ -76,23 +76,35 @@ def page(server):
         yield new_page(browser, timeout_ms=30_000)
 
 
-def test_fio_matrix_from_the_browser(server, page):
-    url, stack = server
-    page.goto(f"{url}/login/")
-    page.fill("input[name=username]", "engineer")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-
+def new_fio_matrix(
+    page, url: str, name: str, repetitions: int, timeout_s: int, params: str, axes: str
+) -> None:
+    """Sign in as the engineer and save a fio matrix on localhost through the form; the
+    page is the new matrix's afterwards."""
+    sign_in(page, url, "engineer", PASSWORD)
     page.goto(f"{url}/matrices/new/")
-    page.fill("#id_name", "fio write/read x numjobs")
+    page.fill("#id_name", name)
     page.select_option("#id_tool", "fio")
     page.get_by_label("localhost").check()
-    page.fill("#id_repetitions", "3")
-    page.fill("#id_timeout_s", "300")
-    page.fill("#id_params_text", "size = 16m\nbs = 1m\ndirect = false")
-    page.fill("#id_axes_text", "rw = write, read\nnumjobs = 1, 2, 4, 8")
+    page.fill("#id_repetitions", str(repetitions))
+    page.fill("#id_timeout_s", str(timeout_s))
+    page.fill("#id_params_text", params)
+    page.fill("#id_axes_text", axes)
     page.click("#object-form button[type=submit]")
     page.wait_for_url(re.compile(r"/matrices/[0-9a-f-]+/$"))
+
+
+def test_fio_matrix_from_the_browser(server, page):
+    url, stack = server
+    new_fio_matrix(
+        page,
+        url,
+        "fio write/read x numjobs",
+        3,
+        300,
+        "size = 16m\nbs = 1m\ndirect = false",
+        "rw = write, read\nnumjobs = 1, 2, 4, 8",
+    )
     assert "24</strong> runs" in page.inner_html("#plan-summary")
     assert page.locator("#plan tbody tr").count() == 8
     assert "--numjobs=8" in page.inner_text("#plan") or "numjobs" in page.inner_text("#plan")
