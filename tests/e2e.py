@@ -82,11 +82,13 @@ class Stack:
                 urlparse(db_url)._replace(path=f"/{self.database}")
             )
         self.claim = f"beeweb-e2e-claim:{uuid.uuid4().hex}"
+        self.claimed = ""  # the Redis database this stack claimed (tests may point elsewhere)
         broker = os.environ.get("CELERY_BROKER_URL", "")
         if broker.startswith("redis://"):
             parsed = urlparse(broker)
             number = self._claim_redis(broker)
-            self.env["CELERY_BROKER_URL"] = urlunparse(parsed._replace(path=f"/{number}"))
+            self.claimed = urlunparse(parsed._replace(path=f"/{number}"))
+            self.env["CELERY_BROKER_URL"] = self.claimed
         self.procs: list[subprocess.Popen] = []
         try:
             self.manage("migrate", "--noinput", "-v0")
@@ -117,7 +119,7 @@ class Stack:
         """Empty the stack's Redis broker (a broker restart), keeping its claim."""
         import redis
 
-        client = redis.Redis.from_url(self.broker)
+        client = redis.Redis.from_url(self.claimed)
         client.flushdb()
         client.set(self.claim, "1", ex=7200)
 
@@ -226,7 +228,7 @@ class Stack:
             self._admin_sql(
                 self.server_url, f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)'
             )
-        if self.broker.startswith("redis://"):
+        if self.claimed:
             import redis
 
-            redis.Redis.from_url(self.broker).flushdb()
+            redis.Redis.from_url(self.claimed).flushdb()
