@@ -16,7 +16,7 @@ from django.utils.http import urlencode
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
-from experiments import adaptive, localhost, matrices, parcoords
+from experiments import adaptive, latency_sweep, localhost, matrices, parcoords
 from experiments.comparison.charts import display_unit
 from experiments.matrix_files import from_yaml, to_yaml
 from experiments.matrix_forms import MatrixForm, MatrixImportForm, format_axes, format_params
@@ -268,6 +268,7 @@ def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     # metric the comparison link opens on.
     metric = QueryDict(context["compare_query"]).get("metric", "")
     context["parcoords"] = parcoords.matrix_figure(matrix, metric)
+    context["latency_sweep"] = latency_sweep.matrix_context(matrix)
     axes = [a["param"] for a in matrix.axes if ":" not in a.get("param", ":")]
     cols = [f"param:{a}" for a in axes]
     if len(matrix.testbeds.all()) > 1:

@@ -1,0 +1,255 @@
+"""IOPS and completion-latency percentiles against a swept queue depth or job count, as
+fio-plot draws them: one chart per set of alike runs, IOPS as bars on the left axis, p50 /
+p99 / p99.9 of fio's completion latency (clat percentiles, runners.parsers.fio) as lines on
+a logarithmic right axis. This is the chart that shows where more outstanding I/O stops
+buying IOPS and only adds latency (the knee of the queue-depth curve).
+
+A chart joins only runs that are alike except the swept parameter (DESIGN.md, "Alike
+runs"): same tool, testbed, target, tuning set and every other parameter. A matrix that also
+sweeps, say, the block size gets one chart per block size, and the page says what tells the
+charts apart. Repetitions of a point are pooled: IOPS is their mean, each percentile the
+mean of the runs' percentiles (a percentile of pooled samples would need fio's histograms,
+which only ``json+`` output carries).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from experiments.comparison.charts import PALETTE
+from experiments.comparison.comparability import NOT_CONFIGURATION, _param_text, shown
+from experiments.models import Metric, Run
+from experiments.results import DETAIL_KEYS
+
+# Parameters whose sweep this chart is for: the queue depth per job and the number of jobs.
+SWEEP_PARAMS = ("iodepth", "numjobs")
+STATS = ("p50", "p99", "p99.9")
+DIRECTIONS = ("read", "write")
+MAX_CHARTS = 8
+# The line of each percentile: solid to dotted as the tail gets rarer.
+DASH = {"p50": "solid", "p99": "dash", "p99.9": "dot"}
+# Parameters that tell runs apart but are bookkeeping of the run itself (the parser's count of
+# processes follows numjobs and would split every numjobs sweep into one chart per point).
+DERIVED = frozenset({"threads"})
+
+
+@dataclass
+class Point:
+    """One value of the swept parameter: its runs' IOPS and percentiles (seconds)."""
+
+    x: float
+    iops: list[float] = field(default_factory=list)
+    pct: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    runs: int = 0
+
+    @staticmethod
+    def _mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    def iops_mean(self) -> float | None:
+        return self._mean(self.iops)
+
+    def pct_mean(self, stat: str) -> float | None:
+        return self._mean(self.pct.get(stat, []))
+
+
+@dataclass
+class Chart:
+    """Alike runs of one direction over the swept parameter."""
+
+    swept: str
+    direction: str
+    setup: dict[str, str]  # what these runs share that other charts do not: attribute -> value
+    points: dict[float, Point] = field(default_factory=dict)
+
+    def label(self) -> str:
+        parts = [f"{k} {v}" for k, v in self.setup.items()]
+        return ", ".join(parts)
+
+    def missing(self) -> list[str]:
+        """Points whose runs have IOPS but no percentiles (per-job reports without
+        group_reporting, where fio's percentiles cannot be pooled), as text."""
+        return [
+            f"{self.swept}={_number(p.x)}"
+            for p in sorted(self.points.values(), key=lambda p: p.x)
+            if p.iops and not any(p.pct.get(s) for s in STATS)
+        ]
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def swept_param(matrix) -> str | None:
+    """The matrix's swept queue depth or job count, if it is a fio matrix with such an axis
+    (the first of them when it sweeps both: the other splits the charts)."""
+    if matrix.tool != "fio":
+        return None
+    axes = [a.get("param") for a in matrix.axes or []]
+    return next((p for p in SWEEP_PARAMS if p in axes), None)
+
+
+def _run_metrics(run_ids: list[int]) -> dict[int, dict[tuple[str, str], float]]:
+    """Run -> {(metric, stat): value} of the run's own IOPS and latency percentiles: not a
+    job's, a target's or an iteration's (as ``results.mark_primary`` picks a headline value),
+    the first group's where a job file has several."""
+    names = [f"{d}_{k}" for d in DIRECTIONS for k in ("iops", "lat")]
+    rows = (
+        Metric.objects.filter(run_id__in=run_ids, name__in=names, iteration__isnull=True)
+        .filter(stat__in=("value", *STATS))
+        .order_by("run_id", "id")
+        .values_list("run_id", "name", "stat", "value", "extra")
+    )
+    out: dict[int, dict[tuple[str, str], float]] = defaultdict(dict)
+    for run_id, name, stat, value, extra in rows:
+        if DETAIL_KEYS & set(extra or {}):
+            continue
+        if name.endswith("_iops") != (stat == "value"):
+            continue
+        out[run_id].setdefault((name, stat), value)
+    return out
+
+
+def _setup(run: Run, swept: str) -> dict[str, str]:
+    """What must be equal for two runs to share a chart: everything but the swept parameter."""
+    attrs = {
+        "testbed": run.testbed.name if run.testbed_id else "",
+        "target": run.target.name if run.target_id else "whole testbed",
+        "tuning set": run.tuning_set.name if run.tuning_set_id else "(none)",
+    }
+    for key, value in sorted((run.params or {}).items()):
+        if key != swept and key not in NOT_CONFIGURATION and key not in DERIVED:
+            attrs[key] = shown(f"param:{key}", _param_text(value))
+    return attrs
+
+
+def charts_for(runs: list[Run], swept: str) -> list[Chart]:
+    """Charts of ``runs`` over ``swept``: one per direction and set of alike runs, each
+    keeping in ``setup`` only the attributes that differ between the charts."""
+    metrics = _run_metrics([r.pk for r in runs])
+    groups: dict[tuple, Chart] = {}
+    setups: dict[tuple, dict[str, str]] = {}
+    for run in runs:
+        x = (run.params or {}).get(swept)
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            continue
+        values = metrics.get(run.pk, {})
+        setup = _setup(run, swept)
+        for direction in DIRECTIONS:
+            iops = values.get((f"{direction}_iops", "value"))
+            if iops is None or iops <= 0:
+                continue  # the run did not do I/O in this direction
+            key = (direction, tuple(sorted(setup.items())))
+            chart = groups.get(key)
+            if chart is None:
+                chart = groups[key] = Chart(swept, direction, {})
+                setups[key] = setup
+            point = chart.points.setdefault(float(x), Point(float(x)))
+            point.runs += 1
+            point.iops.append(iops)
+            for stat in STATS:
+                lat = values.get((f"{direction}_lat", stat))
+                if lat is not None:
+                    point.pct[stat].append(lat)
+    # Name only what tells the charts apart (the shared setup is the matrix's, already shown).
+    keys = set().union(*(s.keys() for s in setups.values())) if setups else set()
+    varying = [k for k in sorted(keys) if len({s.get(k) for s in setups.values()}) > 1]
+    for key, chart in groups.items():
+        chart.setup = {k: setups[key].get(k, "not stated") for k in varying}
+    return sorted(
+        groups.values(),
+        key=lambda c: (DIRECTIONS.index(c.direction), sorted(c.setup.items())),
+    )
+
+
+def figure(chart: Chart) -> dict[str, Any]:
+    """The plotly figure of one chart: IOPS bars (left axis), p50 / p99 / p99.9 lines in ms
+    (right axis, logarithmic: the tail is often 10-100x the median). The x axis is the swept
+    value as a category, in numeric order, so 1, 4, 16, 64 are evenly spaced as fio-plot
+    shows them."""
+    points = sorted(chart.points.values(), key=lambda p: p.x)
+    xs = [_number(p.x) for p in points]
+    data: list[dict[str, Any]] = [
+        {
+            "type": "bar",
+            "name": f"{chart.direction} IOPS",
+            "x": xs,
+            "y": [None if p.iops_mean() is None else round(p.iops_mean()) for p in points],
+            "customdata": [p.runs for p in points],
+            "marker": {"color": PALETTE[0], "opacity": 0.55},
+            "hovertemplate": "%{y:,} IOPS (mean of %{customdata} runs)<extra></extra>",
+        }
+    ]
+    for i, stat in enumerate(STATS):
+        ys = [p.pct_mean(stat) for p in points]
+        if all(y is None for y in ys):
+            continue
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"{stat} latency",
+                "x": xs,
+                "y": [None if y is None else round(y * 1e3, 4) for y in ys],
+                "yaxis": "y2",
+                "line": {"color": PALETTE[1 + i], "dash": DASH[stat], "width": 2},
+                "connectgaps": False,
+                "hovertemplate": f"{stat}: %{{y}} ms<extra></extra>",
+            }
+        )
+    title = f"{chart.direction.capitalize()}: IOPS and completion latency against {chart.swept}"
+    if chart.setup:
+        title += f"<br><sub>{chart.label()}</sub>"
+    return {
+        "data": data,
+        "layout": {
+            "height": 360,
+            "margin": {"l": 70, "r": 70, "t": 60 if chart.setup else 40, "b": 50},
+            "title": {"text": title, "font": {"size": 14}},
+            "hovermode": "x unified",
+            "legend": {"orientation": "h", "y": -0.2},
+            "xaxis": {"title": {"text": chart.swept}, "type": "category"},
+            "yaxis": {"title": {"text": "IOPS"}, "rangemode": "tozero"},
+            "yaxis2": {
+                "title": {"text": "completion latency (ms)"},
+                "overlaying": "y",
+                "side": "right",
+                "type": "log",
+                "showgrid": False,
+            },
+        },
+    }
+
+
+def matrix_context(matrix) -> dict[str, Any]:
+    """The matrix page's latency charts for a fio sweep of iodepth or numjobs: figures, what
+    tells the charts apart, and what is missing; empty for any other matrix."""
+    swept = swept_param(matrix)
+    if swept is None:
+        return {}
+    runs = list(
+        Run.objects.filter(matrix=matrix, status=Run.Status.SUCCEEDED)
+        .select_related("testbed", "target", "tuning_set")
+        .defer("raw_output", "effective_config", "argv")
+    )
+    charts = [c for c in charts_for(runs, swept) if len(c.points) >= 2]
+    if not charts:
+        return {}
+    shown_charts = charts[:MAX_CHARTS]
+    varying = sorted({k for c in charts for k in c.setup})
+    return {
+        "swept": swept,
+        "figures": [
+            {
+                "figure": figure(c),
+                "missing": c.missing(),
+                "label": c.label(),
+                "data_id": f"latency-sweep-data-{i}",
+            }
+            for i, c in enumerate(shown_charts, 1)
+        ],
+        "varying": varying,
+        "hidden": len(charts) - len(shown_charts),
+    }
