@@ -18,6 +18,7 @@ from experiments import bottleneck, limits
 from experiments import telemetry as stored
 from experiments.comparison.charts import PALETTE
 from experiments.models import Run
+from runners import metrics
 from runners.parsers import ParseError, parse
 
 PANEL_HEIGHT = 170  # px per panel
@@ -60,7 +61,7 @@ def _panels(docs: list[dict], xs: dict[str, list]) -> list[dict[str, Any]]:
     (name, key of its time array in ``xs``, values)."""
     origin = bottleneck._origin(docs)
     panels: list[dict[str, Any]] = []
-    tool_traces, lat_traces = [], []
+    tool_traces, lat_traces, rate_traces = [], [], []
     for doc in docs:
         tool = doc.get("tool") or {}
         if not tool.get("t"):
@@ -72,10 +73,16 @@ def _panels(docs: list[dict], xs: dict[str, list]) -> list[dict[str, Any]]:
                 tool_traces.append((f"{name} ({doc['hostname']})", x, _round(values, 1e9)))
             elif name.endswith("_lat"):
                 lat_traces.append((f"{name} ({doc['hostname']})", x, _round(values, 1e-3)))
+            elif not name.endswith("_iops") and metrics.unit(name) == "op/s":
+                # metadata operations (mdtest's phases): op/s, whole numbers
+                label = f"{metrics.label(name)} ({doc['hostname']})"
+                rate_traces.append((label, x, _round(values, 1, 0)))
     if tool_traces:
         panels.append({"title": "Tool throughput", "y": "GB/s", "traces": tool_traces})
     if lat_traces:
         panels.append({"title": "Tool completion latency", "y": "ms", "traces": lat_traces})
+    if rate_traces:
+        panels.append({"title": "Tool metadata rate", "y": "op/s", "traces": rate_traces})
     for doc in docs:
         if not doc.get("t"):
             continue  # the tool's series only (a run without telemetry)
@@ -357,14 +364,46 @@ def _ior_iterations(run: Run) -> dict[str, Any] | None:
     return _series_on_axis(points) if points else None
 
 
+def _mdtest_iterations(run: Run) -> dict[str, Any] | None:
+    """mdtest's per-iteration rates (verbose output, ``-v``: "Directory creation: 31.788 sec,
+    96.639 ops/sec" per phase and iteration) at the seconds its own phase durations add up
+    to, in the order it printed them: a plateau per phase, one series per operation. Phases
+    printed as 0.000 s (tree creation) have no span to draw. As for IOR, what happens between
+    phases is not printed, so later phases show a little early."""
+    rows = sorted(
+        (
+            m
+            for m in run.metrics.all()
+            if m.iteration is not None
+            and m.stat == "value"
+            and metrics.unit(m.name) == "op/s"
+            and isinstance((m.extra or {}).get("seconds"), int | float)
+        ),
+        key=lambda m: (m.iteration, m.pk),
+    )
+    points: dict[str, dict[float, float]] = {}
+    t = 0.0
+    for m in rows:
+        seconds = m.extra["seconds"]
+        if seconds <= 0:
+            continue
+        per = points.setdefault(m.name, {})
+        per[round(t, 3)] = m.value
+        t += seconds
+        per[round(t, 3)] = m.value
+    return _series_on_axis(points) if points else None
+
+
 def tool_series(run: Run) -> dict[str, Any] | None:
     """The tool's own time series where its output has them (fio's come from its logs with
-    the telemetry): elbencho's live CSV, IOR's iterations. IOzone and mdtest print no times
-    for their iterations, so they have none."""
+    the telemetry): elbencho's live CSV, IOR's iterations, mdtest's verbose per-iteration
+    phases. IOzone prints no times: its tables are over file and record sizes, not time."""
     if run.tool == "elbencho" and run.raw_output:
         return _elbencho_live(run.raw_output)
     if run.tool == "ior":
         return _ior_iterations(run)
+    if run.tool == "mdtest":
+        return _mdtest_iterations(run)
     return None
 
 

@@ -163,3 +163,36 @@ def test_elbencho_live_csv_on_the_time_axis(alice_client, bench):
     x = fig["xs"][bw["x"]]
     assert len(x) == 11 and x[:3] == [2.0, 4.0, 6.0]
     assert bw["y"][:3] == [round(m * 2**20 / 1e9, 3) for m in (79, 90, 59)]
+
+
+def test_mdtest_verbose_iterations_on_the_time_axis(alice_client, bench):
+    """mdtest-1.9.3-verbose-shared-dir-96tasks-2iter.txt (-v): iteration 1 prints "Tree
+    creation: 0.000 sec" (no span: left out), "Directory creation: 31.788 sec, 96.639
+    ops/sec", "Directory stat: 0.034 sec", "Directory removal: 37.651 sec", "File creation:
+    27.252 sec, 112.724 ops/sec", file stat 0.002, read 0.011, removal 25.264, tree removal
+    0.010; iteration 2 starts with "Directory creation: 29.532 sec, 104.022 ops/sec"."""
+    run = sample_run(bench, "mdtest", "mdtest-1.9.3-verbose-shared-dir-96tasks-2iter.txt")
+    fig = figure_of(alice_client.get(run.get_absolute_url()), "telemetry-figure")
+    assert fig["panels"] == ["Tool metadata rate"]
+    traces = {t["name"]: t for t in fig["data"]}
+    assert "Tree creates (mdtest)" not in traces  # 0.000 s: nothing to draw
+    create = traces["Directory creates (mdtest)"]
+    x = fig["xs"][create["x"]]
+    drawn = [(t, y) for t, y in zip(x, create["y"], strict=True) if y is not None]
+    iteration2 = round(31.788 + 0.034 + 37.651 + 27.252 + 0.002 + 0.011 + 25.264 + 0.010, 3)
+    assert drawn == [
+        (0.0, 97.0),
+        (31.788, 97.0),
+        (iteration2, 104.0),
+        (round(iteration2 + 29.532, 3), 104.0),
+    ]
+    files = traces["File creates (mdtest)"]
+    start = round(31.788 + 0.034 + 37.651, 3)
+    assert [y for t, y in zip(x, files["y"], strict=True) if t == start] == [113.0]
+
+
+def test_iozone_has_no_time_axis(alice_client, bench):
+    """IOzone's auto table is over file and record sizes and prints no times: no panel."""
+    run = sample_run(bench, "iozone", "iozone-3.465-auto-mode-odirect-srp-xfs.txt")
+    response = alice_client.get(run.get_absolute_url())
+    assert b'id="telemetry-figure"' not in response.content
