@@ -15,7 +15,7 @@ Nothing saturated means the run waited on something no counter shows: latency.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 DISK_UTIL = 0.9
@@ -87,6 +87,94 @@ def shift(doc: dict, origin: datetime | None) -> float:
     if origin is None or not doc.get("started_at"):
         return 0.0
     return (datetime.fromisoformat(doc["started_at"]) - origin).total_seconds()
+
+
+# Nodes whose clocks differ by more than this are shifted onto the first node's clock and the
+# run page says so; below it, the nodes are left where their own clocks put them (the issue's
+# "aligned within a second", and a correction within the measurement's noise would only move
+# them by that noise).
+CLOCK_TOLERANCE_S = 1.0
+
+
+@dataclass
+class ClockNote:
+    """What the run page says about one node's clock against the reference node's (the
+    launcher's, the first document with a clock measurement)."""
+
+    hostname: str
+    ahead_s: float | None  # this node's clock minus the reference's; None: not measured
+    uncertainty_s: float | None
+    shifted: bool
+    text: str
+
+
+def _clock(doc: dict) -> dict | None:
+    clock = (doc.get("meta") or {}).get("clock")
+    if isinstance(clock, dict) and isinstance(clock.get("offset_s"), int | float):
+        return clock
+    return None
+
+
+def align_clocks(docs: list[dict]) -> tuple[list[dict], list[ClockNote]]:
+    """Documents whose node clocks the run can trust on one axis, and what was found.
+
+    Each node measures its clock against the database server's when it stores its document
+    (``meta.clock.offset_s`` = database's clock minus the node's, from the round trip of
+    ``SELECT clock_timestamp()`` with the shortest wait, ``rtt_s``). A node whose clock is
+    more than CLOCK_TOLERANCE_S ahead of or behind the reference node's gets its
+    ``started_at`` moved onto the reference's clock (a copy: the stored document stays as
+    the node sent it), and a note. Nodes without a measurement (imported documents, a
+    database other than PostgreSQL) cannot be checked: a note says so when the run has
+    several nodes."""
+    readings = [d for d in docs if d.get("started_at") and (d.get("t") or d.get("tool"))]
+    if len(readings) < 2:
+        return docs, []
+    ref = next((d for d in readings if _clock(d) is not None), None)
+    sampled = {id(d) for d in readings}  # by identity: comparing documents reads every value
+    notes: list[ClockNote] = []
+    out = []
+    for doc in docs:
+        if id(doc) not in sampled or doc is ref:
+            out.append(doc)
+            continue
+        host = doc["hostname"]
+        clock = _clock(doc)
+        if ref is None or clock is None:
+            out.append(doc)
+            notes.append(
+                ClockNote(
+                    host,
+                    None,
+                    None,
+                    False,
+                    f"the clock of {host} was not checked (its document carries no clock "
+                    "measurement): its panels line up only if the clocks are synchronised",
+                )
+            )
+            continue
+        ref_clock = _clock(ref)
+        ahead = ref_clock["offset_s"] - clock["offset_s"]
+        spread = (float(clock.get("rtt_s") or 0) + float(ref_clock.get("rtt_s") or 0)) / 2
+        if abs(ahead) <= CLOCK_TOLERANCE_S:
+            out.append(doc)
+            notes.append(ClockNote(host, ahead, spread, False, ""))
+            continue
+        started = datetime.fromisoformat(doc["started_at"]) - timedelta(seconds=ahead)
+        out.append({**doc, "started_at": started.isoformat()})
+        word = "ahead of" if ahead > 0 else "behind"
+        moved = "earlier" if ahead > 0 else "later"
+        notes.append(
+            ClockNote(
+                host,
+                ahead,
+                spread,
+                True,
+                f"the clock of {host} is {abs(ahead):.1f} s {word} {ref['hostname']}'s "
+                f"(each measured against the database server's clock, ± {spread:.3f} s): "
+                f"its panels are moved {abs(ahead):.1f} s {moved} to line up",
+            )
+        )
+    return out, notes
 
 
 def phases(docs: list[dict]) -> list[tuple[str, float, float]]:

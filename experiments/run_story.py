@@ -423,6 +423,7 @@ def context(run: Run) -> dict[str, Any]:
             docs = [{"hostname": host, "started_at": None, "t": [], "series": {}, "tool": series}]
     if not docs:
         return out
+    docs, clock_notes = bottleneck.align_clocks(docs)
     verdicts: list[bottleneck.Verdict] = []
     if any(d["t"] for d in docs):
         verdicts = bottleneck.verdicts(docs, stored.stated_rates([d["hostname"] for d in docs]))
@@ -432,6 +433,7 @@ def context(run: Run) -> dict[str, Any]:
         {
             "telemetry_docs": docs,
             "verdicts": verdicts,
+            "clock_notes": [n for n in clock_notes if n.text],
             "telemetry_figure": json_script(figure(docs, verdicts), "telemetry-figure"),
             "unavailable": {
                 # A node that refused sampling has no readings, only its reason.

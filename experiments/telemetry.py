@@ -261,6 +261,46 @@ def save(run: Run, doc: dict[str, Any], refresh: bool = True) -> RunTelemetry | 
     return row
 
 
+CLOCK_PROBES = 3
+
+
+def clock_offset(probes: int = CLOCK_PROBES) -> dict[str, Any] | None:
+    """This node's clock against the database server's, which every node of a run reaches:
+    ``offset_s`` = the server's clock minus ours at the middle of the round trip of the
+    probe that waited least (``rtt_s``, its round trip: the offset is known to ± half of
+    it). Two nodes' offsets give their clocks' difference (experiments.bottleneck
+    .align_clocks). None where the database is not PostgreSQL (SQLite shares our clock)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    best: tuple[float, float] | None = None
+    with connection.cursor() as cursor:
+        for _ in range(probes):
+            before = time.time()
+            cursor.execute("SELECT extract(epoch FROM clock_timestamp())")
+            server = float(cursor.fetchone()[0])
+            after = time.time()
+            rtt = after - before
+            if best is None or rtt < best[1]:
+                best = (server - (before + after) / 2, rtt)
+    offset, rtt = best
+    return {"offset_s": round(offset, 4), "rtt_s": round(rtt, 4), "against": "database"}
+
+
+def with_clock(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with this node's clock measurement in ``meta.clock``; a failure to measure
+    leaves it out (the run page then says the clock was not checked)."""
+    try:
+        clock = clock_offset()
+    except Exception:
+        log.exception("telemetry: the clock of %s could not be measured", doc.get("hostname"))
+        clock = None
+    if clock is not None:
+        doc.setdefault("meta", {})["clock"] = clock
+    return doc
+
+
 def stated_rates(hostnames: list[str]) -> dict[str, float]:
     """Hostname -> fastest NIC rate (bytes/s) its hardware profile states."""
     rates: dict[str, float] = {}
@@ -277,7 +317,7 @@ def refresh_verdict(run: Run) -> dict[str, Any]:
     over all of them. Called by ``save``; ``manage.py refresh_verdicts`` for older runs."""
     from experiments import bottleneck
 
-    docs = for_run(run, cores=False)
+    docs, _ = bottleneck.align_clocks(for_run(run, cores=False))
     found = bottleneck.summary(docs, stated_rates([d["hostname"] for d in docs]))
     values = {
         "bottleneck": found["bottleneck"],
@@ -355,6 +395,6 @@ def _store_recording(run: Run, sampler: Sampler, scratch: Path, began: float) ->
             tool = read_fio_logs(scratch, round(began - sampler.t0, 3))
             if tool["t"]:
                 doc["tool"] = tool
-        save(run, doc)
+        save(run, with_clock(doc))
     except Exception:
         log.exception("run %s: its telemetry could not be stored", run.pk)

@@ -195,6 +195,11 @@ class NodeTelemetry:
                     return  # the tool ended within one reading: nothing worth a row
                 # The node as the run knows it (the lease), whatever its kernel calls itself.
                 doc["hostname"] = rec.hostname
+                # Its clock against the database's, which the launcher measures too: the
+                # run page checks that the nodes' clocks agree within a second.
+                from experiments.telemetry import with_clock
+
+                with_clock(doc)
         except Exception:
             log.exception("node agent: telemetry of %s for run %s", rec.hostname, rec.run_id)
             return

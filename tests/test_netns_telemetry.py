@@ -98,6 +98,9 @@ def test_a_multi_node_run_shows_every_nodes_telemetry_on_one_time_axis(netns_lab
         spread = max(starts.values()) - min(starts.values())
         assert spread < timedelta(seconds=1), spread
         for name, _, samples, meta, *_ in rows:
+            # Every node measured its clock against the database server's (one kernel
+            # clock in the namespaces: they agree, and the page moves no node).
+            assert abs(meta["clock"]["offset_s"]) < 0.5, (name, meta["clock"])
             assert samples >= 4, (name, samples)  # 4 s of fio at 1 Hz
             assert meta["sampler_cpu_s"] / samples < 0.01, meta  # < 1 % of one core
 
@@ -107,13 +110,20 @@ def test_a_multi_node_run_shows_every_nodes_telemetry_on_one_time_axis(netns_lab
         for name in ("node1", "node2", "node3"):
             assert f"CPU of {name}" in page, page[-3000:]
         assert 'id="telemetry-figure"' in page
+        assert "clock-note" not in page  # clocks agree within a second: nothing to say
         lags = ", ".join(
             f"{n} {(s - tool_start).total_seconds() * 1000:+.0f} ms" for n, s in starts.items()
+        )
+        clocks = ", ".join(
+            f"{name} {meta['clock']['offset_s'] * 1000:+.1f} ms "
+            f"(rtt {meta['clock']['rtt_s'] * 1000:.1f} ms)"
+            for name, _, _, meta, *_ in rows
         )
         cpu = ", ".join(f"{r[0]} {r[3]['sampler_cpu_s'] / r[2] * 100:.2f} %" for r in rows)
         print(
             f"\ncluster up in {up:.1f} s; first readings vs the launcher's: {lags} "
-            f"(spread {spread.total_seconds() * 1000:.0f} ms); sampler CPU per node: {cpu}; "
+            f"(spread {spread.total_seconds() * 1000:.0f} ms); clocks vs the database: {clocks}; "
+            f"sampler CPU per node: {cpu}; "
             f"{time.monotonic() - began:.1f} s in all"
         )
     finally:

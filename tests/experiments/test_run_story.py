@@ -196,3 +196,42 @@ def test_iozone_has_no_time_axis(alice_client, bench):
     run = sample_run(bench, "iozone", "iozone-3.465-auto-mode-odirect-srp-xfs.txt")
     response = alice_client.get(run.get_absolute_url())
     assert b'id="telemetry-figure"' not in response.content
+
+
+def test_clock_offset_against_the_database_server():
+    """PostgreSQL runs on this machine: the offset is this machine's clock against itself,
+    within the round trip."""
+    clock = stored.clock_offset()
+    assert clock["against"] == "database"
+    assert abs(clock["offset_s"]) <= max(clock["rtt_s"], 0.01)
+    assert 0 <= clock["rtt_s"] < 1
+
+
+def test_a_node_whose_clock_is_off_by_more_than_a_second_is_moved_and_named(alice_client, bench):
+    """stor1 (the launcher) and storage02 each measured their clock against the database:
+    storage02's is 3 s ahead, so its first reading stamped 10:00:05 happened at 10:00:02 on
+    stor1's clock; storage03's is 0.4 s off (within a second: left as it is); meta02 has no
+    measurement (not checked)."""
+    run = add_run(bench, 1e9)
+    launcher = doc("stor1", "2026-01-01T10:00:00+00:00")
+    launcher["meta"]["clock"] = {"offset_s": 0.25, "rtt_s": 0.002, "against": "database"}
+    ahead = doc("storage02", "2026-01-01T10:00:05+00:00")
+    ahead["meta"]["clock"] = {"offset_s": -2.75, "rtt_s": 0.004, "against": "database"}
+    near = doc("storage03", "2026-01-01T10:00:01+00:00")
+    near["meta"]["clock"] = {"offset_s": 0.65, "rtt_s": 0.004, "against": "database"}
+    unknown = doc("meta02", "2026-01-01T10:00:00.500000+00:00")
+    for d in (launcher, ahead, near, unknown):
+        stored.save(run, d)
+    response = alice_client.get(run.get_absolute_url())
+    html = response.content.decode()
+    assert "the clock of storage02 is 3.0 s ahead of stor1&#x27;s" in html
+    assert "its panels are moved 3.0 s earlier" in html
+    assert "the clock of meta02 was not checked" in html
+    assert 'data-host="storage03"' not in html  # 0.4 s: nothing to say
+    fig = figure_of(response, "telemetry-figure")
+    # Each node's CPU panel, by hostname: meta02 (unchecked, 0.5 s), stor1 (the reference),
+    # storage02 (moved from 5 s to 2 s), storage03 (left at 1 s); t[0] is 1 s.
+    xs = [fig["xs"][t["x"]][0] for t in fig["data"] if t["name"] == "all cores busy"]
+    assert xs == [1.5, 1.0, 3.0, 2.0]
+    run.refresh_from_db()  # the stored verdict is computed on the same aligned axis
+    assert run.bottleneck in ("none", "disk", "cpu", "network")

@@ -190,6 +190,9 @@ def test_executor_stores_the_launchers_telemetry_with_fios_series(alice, executi
     assert row.hostname == os.uname().nodename and row.samples >= 3
     (doc,) = stored.for_run(run)
     assert doc["meta"]["tool_top_comm"] == "fio"
+    # Its clock against the database server's (the same machine's clock here).
+    clock = doc["meta"]["clock"]
+    assert clock["against"] == "database" and abs(clock["offset_s"]) < 0.5, clock
     tool = doc["tool"]
     assert len(tool["t"]) >= 2 and tool["t"][0] == pytest.approx(1.0, abs=0.5)
     assert all(v > 0 for v in tool["series"]["write_bw"][:2])
