@@ -217,6 +217,10 @@ def figure(chart: Chart) -> dict[str, Any]:
                 "overlaying": "y",
                 "side": "right",
                 "type": "log",
+                # 1, 2, 5 per decade, plainly written (plotly's default labels every digit
+                # of a short log range with long decimals)
+                "dtick": "D2",
+                "tickformat": "~g",
                 "showgrid": False,
             },
         },

@@ -1,0 +1,84 @@
+"""The matrix page's IOPS-and-latency chart in Chromium: a fio sweep of iodepth over two block
+sizes draws two charts, each with IOPS bars on the left axis and p50/p99/p99.9 lines on a
+logarithmic right axis, under the page's CSP and without console errors."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from experiments.models import Matrix, Run
+from experiments.results import replace_metrics
+from tests.browser.conftest import new_page, sign_in
+from tests.lab import make_testbed
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def qd_matrix(owner) -> Matrix:
+    tb = make_testbed(owner, "qd-lab", "x86_64", "0")
+    matrix = Matrix.objects.create(
+        owner=owner,
+        name="queue depth",
+        tool="fio",
+        fixed_params={"rw": "randread"},
+        axes=[
+            {"param": "iodepth", "values": [1, 4, 16, 64]},
+            {"param": "bs", "values": ["4k", "64k"]},
+        ],
+    )
+    matrix.testbeds.set([tb])
+    for bs, scale in (("4k", 1.0), ("64k", 0.4)):
+        for depth in (1, 4, 16, 64):
+            run = Run.objects.create(
+                owner=owner,
+                testbed=tb,
+                tool="fio",
+                status="succeeded",
+                matrix=matrix,
+                cell_key=f"{depth}-{bs}",
+                params={"rw": "randread", "bs": bs, "iodepth": depth},
+            )
+            iops = scale * 20000 * min(depth, 16) / (1 + min(depth, 16) / 8)
+            p50 = depth / iops
+            replace_metrics(
+                run,
+                [
+                    {"name": "read_iops", "value": iops, "unit": "op/s"},
+                    {"name": "read_bw", "value": iops * 4096, "unit": "B/s"},
+                    {"name": "read_lat", "value": p50, "unit": "s", "stat": "p50"},
+                    {"name": "read_lat", "value": p50 * 3, "unit": "s", "stat": "p99"},
+                    {"name": "read_lat", "value": p50 * 9, "unit": "s", "stat": "p99.9"},
+                ],
+            )
+    return matrix
+
+
+def test_matrix_page_draws_iops_and_latency_against_iodepth(browser, live_server, alice):
+    matrix = qd_matrix(alice)
+    errors: list[str] = []
+    page = new_page(browser)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda m: (
+            m.type == "error"
+            and not m.location.get("url", "").endswith("/favicon.ico")
+            and errors.append(m.text)
+        ),
+    )
+    sign_in(page, live_server.url, "alice", "alice-pw")
+    page.goto(f"{live_server.url}{matrix.get_absolute_url()}")
+    page.wait_for_selector('#latency-sweep-1[data-drawn="1"]')
+    page.wait_for_selector('#latency-sweep-2[data-drawn="1"]')
+    chart = page.locator("#latency-sweep-1")
+    assert chart.locator("g.bars path").count() == 4  # one IOPS bar per iodepth
+    assert chart.locator(".scatterlayer .trace").count() == 3  # p50, p99, p99.9
+    assert "completion latency (ms)" in chart.inner_text()
+    assert "bs 4k" in chart.inner_text() and "bs 64k" in page.inner_text("#latency-sweep-2")
+    assert "The charts differ in bs" in page.inner_text("#latency-sweep")
+    shot = os.environ.get("BEEWEB_SCREENSHOT")
+    if shot:
+        page.locator("#latency-sweep").screenshot(path=shot)
+    assert errors == []
