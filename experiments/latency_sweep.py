@@ -227,24 +227,16 @@ def figure(chart: Chart) -> dict[str, Any]:
     }
 
 
-def matrix_context(matrix) -> dict[str, Any]:
-    """The matrix page's latency charts for a fio sweep of iodepth or numjobs: figures, what
-    tells the charts apart, and what is missing; empty for any other matrix."""
-    swept = swept_param(matrix)
-    if swept is None:
-        return {}
-    runs = list(
-        Run.objects.filter(matrix=matrix, status=Run.Status.SUCCEEDED)
-        .select_related("testbed", "target", "tuning_set")
-        .defer("raw_output", "effective_config", "argv")
-    )
+def _context(runs: list[Run], swept: str, of: str) -> dict[str, Any]:
+    """Template context of experiments/_latency_sweep.html: the figures (charts of at least
+    two points), what tells the charts apart, how many were left out; empty if none."""
     charts = [c for c in charts_for(runs, swept) if len(c.points) >= 2]
     if not charts:
         return {}
     shown_charts = charts[:MAX_CHARTS]
-    varying = sorted({k for c in charts for k in c.setup})
     return {
         "swept": swept,
+        "of": of,
         "figures": [
             {
                 "figure": figure(c),
@@ -254,6 +246,48 @@ def matrix_context(matrix) -> dict[str, Any]:
             }
             for i, c in enumerate(shown_charts, 1)
         ],
-        "varying": varying,
+        "varying": sorted({k for c in charts for k in c.setup}),
         "hidden": len(charts) - len(shown_charts),
     }
+
+
+def _with_setup(runs):
+    return runs.select_related("testbed", "target", "tuning_set").defer(
+        "raw_output", "effective_config", "argv"
+    )
+
+
+def matrix_context(matrix) -> dict[str, Any]:
+    """The matrix page's latency charts for a fio sweep of iodepth or numjobs: its finished
+    runs; empty for any other matrix."""
+    swept = swept_param(matrix)
+    if swept is None:
+        return {}
+    runs = _with_setup(Run.objects.filter(matrix=matrix, status=Run.Status.SUCCEEDED))
+    return _context(list(runs), swept, "the finished runs")
+
+
+# A comparison over more runs than this shows no latency chart (it reads every run's row).
+MAX_COMPARISON_RUNS = 5000
+
+
+def comparison_context(spec, runs) -> dict[str, Any]:
+    """The comparison page's latency charts when its x axis is iodepth or numjobs: the fio
+    runs behind its points (the same filters: experiments.comparison.filtered_metrics),
+    grouped into alike runs by this module's own rule, whatever the comparison pools (its
+    series, ignored attributes). Empty otherwise, or over MAX_COMPARISON_RUNS runs."""
+    from experiments.comparison.computation import filtered_metrics
+
+    swept = spec.x.removeprefix("param:") if spec.x.startswith("param:") else ""
+    if swept not in SWEEP_PARAMS or not spec.metrics or spec.errors:
+        return {}
+    ids = list(
+        filtered_metrics(spec, runs)
+        .filter(run__tool="fio")
+        .values_list("run_id", flat=True)
+        .distinct()[: MAX_COMPARISON_RUNS + 1]
+    )
+    if not ids or len(ids) > MAX_COMPARISON_RUNS:
+        return {}
+    selected = _with_setup(Run.objects.filter(pk__in=ids))
+    return _context(list(selected), swept, "the fio runs of this comparison")

@@ -1,5 +1,6 @@
-/* beeweb matrix page: IOPS and latency percentiles against iodepth / numjobs, one chart per
-   set of alike runs, drawn from the JSON each .latency-sweep-chart names (data-figure). */
+/* beeweb matrix and comparison pages: IOPS and latency percentiles against iodepth / numjobs,
+   one chart per set of alike runs, drawn from the JSON each .latency-sweep-chart names
+   (data-figure). */
 (function () {
   "use strict";
   function drawAll() {
@@ -12,6 +13,8 @@
         .then(function () { el.dataset.drawn = "1"; });
     });
   }
+  // The comparison page swaps its body in with htmx: draw what came in.
+  document.addEventListener("htmx:afterSettle", drawAll);
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", drawAll);
   } else {

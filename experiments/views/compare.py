@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from experiments import comparison, dimensions, parcoords
+from experiments import comparison, dimensions, latency_sweep, parcoords
 from experiments.comparison import ComparisonResult, ComparisonSpec
 from experiments.comparison.presets import PRESETS
 from experiments.models import Matrix, Metric, Run, Testbed
@@ -162,6 +162,9 @@ def compare(request: HttpRequest) -> HttpResponse:
     result = comparison.compute(spec, Run.objects.visible_to(request.user))
     context = builder_context(request, spec, result)
     context["parcoords"] = parcoords.comparison_figure(result)
+    context["latency_sweep"] = latency_sweep.comparison_context(
+        spec, Run.objects.visible_to(request.user)
+    )
     partial = request.htmx and not request.htmx.history_restore_request
     if partial:
         # 200 even with errors: htmx swaps the body in, and with it the messages.

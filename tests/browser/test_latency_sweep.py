@@ -82,3 +82,22 @@ def test_matrix_page_draws_iops_and_latency_against_iodepth(browser, live_server
     if shot:
         page.locator("#latency-sweep").screenshot(path=shot)
     assert errors == []
+
+
+def test_the_comparison_draws_the_chart_after_its_x_axis_becomes_iodepth(
+    browser, live_server, alice
+):
+    """The compare page swaps its body in with htmx: choosing iodepth as the x axis brings the
+    latency charts in, drawn."""
+    matrix = qd_matrix(alice)
+    errors: list[str] = []
+    page = new_page(browser)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    sign_in(page, live_server.url, "alice", "alice-pw")
+    page.goto(f"{live_server.url}/compare/?metric=read_iops&x=param:bs&matrix={matrix.uuid}")
+    page.wait_for_selector("#result")
+    assert page.locator("#latency-sweep").count() == 0
+    page.select_option("#x", "param:iodepth")
+    page.wait_for_selector('#latency-sweep-2[data-drawn="1"]')
+    assert page.locator("#latency-sweep-1 g.bars path").count() == 4
+    assert errors == []

@@ -191,3 +191,37 @@ def test_a_real_iodepth_sweep_through_the_executor(alice, alice_client, executin
             pytest.approx(p99, abs=1e-4),
             pytest.approx(p999, abs=1e-4),
         ]
+
+
+@pytest.mark.django_db
+def test_the_comparison_shows_the_chart_when_its_x_axis_is_iodepth(alice, alice_client):
+    """Two testbeds' fio runs over iodepth 1 and 4: one chart per testbed (their runs are not
+    alike), whatever the comparison's series; none when the x axis is another parameter."""
+    from django.urls import reverse
+
+    for name, scale in (("qd-a", 1), ("qd-b", 2)):
+        tb = make_testbed(alice, name, "x86_64", "0")
+        for depth in (1, 4):
+            run = Run.objects.create(
+                owner=alice,
+                testbed=tb,
+                tool="fio",
+                status="succeeded",
+                params={"rw": "randread", "bs": "4k", "iodepth": depth},
+            )
+            replace_metrics(
+                run,
+                [
+                    {"name": "read_iops", "value": 1000.0 * depth * scale, "unit": "op/s"},
+                    {"name": "read_lat", "value": 1e-4 * depth, "unit": "s", "stat": "p50"},
+                ],
+            )
+    url = reverse("experiments:compare")
+    html = alice_client.get(f"{url}?metric=read_iops&x=param:iodepth&series=").content.decode()
+    figures = chart_data(html)
+    assert [f["data"][0]["y"] for f in figures] == [[1000, 4000], [2000, 8000]]
+    assert [f["data"][1]["y"] for f in figures] == [[0.1, 0.4], [0.1, 0.4]]
+    assert "The charts differ in testbed" in html
+    assert "the fio runs of this comparison" in html
+    html = alice_client.get(f"{url}?metric=read_iops&x=param:bs").content.decode()
+    assert 'id="latency-sweep"' not in html
