@@ -21,6 +21,7 @@ from typing import Any
 from experiments.comparison.charts import PALETTE
 from experiments.comparison.comparability import NOT_CONFIGURATION, _param_text, shown
 from experiments.models import Metric, Run
+from experiments.models.runs import OWN_RUNS
 from experiments.results import DETAIL_KEYS
 
 # Parameters whose sweep this chart is for: the queue depth per job and the number of jobs.
@@ -118,6 +119,8 @@ def _setup(run: Run, swept: str) -> dict[str, str]:
         "testbed": run.testbed.name if run.testbed_id else "",
         "target": run.target.name if run.target_id else "whole testbed",
         "tuning set": run.tuning_set.name if run.tuning_set_id else "(none)",
+        # a published study's runs never join own runs (models.runs.source_expression)
+        "data source": (run.source or "published") if run.published else OWN_RUNS,
     }
     for key, value in sorted((run.params or {}).items()):
         if key != swept and key not in NOT_CONFIGURATION and key not in DERIVED:

@@ -87,6 +87,23 @@ def test_runs_that_differ_in_more_than_the_swept_parameter_are_never_joined(alic
                 ],
             )
             runs.append(run)
+    # A published study's run of the same setup is not alike: a chart of its own.
+    study = Run.objects.create(
+        owner=alice,
+        testbed=tb,
+        tool="fio",
+        status="succeeded",
+        published=True,
+        source="Study 2020",
+        params={"rw": "randread", "bs": "4k", "iodepth": 1, "threads": 1},
+    )
+    replace_metrics(study, [{"name": "read_iops", "value": 7.0, "unit": "op/s"}])
+    charts = charts_for([*runs, study], "iodepth")
+    assert [c.setup for c in charts] == [
+        {"bs": "4k", "data source": "Study 2020"},
+        {"bs": "4k", "data source": "own runs"},
+        {"bs": "64k", "data source": "own runs"},
+    ]
     charts = charts_for(runs, "iodepth")
     assert [c.setup for c in charts] == [{"bs": "4k"}, {"bs": "64k"}]
     small = charts[0]
