@@ -14,6 +14,7 @@ Nothing saturated means the run waited on something no counter shows: latency.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -108,11 +109,28 @@ class ClockNote:
     text: str
 
 
+# An imported document's meta is free-form: a clock beyond these is no measurement.
+MAX_CLOCK_OFFSET_S = 366 * 86400.0
+MAX_CLOCK_RTT_S = 60.0
+
+
+def _seconds(value: Any, bound: float) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and abs(value) <= bound else None
+
+
 def _clock(doc: dict) -> dict | None:
-    clock = (doc.get("meta") or {}).get("clock")
-    if isinstance(clock, dict) and isinstance(clock.get("offset_s"), int | float):
-        return clock
-    return None
+    """The node's clock measurement (``meta.clock``), as numbers, if it is one."""
+    meta = doc.get("meta")
+    clock = meta.get("clock") if isinstance(meta, dict) else None
+    if not isinstance(clock, dict):
+        return None
+    offset = _seconds(clock.get("offset_s"), MAX_CLOCK_OFFSET_S)
+    rtt = _seconds(clock.get("rtt_s", 0.0), MAX_CLOCK_RTT_S)
+    if offset is None or rtt is None or rtt < 0:
+        return None
+    return {"offset_s": offset, "rtt_s": rtt}
 
 
 def align_clocks(docs: list[dict]) -> tuple[list[dict], list[ClockNote]]:
@@ -154,7 +172,7 @@ def align_clocks(docs: list[dict]) -> tuple[list[dict], list[ClockNote]]:
             continue
         ref_clock = _clock(ref)
         ahead = ref_clock["offset_s"] - clock["offset_s"]
-        spread = (float(clock.get("rtt_s") or 0) + float(ref_clock.get("rtt_s") or 0)) / 2
+        spread = (clock["rtt_s"] + ref_clock["rtt_s"]) / 2
         if abs(ahead) <= CLOCK_TOLERANCE_S:
             out.append(doc)
             notes.append(ClockNote(host, ahead, spread, False, ""))

@@ -235,3 +235,28 @@ def test_a_node_whose_clock_is_off_by_more_than_a_second_is_moved_and_named(alic
     assert xs == [1.5, 1.0, 3.0, 2.0]
     run.refresh_from_db()  # the stored verdict is computed on the same aligned axis
     assert run.bottleneck in ("none", "disk", "cpu", "network")
+
+
+@pytest.mark.parametrize(
+    "clock",
+    [
+        {"offset_s": "3"},
+        {"offset_s": True},
+        {"offset_s": 1e300},
+        {"offset_s": 2.0, "rtt_s": "fast"},
+        {"offset_s": 2.0, "rtt_s": -1},
+        "ahead",
+    ],
+)
+def test_an_imported_clock_that_is_no_measurement_is_not_checked(alice_client, bench, clock):
+    """meta is free-form in an import: a clock that is not numbers within bounds is treated as
+    no measurement (named as not checked), never a 500."""
+    run = add_run(bench, 1e9)
+    launcher = doc("stor1", "2026-01-01T10:00:00+00:00")
+    launcher["meta"]["clock"] = {"offset_s": 0.0, "rtt_s": 0.001}
+    other = doc("storage02", "2026-01-01T10:00:01+00:00")
+    other["meta"]["clock"] = clock
+    stored.store(run, stored.validate([launcher, other]))
+    response = alice_client.get(run.get_absolute_url())
+    assert response.status_code == 200
+    assert "the clock of storage02 was not checked" in response.content.decode()
