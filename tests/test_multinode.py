@@ -176,12 +176,14 @@ def test_fio_multihost_mode_drives_two_client_nodes(cluster):
             timeout=180,
         )
         assert result.returncode == 0, result.stdout + result.stderr
-        worker, argv, params, bw = json.loads(
+        worker, argv, params, bw, p99 = json.loads(
             stack.shell(
                 "import json; from experiments.models import Run\n"
                 "r = Run.objects.get()\n"
+                "p99 = r.metrics.filter(name='write_lat', stat='p99', iteration=None)"
+                ".exclude(extra__has_key='job').values_list('value', flat=True)\n"
                 "print(json.dumps([r.worker, r.argv, r.params, "
-                "r.metrics.get(name='write_bw', primary=True).value]))"
+                "r.metrics.get(name='write_bw', primary=True).value, list(p99)]))"
             )
         )
     finally:
@@ -194,6 +196,9 @@ def test_fio_multihost_mode_drives_two_client_nodes(cluster):
     ]
     assert (params["nodes"], params["threads"]) == (2, 4)
     assert bw > 0
+    # Two clients' reports pool their latency percentiles through json+'s histograms.
+    assert argv[1] == "--output-format=json+"
+    assert len(p99) == 1 and p99[0] > 0, p99
 
 
 def _listening(lab, address: str, port: int) -> bool:

@@ -22,8 +22,10 @@ RESULT_FILE = "fio.json"
 
 
 class FioAdapter(Adapter):
-    """fio with ``--output-format=json`` (what runners.parsers.fio reads best), written to a
-    result file in scratch so that the console carries its ETA line (the live throughput).
+    """fio with ``--output-format=json`` (what runners.parsers.fio reads best; ``json+``, with
+    the latency histograms, when several job reports are pooled: numjobs > 1 or several
+    clients), written to a result file in scratch so that the console carries its ETA line
+    (the live throughput).
 
     Files are named by beeweb, not by the user: ``<directory>/beeweb.<jobnum>.<filenum>``
     (``beeweb.<host>.<jobnum>.<filenum>`` per client in multihost mode, so clients sharing a
@@ -140,7 +142,11 @@ class FioAdapter(Adapter):
         return opts
 
     def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
-        argv = [self.binary, "--output-format=json"]
+        # Several job reports (numjobs > 1, or one per client) are pooled into the run's
+        # values, and latency percentiles pool only through fio's histograms: json+ adds
+        # them (clat bins), plain json leaves them out and the run would have none.
+        pooled = p["numjobs"] > 1 or ctx.mode == "multihost"
+        argv = [self.binary, "--output-format=json+" if pooled else "--output-format=json"]
         files: dict[str, str] = {}
         output_file = None
         if ctx.mode == "multihost":

@@ -242,3 +242,57 @@ def test_the_comparison_shows_the_chart_when_its_x_axis_is_iodepth(alice, alice_
     assert "the fio runs of this comparison" in html
     html = alice_client.get(f"{url}?metric=read_iops&x=param:bs").content.decode()
     assert 'id="latency-sweep"' not in html
+
+
+def pooled_percentile(jobs: list[dict], direction: str, p: float) -> float:
+    """p-th percentile (seconds) of the jobs' merged clat histograms, as fio's json+ gives
+    them ("bins": {ns: count}): the value below which p % of all completions fall."""
+    merged: dict[int, int] = {}
+    for job in jobs:
+        for ns, count in job[direction]["clat_ns"]["bins"].items():
+            merged[int(ns)] = merged.get(int(ns), 0) + count
+    total, running = sum(merged.values()), 0
+    for ns in sorted(merged):
+        running += merged[ns]
+        if running >= total * p / 100:
+            return ns * 1e-9
+    raise AssertionError("empty histogram")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+def test_a_real_numjobs_sweep_pools_percentiles_from_histograms(
+    alice, alice_client, executing_bench
+):
+    """fio at numjobs 1 and 2 (psync, 4k random reads, one second): two jobs' percentiles
+    pool only through their histograms, so the adapter asks for json+ there; the chart's
+    numjobs=2 point is the percentile of both jobs' merged bins, computed here from fio's
+    output."""
+    matrix = make_matrix(
+        alice,
+        executing_bench,
+        params={"rw": "randread", "bs": "4k", "size": "4m", "runtime": 1, "time_based": True},
+        axes=[{"param": "numjobs", "values": [1, 2]}],
+    )
+    expected = {}
+    for run in matrix.runs.all():
+        status = execute.execute(run.pk, queue(run), "w@test")
+        run.refresh_from_db()
+        assert status == Run.Status.SUCCEEDED, run.error
+        jobs = json.loads(run.raw_output[run.raw_output.index("{") :])["jobs"]
+        n = run.params["numjobs"]
+        assert len(jobs) == n and ("bins" in jobs[0]["read"]["clat_ns"]) == (n > 1)
+        if n > 1:
+            expected[str(n)] = [pooled_percentile(jobs, "read", p) for p in (50, 99, 99.9)]
+        else:
+            pct = jobs[0]["read"]["clat_ns"]["percentile"]
+            expected[str(n)] = [pct[k] / 1e9 for k in ("50.000000", "99.000000", "99.900000")]
+    html = alice_client.get(matrix.get_absolute_url()).content.decode()
+    (fig,) = chart_data(html)
+    bars, *lines = fig["data"]
+    assert bars["x"] == ["1", "2"] and "latency-sweep-missing" not in html
+    for i, x in enumerate(bars["x"]):
+        assert [line["y"][i] for line in lines] == [
+            pytest.approx(v * 1e3, abs=1e-4) for v in expected[x]
+        ]

@@ -26,7 +26,8 @@ def test_typical_argv(ctx):
     )  # fmt: skip
     assert cmd.argv == [
         "fio",
-        "--output-format=json",
+        # 16 jobs pooled: json+ carries the histograms their percentiles pool from
+        "--output-format=json+",
         "--name=beeweb",
         "--rw=randwrite",
         "--bs=4k",
@@ -61,6 +62,12 @@ def test_typical_argv(ctx):
     assert cmd.output_file == ctx.scratch / "fio.json"
 
 
+def test_one_job_keeps_plain_json(ctx):
+    """Nothing to pool: plain JSON (its percentiles are fio's own)."""
+    cmd = build_command("fio", {"rw": "read", "numjobs": 1}, ctx)
+    assert cmd.argv[1] == "--output-format=json"
+
+
 def test_mixed_subdirectory_shared_files(ctx):
     cmd = build_command(
         "fio",
@@ -80,7 +87,7 @@ def test_multihost_writes_one_job_file_per_client(multihost_ctx):
     scratch = multihost_ctx.scratch
     assert cmd.argv == [
         "fio",
-        "--output-format=json",
+        "--output-format=json+",
         "--client=10.0.0.1",
         str(scratch / "fio-0.job"),
         "--client=c2.ib.example",
