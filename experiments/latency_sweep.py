@@ -64,6 +64,7 @@ class Chart:
     direction: str
     setup: dict[str, str]  # what these runs share that other charts do not: attribute -> value
     points: dict[float, Point] = field(default_factory=dict)
+    full: dict[str, str] = field(default_factory=dict)  # everything these runs share
 
     def label(self) -> str:
         parts = [f"{k} {v}" for k, v in self.setup.items()]
@@ -133,7 +134,6 @@ def charts_for(runs: list[Run], swept: str) -> list[Chart]:
     keeping in ``setup`` only the attributes that differ between the charts."""
     metrics = _run_metrics([r.pk for r in runs])
     groups: dict[tuple, Chart] = {}
-    setups: dict[tuple, dict[str, str]] = {}
     for run in runs:
         x = (run.params or {}).get(swept)
         if isinstance(x, bool) or not isinstance(x, int | float):
@@ -147,8 +147,7 @@ def charts_for(runs: list[Run], swept: str) -> list[Chart]:
             key = (direction, tuple(sorted(setup.items())))
             chart = groups.get(key)
             if chart is None:
-                chart = groups[key] = Chart(swept, direction, {})
-                setups[key] = setup
+                chart = groups[key] = Chart(swept, direction, {}, full=setup)
             point = chart.points.setdefault(float(x), Point(float(x)))
             point.runs += 1
             point.iops.append(iops)
@@ -156,15 +155,17 @@ def charts_for(runs: list[Run], swept: str) -> list[Chart]:
                 lat = values.get((f"{direction}_lat", stat))
                 if lat is not None:
                     point.pct[stat].append(lat)
-    # Name only what tells the charts apart (the shared setup is the matrix's, already shown).
-    keys = set().union(*(s.keys() for s in setups.values())) if setups else set()
-    varying = [k for k in sorted(keys) if len({s.get(k) for s in setups.values()}) > 1]
-    for key, chart in groups.items():
-        chart.setup = {k: setups[key].get(k, "not stated") for k in varying}
-    return sorted(
-        groups.values(),
-        key=lambda c: (DIRECTIONS.index(c.direction), sorted(c.setup.items())),
-    )
+    return name_differences(list(groups.values()))
+
+
+def name_differences(charts: list[Chart]) -> list[Chart]:
+    """Keep in each chart's ``setup`` only what tells ``charts`` apart (what they share is
+    the page's, already shown), in a stable order."""
+    keys = set().union(*(c.full.keys() for c in charts)) if charts else set()
+    varying = [k for k in sorted(keys) if len({c.full.get(k) for c in charts}) > 1]
+    for chart in charts:
+        chart.setup = {k: chart.full.get(k, "not stated") for k in varying}
+    return sorted(charts, key=lambda c: (DIRECTIONS.index(c.direction), sorted(c.setup.items())))
 
 
 def figure(chart: Chart) -> dict[str, Any]:
@@ -233,7 +234,7 @@ def figure(chart: Chart) -> dict[str, Any]:
 def _context(runs: list[Run], swept: str, of: str) -> dict[str, Any]:
     """Template context of experiments/_latency_sweep.html: the figures (charts of at least
     two points), what tells the charts apart, how many were left out; empty if none."""
-    charts = [c for c in charts_for(runs, swept) if len(c.points) >= 2]
+    charts = name_differences([c for c in charts_for(runs, swept) if len(c.points) >= 2])
     if not charts:
         return {}
     shown_charts = charts[:MAX_CHARTS]

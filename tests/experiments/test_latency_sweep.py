@@ -106,6 +106,11 @@ def test_runs_that_differ_in_more_than_the_swept_parameter_are_never_joined(alic
     ]
     charts = charts_for(runs, "iodepth")
     assert [c.setup for c in charts] == [{"bs": "4k"}, {"bs": "64k"}]
+    # Of the charts drawn (two points at least), the study's single point is not one: the
+    # drawn charts differ only in bs.
+    drawn = latency_sweep._context([*runs, study], "iodepth", "these runs")
+    assert drawn["varying"] == ["bs"]
+    assert [f["label"] for f in drawn["figures"]] == ["bs 4k", "bs 64k"]
     small = charts[0]
     assert {x: p.iops for x, p in small.points.items()} == {1.0: [10.0], 4.0: [40.0]}
     assert small.points[4.0].pct["p99"] == [pytest.approx(4e-4)]
