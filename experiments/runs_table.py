@@ -35,7 +35,6 @@ from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
-from django.db import connection
 from django.db.models import Exists, F, FloatField, OuterRef, Q, QuerySet, Value
 from django.db.models.fields.json import KeyTransform
 
@@ -480,21 +479,6 @@ def base_queryset(runs: QuerySet) -> QuerySet:
     return runs.select_related("testbed").only(
         "uuid", "label", "tool", "status", "params", "created", "started_at", "testbed__name"
     )
-
-
-def estimate(runs: QuerySet) -> int | None:
-    """PostgreSQL's planner estimate of how many runs pass the filters (EXPLAIN, no scan):
-    what the page says instead of counting them (issue 17). None elsewhere (SQLite has no
-    row estimates), and the page then says only whether there are more."""
-    if connection.vendor != "postgresql":
-        return None
-    sql, params = runs.values("id").order_by().query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
-        plan = cursor.fetchone()[0]
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return int(plan[0]["Plan"]["Plan Rows"])
 
 
 def fetch_page(spec: TableSpec, runs: QuerySet, size: int = PAGE_SIZE):

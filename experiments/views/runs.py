@@ -8,7 +8,6 @@ import json
 from collections import defaultdict
 from uuid import UUID
 
-from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -16,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from experiments import localhost, run_story, runs_table
+from experiments import keyset, localhost, run_story, runs_table
 from experiments.comparison.charts import display_unit
 from experiments.comparison.presets import DASHBOARD_PRESETS
 from experiments.models import HardwareProfile, Matrix, Run, Testbed, TuningSet
@@ -56,6 +55,12 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, "experiments/dashboard.html", context)
 
 
+# The run list's order: newest first, ties (the runs of one bulk request share ``created``)
+# by id. Paged by a keyset cursor, never by OFFSET or a count (experiments.keyset).
+RUN_LIST_KEY = keyset.Key.of(("-created", "-id"))
+RUN_LIST_PAGE = 50
+
+
 def run_list(request: HttpRequest) -> HttpResponse:
     # The list shows neither the raw output nor the execution details: leave them in the
     # database (a run's raw output may be megabytes).
@@ -84,18 +89,27 @@ def run_list(request: HttpRequest) -> HttpResponse:
             runs = runs.filter(testbed__uuid=UUID(testbed))
         except ValueError:
             runs = runs.none()
-    page = Paginator(runs.order_by("-created", "-id"), 50).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "experiments/run_list.html",
-        {
-            "page": page,
-            "tools": Tool.choices,
-            "tool": tool,
-            "testbed": testbed,
-            "testbeds": Testbed.objects.only("uuid", "name"),
-        },
+    cursor = request.GET.get("cursor", "")
+    context = {
+        "tools": Tool.choices,
+        "tool": tool,
+        "testbed": testbed,
+        "testbeds": Testbed.objects.only("uuid", "name"),
+    }
+    try:
+        page = keyset.page(runs, RUN_LIST_KEY, RUN_LIST_PAGE, cursor)
+    except keyset.BadCursor as exc:
+        context["error"] = f"cursor: {exc} (follow the newer and older links)"
+        return render(request, "experiments/run_list.html", context, status=400)
+    filters = {k: v for k, v in (("tool", tool), ("testbed", testbed)) if v}
+    context.update(
+        runs=page.rows,
+        total=keyset.total(runs),
+        newer_href=f"?{urlencode({**filters, 'cursor': page.previous})}" if page.previous else "",
+        older_href=f"?{urlencode({**filters, 'cursor': page.next})}" if page.next else "",
+        newest_href=f"?{urlencode(filters)}" if cursor else "",
     )
+    return render(request, "experiments/run_list.html", context)
 
 
 def run_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
@@ -180,7 +194,7 @@ def _table_context(request: HttpRequest) -> tuple[dict, int]:
         # planner keeps statistics of (a parameter or metric filter is a guess to it: at
         # 100,000 runs it took p.threads=16, 14,286 runs, for 998).
         estimate=(
-            runs_table.estimate(runs)
+            keyset.estimate(runs)
             if (after or spec.after) and not (spec.params_eq or spec.metric_ranges)
             else None
         ),
