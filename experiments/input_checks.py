@@ -28,6 +28,10 @@ _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 # free text (descriptions, YAML documents) may also hold tabs and line breaks.
 CONTROL_CHARS = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 CONTROL_CHARS_BUT_LINES = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+# The only way a JSON text (decoded, so holding no surrogates itself) puts a NUL or a lone
+# surrogate into a string: a \u escape (a raw control character inside a string is a parse
+# error). A valid surrogate pair matches too; the full check then sorts it out.
+_BAD_ESCAPE = re.compile(r"\\u(?:0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})")
 
 
 class BadInput(ValueError):
@@ -80,15 +84,72 @@ def loads(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         )
     except RecursionError:
         raise BadInput(f"JSON nested deeper than {max_depth} levels") from None
-    problem = json_problem(value, max_depth=max_depth)
+    # Bytes are decoded with "surrogatepass" by json.loads: only a text's strings are known
+    # clean when it has no escape that could make them otherwise.
+    clean = isinstance(text, str) and _BAD_ESCAPE.search(text) is None
+    problem = json_problem(value, max_depth=max_depth, strings_checked=clean)
     if problem:
         raise BadInput(problem)
     return value
 
 
-def json_problem(value: Any, *, max_depth: int = MAX_JSON_DEPTH, where: str = "$") -> str | None:
+def json_problem(
+    value: Any,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    where: str = "$",
+    strings_checked: bool = False,
+) -> str | None:
     """The first place in a decoded JSON value that cannot be stored, with the reason; None
-    when all is well. Walks iteratively (no recursion however deep the value is)."""
+    when all is well. Walks iteratively (no recursion however deep the value is).
+
+    ``strings_checked``: every string (and key) is known to hold neither NUL nor a lone
+    surrogate (``loads`` knows it from the text), so only numbers and nesting are checked.
+    A value that passes (nearly all) is walked once without building the path of every
+    place; only a refused one is walked again to name the place (a bulk request of 500 runs
+    holds ~30,000 values: naming each cost more than parsing the JSON)."""
+    if _storable(value, max_depth, strings_checked):
+        return None
+    return _locate(value, max_depth, where)
+
+
+def _storable(value: Any, max_depth: int, strings_checked: bool) -> bool:
+    """Whether ``json_problem`` finds nothing; a value of any type JSON does not decode to
+    answers False, and ``_locate`` then decides."""
+    search = _BAD_CHARS.search
+    stack: list[tuple[Any, int]] = [([value], -1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth >= max_depth:
+            return False
+        if type(item) is dict:
+            if not strings_checked:
+                for key in item:
+                    if type(key) is not str or search(key) is not None:
+                        return False
+            values = item.values()
+        else:
+            values = item
+        for sub in values:
+            kind = type(sub)
+            if kind is str:
+                if not strings_checked and search(sub) is not None:
+                    return False
+            elif kind is float:
+                if sub - sub != 0.0:  # NaN or an infinity
+                    return False
+            elif kind is int:
+                if not -INT_MAX - 1 <= sub <= INT_MAX:
+                    return False
+            elif kind is dict or kind is list:
+                stack.append((sub, depth + 1))
+            elif sub is not None and kind is not bool:
+                return False
+    return True
+
+
+def _locate(value: Any, max_depth: int, where: str) -> str | None:
+    """``json_problem``'s answer, found by walking ``value`` with the path of every place."""
     stack: list[tuple[Any, str, int]] = [(value, where, 0)]
     while stack:
         item, path, depth = stack.pop()

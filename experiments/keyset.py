@@ -170,13 +170,16 @@ class Total:
         return round(self.n, 2 - len(str(self.n)))
 
 
-def total(queryset: QuerySet) -> Total:
+def total(queryset: QuerySet, key: Key | None = None) -> Total:
     """The number of rows of ``queryset`` without counting more than EXACT_BELOW of them:
     an exact count bounded to EXACT_BELOW + 1 rows (one query, whatever the list's length),
     and beyond that PostgreSQL's planner estimate (never less than what was counted).
+    ``key``: the list's order, so that the bounded count reads the index the page reads
+    (without an order the planner may pick a sequential scan that, when the matching rows
+    lie late in the table, reads a good part of it before it has its 1,001).
     SQLite keeps no row estimates: there the count goes on (SQLite databases are a single
     user's, far from a million runs)."""
-    plain = queryset.values("pk").order_by()
+    plain = queryset.values("pk").order_by(*(key.order_by() if key else ()))
     counted = plain[: EXACT_BELOW + 1].count()
     if counted <= EXACT_BELOW:
         return Total(counted, True)

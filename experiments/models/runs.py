@@ -189,8 +189,10 @@ class Run(OwnedModel, PublishedModel):
             # ORDER BY created DESC, id DESC LIMIT 50 reads 50 index entries instead of
             # sorting every run (170 ms -> ~1 ms at 100,000 runs).
             models.Index(fields=["-created", "-id"], name="exp_run_created_id"),
-            # Run list filtered by testbed, newest first.
-            models.Index(fields=["testbed", "-created"], name="exp_run_testbed_created"),
+            # Run list filtered by testbed, newest first, ties by id (keyset pagination): a
+            # page and its bounded count read this index alone; without "-id" the planner
+            # preferred filtering the (created, id) index, 10,000 rows for 1,000 at 1M runs.
+            models.Index(fields=["testbed", "-created", "-id"], name="exp_run_testbed_created_id"),
             # Run list (page and API) filtered by tool, newest first.
             models.Index(fields=["tool", "-created", "-id"], name="exp_run_tool_created"),
             # Janitor: running runs by heartbeat; matrix progress counts by status.
