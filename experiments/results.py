@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -320,9 +321,8 @@ def insert(model, rows: list) -> None:
         for row, instance in zip(rows, instances, strict=True):
             row.id = instance.pk
         return
-    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(c) for c in ["id", *(f.column for f in fields)])
+    columns, values_of, json_at = _copy_plan(model)
+    dumps = json.dumps
     # wrap_database_errors: a unique violation inside COPY is Django's IntegrityError.
     with connection.cursor() as cursor, connection.wrap_database_errors:
         cursor.execute(
@@ -330,17 +330,37 @@ def insert(model, rows: list) -> None:
             [table, len(rows)],
         )
         ids = [row[0] for row in cursor.fetchall()]
-        with cursor.cursor.copy(f"COPY {quote(table)} ({columns}) FROM STDIN") as copy:
+        with cursor.cursor.copy(f"COPY {columns} FROM STDIN") as copy:
+            write = copy.write_row
             for pk, row in zip(ids, rows, strict=True):
                 row.id = pk
-                copy.write_row(
-                    [
-                        pk,
-                        *(
-                            json.dumps(getattr(row, f.attname))
-                            if f.attname in json_fields
-                            else getattr(row, f.attname)
-                            for f in fields
-                        ),
-                    ]
-                )
+                values = [pk, *values_of(row)]
+                for i in json_at:
+                    value = values[i]
+                    # Most JSON columns of a new row hold their empty default.
+                    if not value and type(value) in (dict, list):
+                        values[i] = "{}" if type(value) is dict else "[]"
+                    else:
+                        values[i] = dumps(value)
+                write(values)
+
+
+_COPY_PLANS: dict[Any, tuple] = {}
+
+
+def _copy_plan(model) -> tuple[str, Any, list[int]]:
+    """What ``insert`` needs of a model, worked out once: the COPY target (table and
+    columns, id first), a getter of a row's values in that order (one C call per row instead
+    of a Python one per column: a run has 54), and where the JSON columns are."""
+    plan = _COPY_PLANS.get(model)
+    if plan is None:
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        quote = connection.ops.quote_name
+        columns = ", ".join(quote(c) for c in ["id", *(f.column for f in fields)])
+        plan = (
+            f"{quote(model._meta.db_table)} ({columns})",
+            attrgetter(*(f.attname for f in fields)),
+            [n + 1 for n, f in enumerate(fields) if f.get_internal_type() == "JSONField"],
+        )
+        _COPY_PLANS[model] = plan
+    return plan

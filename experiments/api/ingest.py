@@ -174,8 +174,8 @@ def _metrics(item: Item, raw: Any) -> list[dict[str, Any]]:
         if not isinstance(m, dict):
             item.errors[where] = "must be an object"
             return []
-        unknown = set(m) - METRIC_FIELDS
-        if unknown:
+        if not METRIC_FIELDS.issuperset(m):
+            unknown = set(m) - METRIC_FIELDS
             item.errors[where] = f"unknown fields: {', '.join(sorted(map(str, unknown)))}"
             return []
         name = m.get("name")
@@ -215,7 +215,7 @@ def _metrics(item: Item, raw: Any) -> list[dict[str, Any]]:
         if not isinstance(extra, dict):
             item.errors[where] = f"{name}: extra must be an object"
             return []
-        problem = _unstorable(extra, "extra")
+        problem = _unstorable(extra, "extra") if extra else None
         if problem:
             item.errors[where] = f"{name}: {problem}"
             return []
@@ -240,8 +240,8 @@ def _metrics(item: Item, raw: Any) -> list[dict[str, Any]]:
 def _validate(item: Item) -> dict[str, Any]:
     """Check one item's shape; returns the cleaned values (errors go to ``item.errors``)."""
     data = item.data
-    unknown = set(data) - ITEM_FIELDS
-    if unknown:
+    if not ITEM_FIELDS.issuperset(data):
+        unknown = set(data) - ITEM_FIELDS
         item.errors["item"] = f"unknown fields: {', '.join(sorted(map(str, unknown)))}"
     clean: dict[str, Any] = {
         "key": _text(item, "key", 200) or None,
@@ -335,6 +335,29 @@ def _resolve(model, refs: set[str], user, field_name: str) -> dict[str, Any]:
             objs = mine if len(mine) == 1 else objs
         found[name] = objs[0] if len(objs) == 1 else None  # None: ambiguous
     return found
+
+
+def _store(new: list[tuple[Item, dict[str, Any]]]) -> None:
+    """Write the valid items of a request in one transaction: every run with all of its
+    metrics and telemetry, or (on any database error) none of them.
+
+    Runs first (their ids come back from ``insert``), then every metric of the batch in one
+    COPY, then telemetry. What is derived from a batch's runs and metrics as a whole belongs
+    at the end of this block, inside the transaction, with the batch's run ids."""
+    with transaction.atomic():
+        insert(Run, [item.run for item, _ in new])
+        metrics: list[SimpleNamespace] = []
+        for item, _ in new:
+            run_id = item.run.id
+            for metric in item.metrics:
+                metric.run_id = run_id
+            metrics.extend(item.metrics)
+        insert(Metric, metrics)
+        # Telemetry (validated above) in the same transaction: a run is stored with all of
+        # its documents or not at all. Its verdict is computed once all are in.
+        carried = {item.run.id: clean["telemetry"] for item, clean in new if clean["telemetry"]}
+        for run in Run.objects.filter(pk__in=carried).select_related("node"):
+            telemetry.store(run, carried[run.pk])
 
 
 def _run(defaults: dict[str, Any], **values: Any) -> SimpleNamespace:
@@ -473,20 +496,7 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             item.metrics = parsed.metrics
         new.append((item, clean))
 
-    with transaction.atomic():
-        runs = [item.run for item, _ in new]
-        insert(Run, runs)
-        metrics: list[SimpleNamespace] = []
-        for item, _ in new:
-            for metric in item.metrics:
-                metric.run_id = item.run.id
-            metrics.extend(item.metrics)
-        insert(Metric, metrics)
-        # Telemetry (validated above) in the same transaction: a run is stored with all of
-        # its documents or not at all. Its verdict is computed once all are in.
-        carried = {item.run.id: clean["telemetry"] for item, clean in new if clean["telemetry"]}
-        for run in Run.objects.filter(pk__in=carried).select_related("node"):
-            telemetry.store(run, carried[run.pk])
+    _store(new)
 
     results = []
     for item in items:
