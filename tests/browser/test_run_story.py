@@ -14,7 +14,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 AXES = """(id) => {
   const layout = document.getElementById(id)._fullLayout;
-  return Object.keys(layout).filter((k) => /^xaxis\\d*$/.test(k)).sort()
+  const number = (k) => Number(k.slice(5) || 1);
+  return Object.keys(layout).filter((k) => /^xaxis\\d*$/.test(k))
+    .sort((a, b) => number(a) - number(b))
     .map((k) => ({name: k, range: layout[k].range, offset: layout[k]._offset,
                   length: layout[k]._length,
                   top: layout[k.replace("x", "y")]._offset,
@@ -40,6 +42,13 @@ def test_zooming_one_panel_zooms_all(browser, live_server, alice, bench):
     assert all(a["range"] == full for a in before)
     # Drag across the middle of the third panel (the CPU of stor1), horizontally: an x zoom.
     panel = before[2]
+    # The panel into the window first (notes above the plot may push it below the fold;
+    # the mouse does not scroll): bounding boxes are relative to the window.
+    page.evaluate(
+        "([id, top]) => window.scrollTo(0, document.getElementById(id)"
+        ".getBoundingClientRect().top + window.scrollY + top - 100)",
+        ["telemetry-plot", panel["top"]],
+    )
     box = page.locator("#telemetry-plot").bounding_box()
     y = box["y"] + panel["top"] + panel["height"] / 2
     x0 = box["x"] + panel["offset"] + panel["length"] * 0.25
