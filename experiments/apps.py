@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class ExperimentsConfig(AppConfig):
     name = "experiments"
     verbose_name = "Experiments"
+
+    def ready(self) -> None:
+        from experiments import summaries
+
+        summaries.connect()

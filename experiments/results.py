@@ -36,6 +36,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from experiments import summaries
 from experiments.input_checks import json_problem
 from experiments.models import Metric, Run
 from experiments.models.runs import Tool
@@ -207,7 +208,7 @@ def _store(run: Run, tool: str | None, *, keep_on_error: bool) -> str | None:
         options=launch.options,
         params=launch.params,
     )
-    with transaction.atomic():
+    with transaction.atomic(), summaries.batch():
         if parsed.error and keep_on_error:
             run.parse_error = parsed.error
             fields = {"parse_error": parsed.error}
@@ -294,15 +295,16 @@ def metric_rows(metrics: Iterable[dict[str, Any]], run_id: int | None = None) ->
 
 def replace_metrics(run: Run, metrics: Iterable[dict[str, Any]] | list[SimpleNamespace]) -> list:
     """Replace all of ``run``'s metrics by ``metrics`` (``metric_rows`` or dicts) in one
-    transaction; the rows stored."""
+    transaction, with the summaries of the run's configuration; the rows stored."""
     rows = list(metrics)
     if rows and isinstance(rows[0], dict):
         rows = metric_rows(rows)
     for row in rows:
         row.run_id = run.pk
-    with transaction.atomic():
+    with transaction.atomic(), summaries.batch():
         Metric.objects.filter(run_id=run.pk).delete()
         insert(Metric, rows)
+        summaries.refresh(run_ids=[run.pk])
     return rows
 
 

@@ -32,7 +32,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from experiments import telemetry
+from experiments import summaries, telemetry
 from experiments.importing import not_text_problem
 from experiments.input_checks import clean_text, json_problem, text_problem
 from experiments.models import Metric, Run, Testbed, TuningSet
@@ -353,6 +353,9 @@ def _store(new: list[tuple[Item, dict[str, Any]]]) -> None:
                 metric.run_id = run_id
             metrics.extend(item.metrics)
         insert(Metric, metrics)
+        # The batch's configuration summaries (set-based), before the telemetry below
+        # refreshes single runs' verdicts.
+        summaries.add([item.run for item, _ in new])
         # Telemetry (validated above) in the same transaction: a run is stored with all of
         # its documents or not at all. Its verdict is computed once all are in.
         carried = {item.run.id: clean["telemetry"] for item, clean in new if clean["telemetry"]}
@@ -494,6 +497,7 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             )
             apply(item.run, parsed)
             item.metrics = parsed.metrics
+        item.run.config_key = summaries.key_of(item.run)
         new.append((item, clean))
 
     _store(new)

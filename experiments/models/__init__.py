@@ -16,6 +16,7 @@ from experiments.models.inventory import (
 from experiments.models.matrices import CellState, LaunchMode, Matrix, RunOrder
 from experiments.models.reports import Report, ShareLink
 from experiments.models.runs import Metric, NodeLease, Run
+from experiments.models.summaries import ConfigSummary
 from experiments.models.telemetry import RunTelemetry
 from experiments.models.tuning import TuningParameter, TuningRevision, TuningSet
 from experiments.models.workers import Worker
@@ -23,6 +24,7 @@ from experiments.models.workers import Worker
 __all__ = [
     "Architecture",
     "CellState",
+    "ConfigSummary",
     "Drive",
     "HardwareProfile",
     "LaunchMode",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.db import connection, models
+import json
+
+from django.db import connection, models, transaction
 from django.db.models.functions import Coalesce, NullIf
 from django.urls import reverse
 
@@ -24,6 +26,20 @@ class RunQuerySet(models.QuerySet):
     def visible_to(self, user) -> RunQuerySet:
         """Every signed-in user reads the lab's runs; anonymous visitors read nothing."""
         return self if user.is_authenticated else self.none()
+
+    def update(self, **kwargs) -> int:
+        """An update of fields the configuration summaries read (the configuration, the data
+        source, the stored verdict) refreshes the summaries of the runs it changes, in its
+        transaction (experiments.summaries)."""
+        from experiments import summaries
+
+        if not summaries.FIELDS.intersection(kwargs):
+            return super().update(**kwargs)
+        with transaction.atomic(using=self.db):
+            ids = list(self.values_list("pk", flat=True))
+            count = super().update(**kwargs)
+            summaries.refresh(run_ids=ids)
+        return count
 
 
 class Run(OwnedModel, PublishedModel):
@@ -164,6 +180,10 @@ class Run(OwnedModel, PublishedModel):
     write_whole = models.FloatField(null=True, blank=True)
     read_steady = models.FloatField(null=True, blank=True)
     read_whole = models.FloatField(null=True, blank=True)
+    # The run's configuration (experiments.summaries.config_key: tool, parameters, testbed,
+    # target, tuning set, data source) as its summaries last saw it; set by those summaries'
+    # maintenance only, so a change of the configuration still finds the old one.
+    config_key = models.CharField(max_length=32, blank=True, default="", editable=False)
 
     objects = RunQuerySet.as_manager()
 
@@ -198,10 +218,44 @@ class Run(OwnedModel, PublishedModel):
             # Janitor: running runs by heartbeat; matrix progress counts by status.
             models.Index(fields=["status", "heartbeat_at"], name="exp_run_status_heartbeat"),
             models.Index(fields=["matrix", "status"], name="exp_run_matrix_status"),
+            # Configuration summaries: the runs of the configurations a change touches.
+            models.Index(fields=["config_key"], name="exp_run_config_key"),
         ]
 
     def __str__(self) -> str:
         return self.label or f"{self.get_tool_display()} on {self.testbed}"
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        """Remember the loaded values of what the summaries read (see ``save``)."""
+        instance = super().from_db(db, field_names, values)
+        instance._summarised = instance._summary_values()
+        return instance
+
+    def _summary_values(self) -> tuple:
+        from experiments import summaries
+
+        # Parameters as text: a dict changed in place is still told from the loaded one.
+        return tuple(
+            json.dumps(value, sort_keys=True, default=str) if isinstance(value, dict) else value
+            for value in (self.__dict__.get(f) for f in summaries.RUN_COLUMNS)
+        )
+
+    def save(self, *args, **kwargs) -> None:
+        """A saved change of what the summaries read refreshes them in the same transaction
+        (a new run has no metrics, hence no summary, yet)."""
+        from experiments import summaries
+
+        loaded = getattr(self, "_summarised", None)
+        if loaded is None or loaded == self._summary_values():
+            super().save(*args, **kwargs)
+            return
+        fields = kwargs.get("update_fields")
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            if fields is None or summaries.FIELDS.intersection(fields):
+                summaries.refresh(run_ids=[self.pk])
+                self._summarised = self._summary_values()
 
     def get_absolute_url(self) -> str:
         return reverse("experiments:run", args=[self.uuid])
@@ -284,6 +338,36 @@ def _steady(key: str):
 
 
 class MetricQuerySet(models.QuerySet):
+    # Metric rows written or removed through the ORM refresh their runs' configuration
+    # summaries in the same transaction (experiments.summaries). experiments.results and the
+    # bulk ingest write metrics with their own single refresh.
+
+    def delete(self):
+        from experiments import summaries
+
+        with transaction.atomic(using=self.db):
+            ids = set(self.filter(primary=True).values_list("run_id", flat=True))
+            deleted = super().delete()
+            summaries.refresh(run_ids=ids)
+        return deleted
+
+    def update(self, **kwargs) -> int:
+        from experiments import summaries
+
+        with transaction.atomic(using=self.db):
+            ids = set(self.values_list("run_id", flat=True))
+            count = super().update(**kwargs)
+            summaries.refresh(run_ids=ids)
+        return count
+
+    def bulk_create(self, objs, *args, **kwargs):
+        from experiments import summaries
+
+        with transaction.atomic(using=self.db):
+            created = super().bulk_create(objs, *args, **kwargs)
+            summaries.refresh(run_ids={m.run_id for m in created if m.primary})
+        return created
+
     def primary_values(self) -> MetricQuerySet:
         """Each run's headline number per metric name (see ``Metric.primary``)."""
         return self.filter(primary=True)
@@ -446,3 +530,18 @@ class Metric(models.Model):
     def __str__(self) -> str:
         it = f"[{self.iteration}]" if self.iteration is not None else ""
         return f"{self.name}{it} {self.stat} = {self.value:g} {self.unit}"
+
+    def save(self, *args, **kwargs) -> None:
+        from experiments import summaries
+
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            summaries.refresh(run_ids=[self.run_id])
+
+    def delete(self, *args, **kwargs):
+        from experiments import summaries
+
+        with transaction.atomic():
+            deleted = super().delete(*args, **kwargs)
+            summaries.refresh(run_ids=[self.run_id])
+        return deleted

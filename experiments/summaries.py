@@ -1,0 +1,405 @@
+"""Configuration summaries (experiments.models.ConfigSummary), kept in step with the runs.
+
+A comparison over every run reads one row per configuration and metric instead of every
+metric row (issue 17). The rows are never stale: whatever changes a run's headline metrics
+or the run fields a summary reads (its configuration, data source, stored verdict) calls
+``refresh`` in the same transaction, and ``refresh`` recomputes the touched configurations'
+rows from their runs in a few set-based statements (DELETE, then INSERT … SELECT … GROUP
+BY). The callers:
+
+- ``experiments.results.replace_metrics`` (executor, import, push, reparse, load_published)
+  and the bulk ingest (``add``, one statement per batch);
+- ``RunQuerySet.update``, ``Run.save``, the ``Metric`` queryset's delete/update/bulk_create
+  and ``Metric.save``/``delete`` (so a verdict refresh, a test or a shell edit keeps them);
+- deletes of runs, whatever deletes them (a matrix, its owner, load_published's re-load),
+  through Django's delete signals: the configurations are read before the rows go and
+  recomputed after; a target's delete, which clears its runs' target, likewise.
+
+``rebuild`` recomputes everything (``manage.py rebuild_summaries``), ``differences`` proves
+the stored rows equal a recomputation (``--check``).
+
+A run's configuration is ``Run.config_key`` (``config_key`` below), written by this module
+only: when a run's configuration changes, the key still stored names the configuration it
+leaves, whose row is recomputed too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Case, F, IntegerField, Value, When
+from django.db.models.signals import post_delete, pre_delete
+
+from experiments.bottleneck import KINDS
+
+# The run columns a summary reads: the configuration, the data source, the verdict and the
+# steadiness columns. An update of any of them refreshes the run's summaries.
+KEY_COLUMNS = (
+    "tool",
+    "testbed_id",
+    "target_id",
+    "tuning_set_id",
+    "params",
+    "published",
+    "source",
+)
+RUN_COLUMNS = (
+    *KEY_COLUMNS,
+    "bottleneck",
+    "collapsed",
+    "write_steady",
+    "write_whole",
+    "read_steady",
+    "read_whole",
+)
+FIELDS = frozenset(RUN_COLUMNS) | {"testbed", "target", "tuning_set"}
+
+# Keys per statement (SQLite's and psycopg's parameter limits are far above).
+CHUNK = 500
+
+# Columns of experiments_configsummary the recomputation fills, in its SELECT's order.
+COLUMNS = (
+    "name",
+    "config_key",
+    "run_id",
+    "n",
+    "total",
+    "m2",
+    "min",
+    "max",
+    "median",
+    "approx_n",
+    "pub_n",
+    *(f"bn_{kind}" for kind in KINDS),
+    "collapsed_n",
+    "steady_n",
+    "steady_sum",
+    "whole_n",
+    "whole_sum",
+)
+
+
+def _plain(value: Any) -> Any:
+    """A parameter value as the key sees it: 4.0 is 4 (PostgreSQL's jsonb holds them equal,
+    and a float that round-trips through jsonb may come back as an integer)."""
+    if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+        return int(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def source_of(published: bool, source: str) -> str:
+    """The data source a run pools by (experiments.models.runs.source_expression)."""
+    from experiments.models.runs import OWN_RUNS
+
+    return (source or "published") if published else OWN_RUNS
+
+
+def config_key(
+    tool: str,
+    testbed_id: int,
+    target_id: int | None,
+    tuning_set_id: int | None,
+    params: Any,
+    published: bool,
+    source: str,
+) -> str:
+    """The identity of a run's configuration: tool, every parameter, testbed, target, tuning
+    set and data source (DESIGN.md, "Alike runs"), hashed to 32 hex digits."""
+    if isinstance(params, str):
+        try:
+            params = json.loads(params)
+        except ValueError:
+            pass
+    text = json.dumps(
+        [tool, testbed_id, target_id, tuning_set_id, _plain(params), source_of(published, source)],
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def key_of(run: Any) -> str:
+    """``config_key`` of a run (a Run, or a row the bulk ingest inserts)."""
+    return config_key(*(getattr(run, column) for column in KEY_COLUMNS))
+
+
+# --- Deferred refreshes --------------------------------------------------------------------
+
+
+class _Pending(threading.local):
+    def __init__(self) -> None:
+        self.depth = 0
+        self.runs: set[int] = set()
+        self.keys: set[str] = set()
+
+
+_pending = _Pending()
+
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """Collect the refreshes asked for inside the block and run them once at its end (call it
+    inside the transaction that makes the changes)."""
+    _pending.depth += 1
+    try:
+        yield
+    except BaseException:
+        _pending.depth -= 1
+        if not _pending.depth:
+            _pending.runs.clear()
+            _pending.keys.clear()
+        raise
+    _pending.depth -= 1
+    if not _pending.depth:
+        _flush()
+
+
+def _flush() -> None:
+    runs, keys = set(_pending.runs), set(_pending.keys)
+    _pending.runs.clear()
+    _pending.keys.clear()
+    if runs or keys:
+        _refresh(runs, keys)
+
+
+def refresh(run_ids: Iterable[int] = (), keys: Iterable[str] = ()) -> None:
+    """Recompute the summaries of the configurations of ``run_ids`` (as stored and as they
+    are now: a run whose configuration changed leaves one and joins another) and of ``keys``,
+    from their runs; inside ``batch()``, at the batch's end."""
+    if _pending.depth:
+        _pending.runs.update(run_ids)
+        _pending.keys.update(keys)
+        return
+    run_ids, keys = set(run_ids), set(keys)
+    if run_ids or keys:
+        _refresh(run_ids, keys)
+
+
+def add(runs: Iterable[Any]) -> None:
+    """Summaries of runs just stored with their metrics, each with its ``config_key`` set
+    before it was inserted (``key_of``; the bulk ingest): the configurations of the batch
+    are recomputed, one DELETE and one INSERT … SELECT per few hundred of them."""
+    refresh(keys={run.config_key for run in runs})
+
+
+def _chunks(items: Iterable) -> Iterator[list]:
+    items = list(items)
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
+
+
+def _refresh(run_ids: set[int], keys: set[str]) -> None:
+    from experiments.models import Run
+
+    with transaction.atomic():
+        moved: dict[str, list[int]] = {}
+        for chunk in _chunks(sorted(run_ids)):
+            for row in Run.objects.filter(pk__in=chunk).values("pk", "config_key", *KEY_COLUMNS):
+                new = config_key(*(row[c] for c in KEY_COLUMNS))
+                keys.update((row["config_key"], new))
+                if new != row["config_key"]:
+                    moved.setdefault(new, []).append(row["pk"])
+        for key, ids in moved.items():
+            for chunk in _chunks(ids):
+                Run.objects.filter(pk__in=chunk).update(config_key=key)
+        keys.discard("")
+        _recompute(keys)
+
+
+def _recompute(keys: set[str]) -> None:
+    from experiments.models import ConfigSummary, Metric
+
+    for chunk in _chunks(sorted(keys)):
+        ConfigSummary.objects.filter(config_key__in=chunk)._raw_delete(ConfigSummary.objects.db)
+        _insert(Metric.objects.filter(run__config_key__in=chunk))
+
+
+def _select(metrics) -> tuple[str, tuple]:
+    """SELECT of the summary rows of ``metrics`` (a Metric queryset; primary rows of runs
+    with a configuration key), in ``COLUMNS`` order. The median is the mean of the one or
+    two middle values, ``m2`` the sum of squared deviations from the group's mean, both by
+    window functions (the same SQL on PostgreSQL and SQLite)."""
+    from experiments.models.runs import _steady
+
+    one, zero = Value(1), Value(0)
+    inner = (
+        metrics.filter(primary=True)
+        .exclude(run__config_key="")
+        .values(
+            "name",
+            _k=F("run__config_key"),
+            _r=F("run_id"),
+            _v=F("value"),
+            _pub=Case(
+                When(run__published=True, then=one), default=zero, output_field=IntegerField()
+            ),
+            _apx=Case(
+                When(extra__approx=True, then=one), default=zero, output_field=IntegerField()
+            ),
+            _bn=F("run__bottleneck"),
+            _col=Case(
+                When(run__collapsed=True, then=one), default=zero, output_field=IntegerField()
+            ),
+            _st=_steady("steady"),
+            _wh=_steady("whole"),
+        )
+        .order_by()
+    )
+    sql, params = inner.query.sql_with_params()
+    name = connection.ops.quote_name("name")
+    part = f"PARTITION BY {name}, _k"
+    aggregates = [
+        name,
+        "_k",
+        "MIN(_r)",
+        "COUNT(*)",
+        "SUM(_v)",
+        "SUM((_v - _a) * (_v - _a))",
+        "MIN(_v)",
+        "MAX(_v)",
+        "AVG(CASE WHEN _rn >= _c / 2.0 AND _rn <= _c / 2.0 + 1 THEN _v END)",
+        "SUM(_apx)",
+        "SUM(_pub)",
+        *(f"SUM(CASE WHEN _bn = '{kind}' THEN 1 ELSE 0 END)" for kind in KINDS),
+        "SUM(_col)",
+        "COUNT(_st)",
+        "SUM(_st)",
+        "COUNT(_wh)",
+        "SUM(_wh)",
+    ]
+    select = (
+        f"SELECT {', '.join(aggregates)} FROM (SELECT _g.*, AVG(_v) OVER ({part}) AS _a, "
+        f"ROW_NUMBER() OVER ({part} ORDER BY _v) AS _rn, COUNT(*) OVER ({part}) AS _c "
+        f"FROM ({sql}) _g) _w GROUP BY {name}, _k"
+    )
+    return select, params
+
+
+def _insert(metrics) -> None:
+    from experiments.models import ConfigSummary
+
+    qn = connection.ops.quote_name
+    select, params = _select(metrics)
+    table = qn(ConfigSummary._meta.db_table)
+    columns = ", ".join(qn(c) for c in COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} ({columns}) {select}", params)
+
+
+# --- Deletes -------------------------------------------------------------------------------
+
+
+def _run_deleting(sender, instance, **kwargs) -> None:
+    """Before a run's row goes (alone, or with its matrix or owner): its configuration."""
+    if instance.config_key:
+        _pending.keys.add(instance.config_key)
+
+
+def _deleted(sender, instance, **kwargs) -> None:
+    """After the delete's rows went (Django deletes every row of a model, then signals each):
+    the configurations collected are recomputed, in the delete's transaction."""
+    if not _pending.depth:
+        _flush()
+
+
+def _target_deleting(sender, instance, **kwargs) -> None:
+    """A target's delete clears its runs' target: their configuration changes."""
+    from experiments.models import Run
+
+    _pending.runs.update(Run.objects.filter(target=instance).values_list("pk", flat=True))
+
+
+def connect() -> None:
+    """Connect the delete signals (experiments.apps)."""
+    from experiments.models import Run, Target
+
+    pre_delete.connect(_run_deleting, sender=Run, dispatch_uid="summaries-run-pre")
+    post_delete.connect(_deleted, sender=Run, dispatch_uid="summaries-run-post")
+    pre_delete.connect(_target_deleting, sender=Target, dispatch_uid="summaries-target-pre")
+    post_delete.connect(_deleted, sender=Target, dispatch_uid="summaries-target-post")
+
+
+# --- Rebuild and check ---------------------------------------------------------------------
+
+
+def _stored_keys() -> Iterator[tuple[int, str, str]]:
+    """(run id, stored key, computed key) of every run."""
+    from experiments.models import Run
+
+    rows = Run.objects.order_by().values_list("pk", "config_key", *KEY_COLUMNS)
+    for pk, stored, *columns in rows.iterator(chunk_size=5000):
+        yield pk, stored, config_key(*columns)
+
+
+def rebuild() -> int:
+    """Recompute every run's configuration key and every summary row; the rows stored."""
+    from experiments.models import ConfigSummary, Metric, Run
+
+    with transaction.atomic():
+        moved: dict[str, list[int]] = {}
+        for pk, stored, key in _stored_keys():
+            if stored != key:
+                moved.setdefault(key, []).append(pk)
+        for key, ids in moved.items():
+            for chunk in _chunks(ids):
+                Run.objects.filter(pk__in=chunk).update(config_key=key)
+        ConfigSummary.objects.all()._raw_delete(ConfigSummary.objects.db)
+        _insert(Metric.objects.all())
+        return ConfigSummary.objects.count()
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9 * max(1.0, abs(a), abs(b)))
+    return a == b
+
+
+def differences(limit: int = 20) -> list[str]:
+    """How the stored keys and summary rows differ from a recomputation from the runs (at
+    most ``limit`` lines; empty when they match). Sums may differ in their last digits (the
+    order of additions): values are compared to 9 significant digits."""
+    from experiments.models import ConfigSummary, Metric
+
+    out: list[str] = []
+    for pk, stored, key in _stored_keys():
+        if stored and stored != key:
+            out.append(f"run {pk}: configuration key {stored}, computed {key}")
+    unkeyed = Metric.objects.filter(primary=True, run__config_key="").values_list("run_id")
+    for (pk,) in unkeyed.distinct().order_by("run_id")[: limit or None]:
+        out.append(f"run {pk}: has metrics but no configuration key (not summarised)")
+    select, params = _select(Metric.objects.all())
+    with connection.cursor() as cursor:
+        cursor.execute(select, params)
+        expected = {(r[0], r[1]): r for r in cursor.fetchall()}
+    stored_rows = {
+        (r[0], r[1]): r for r in ConfigSummary.objects.values_list(*COLUMNS).iterator(5000)
+    }
+    for pair in sorted(set(expected) | set(stored_rows)):
+        want, have = expected.get(pair), stored_rows.get(pair)
+        if want is None:
+            out.append(f"{pair[0]} of configuration {pair[1]}: stored, but no runs")
+        elif have is None:
+            out.append(f"{pair[0]} of configuration {pair[1]}: missing")
+        else:
+            wrong = [
+                f"{col} {h!r} (runs: {w!r})"
+                for col, w, h in zip(COLUMNS, want, have, strict=True)
+                if not _close(w, h)
+            ]
+            if wrong:
+                out.append(f"{pair[0]} of configuration {pair[1]}: " + ", ".join(wrong))
+    return out[:limit] if limit else out
