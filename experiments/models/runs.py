@@ -246,16 +246,24 @@ class Run(OwnedModel, PublishedModel):
         (a new run has no metrics, hence no summary, yet)."""
         from experiments import summaries
 
+        if not self._state.adding and kwargs.get("update_fields") is None:
+            # The key as the summaries last set it, not as this instance read it.
+            stored = Run.objects.filter(pk=self.pk).values_list("config_key", flat=True)
+            self.config_key = next(iter(stored), self.config_key)
         loaded = getattr(self, "_summarised", None)
-        if loaded is None or loaded == self._summary_values():
-            super().save(*args, **kwargs)
-            return
+        now = self._summary_values()
         fields = kwargs.get("update_fields")
-        with transaction.atomic():
+        # Unknown before (an instance not read from the database) counts as changed.
+        changed = (loaded != now if loaded is not None else not self._state.adding) and (
+            fields is None or bool(summaries.FIELDS.intersection(fields))
+        )
+        if not changed:
             super().save(*args, **kwargs)
-            if fields is None or summaries.FIELDS.intersection(fields):
+        else:
+            with transaction.atomic():
+                super().save(*args, **kwargs)
                 summaries.refresh(run_ids=[self.pk])
-                self._summarised = self._summary_values()
+        self._summarised = now
 
     def get_absolute_url(self) -> str:
         return reverse("experiments:run", args=[self.uuid])

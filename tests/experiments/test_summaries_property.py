@@ -34,6 +34,7 @@ store = st.fixed_dictionaries(
         "published": st.booleans(),
         "values": st.lists(VALUES, min_size=1, max_size=2),
         "approx": st.booleans(),
+        "late": st.booleans(),
     }
 )
 bulk = st.fixed_dictionaries(
@@ -85,16 +86,21 @@ def _apply(step: dict, lab: dict) -> None:
             params=PARAMS[step["params"]],
             matrix=matrix,
             target=target,
-            tuning_set=lab["tuning"] if step["tuning"] else None,
             published=step["published"],
             source="A study" if step["published"] else "",
         )
+        if step["tuning"]:  # changed after it was created: the instance's save
+            new.tuning_set = lab["tuning"]
+            new.save()
         rows = [
             {"name": NAMES[i], "value": v, "unit": "B/s", "extra": {"approx": step["approx"]}}
             for i, v in enumerate(step["values"])
         ]
         rows.append({"name": "write_bw", "value": 7.0, "unit": "B/s", "iteration": 1})
         replace_metrics(new, rows)
+        if step["late"]:  # an instance created, given metrics, then changed and saved
+            new.tuning_set = None if step["tuning"] else lab["tuning"]
+            new.save()
     elif op == "ingest":
         items = [
             {
