@@ -71,6 +71,12 @@ def filtered_metrics(
             return qs.none()
         if runs.query.where:
             qs = qs.filter(run__in=runs)
+    return _filtered(qs, spec, lookup)
+
+
+def _filtered(qs: QuerySet, spec: ComparisonSpec, lookup) -> QuerySet:
+    """``qs`` (metric rows, or configuration summaries: both reach the run as ``run``)
+    narrowed by the spec's filters."""
     if spec.tools:
         qs = qs.filter(run__tool__in=spec.tools)
     if spec.testbeds:
@@ -112,6 +118,78 @@ def _params(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def summarisable(spec: ComparisonSpec, runs: QuerySet | None = None) -> bool:
+    """Whether the configuration summaries (experiments.summaries) answer the spec: every
+    run is selected (or ``runs`` has no condition), and what it groups and filters by is an
+    attribute of the configuration. A matrix, dates or a bottleneck verdict are attributes
+    of single runs: those comparisons read the metric rows."""
+    if runs is not None and (runs.query.is_empty() or runs.query.where):
+        return False
+    if spec.matrices or spec.date_from or spec.date_to or spec.bottleneck:
+        return False
+    return "matrix" not in {spec.series, spec.x, spec.y, *spec.filter_groups()}
+
+
+def _summary_rows(
+    spec: ComparisonSpec, lookup: dimensions.TestbedLookup, groups: dict, divisor
+) -> list[dict]:
+    """The rows ``MetricQuerySet.summary`` gives, from the configuration summaries: one per
+    configuration (each holds alike runs only) and metric. A normalisation's divisor is a
+    constant of the configuration, so it scales the stored figures."""
+    from experiments.models import ConfigSummary
+
+    qs = _filtered(ConfigSummary.objects.filter(name__in=spec.metrics), spec, lookup)
+    d = Value(1.0, output_field=FloatField()) if divisor is None else NullIf(divisor, 0.0)
+    stored = [
+        "name",
+        "config_key",
+        "n",
+        "total",
+        "m2",
+        "min",
+        "max",
+        "median",
+        "approx_n",
+        "pub_n",
+        *(f"bn_{k}" for k in bottleneck.KINDS),
+        "collapsed_n",
+        "steady_n",
+        "steady_sum",
+        "whole_n",
+        "whole_sum",
+    ]
+    rows = []
+    for r in qs.annotate(**groups, _d=d).values(*stored, *groups, "_d").order_by():
+        d = r.pop("_d")
+        if d is None:
+            continue  # no divisor: no value (the metric rows' NULLs)
+        n, tg = r["n"], r["cf_tg"]
+        raw_mean = r["total"] / n
+        lo, hi = sorted((r["min"] / d, r["max"] / d))
+        r.update(
+            mean=raw_mean / d,
+            min=lo,
+            max=hi,
+            median=r["median"] / d,
+            stddev=math.sqrt(max(r["m2"], 0.0) / (n - 1)) / abs(d) if n > 1 else None,
+            sum_sq=None,
+            raw_mean=raw_mean,
+            raw_max=r["max"],
+            tb_lo=r["cf_tb"],
+            tb_hi=r["cf_tb"],
+            tg_lo=tg,
+            tg_hi=tg,
+            tg_n=n if tg is not None else 0,
+            runs=n,
+            src_lo=r["cf_src"],
+            src_hi=r["cf_src"],
+            steady_mean=r["steady_sum"] / r["steady_n"] if r["steady_n"] else None,
+            whole_mean=r["whole_sum"] / r["whole_n"] if r["whole_n"] else None,
+        )
+        rows.append(r)
+    return rows
+
+
 def _config(row: dict) -> dict:
     return {
         "name": row["name"],
@@ -125,6 +203,21 @@ def _config(row: dict) -> dict:
         "run__params": _params(row["cf_params"]),
         "source": row["cf_src"],
     }
+
+
+def _row_order(row: dict) -> tuple:
+    return (
+        row["name"],
+        raw(row["series"]),
+        raw(row["x"]),
+        raw(row["y"]),
+        row["cf_tool"],
+        row["cf_tb"],
+        row["cf_tg"] or 0,
+        row["cf_tn"] or 0,
+        row["cf_src"],
+        json.dumps(_params(row["cf_params"]), sort_keys=True),
+    )
 
 
 def _config_key(config: dict) -> tuple:
@@ -294,9 +387,15 @@ def _too_many(pools: list[_Pool], spec: ComparisonSpec) -> str:
     )
 
 
-def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonResult:
+def compute(
+    spec: ComparisonSpec, runs: QuerySet | None = None, *, summaries: bool = True
+) -> ComparisonResult:
     """Aggregate the spec's metrics over ``runs`` (all runs when None) in the database and
-    derive statistics, efficiency, comparability, baseline statements and charts."""
+    derive statistics, efficiency, comparability, baseline statements and charts.
+
+    The configuration summaries answer it when they can (``summarisable``: a million runs
+    are a few thousand configurations); otherwise, or with ``summaries=False``, the metric
+    rows do, with the same result."""
     result = ComparisonResult(
         query=spec.to_query(), errors=list(spec.errors), generated_at=timezone.now().isoformat()
     )
@@ -336,7 +435,14 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     value = F("value") if divisor is None else F("value") / NullIf(divisor, 0.0)
     qs = filtered_metrics(spec, runs, lookup)
     configuration = {**CONFIGURATION, "cf_src": dimensions.source_expression()}
-    rows = [r for r in qs.summary({**groups, **configuration}, value) if r["n"]]
+    summarised = summaries and summarisable(spec, runs)
+    if summarised:
+        rows = _summary_rows(spec, lookup, {**groups, **configuration}, divisor)
+    else:
+        rows = [r for r in qs.summary({**groups, **configuration}, value) if r["n"]]
+    # In one order whatever answered (the database's grouping order is arbitrary): points
+    # alike in their places are labelled in this order.
+    rows.sort(key=_row_order)
     if len(rows) > MAX_CONFIGS:
         result.errors.append(
             f"The runs selected hold {len(rows):,} configurations (more than {MAX_CONFIGS:,}): "
@@ -351,7 +457,13 @@ def compute(spec: ComparisonSpec, runs: QuerySet | None = None) -> ComparisonRes
     context.configs = [c for pool in pools for c in pool.configs]
     # Repetition values: every run as a point, and exact medians of points pooling several
     # configurations (one bounded query, only when needed).
-    reps = _repetitions(spec, qs, {**groups, **configuration}, value, pools, result)
+    # From summaries, the values are those of the configurations shown, read by their keys;
+    # their number is known beforehand.
+    values_qs, total = qs, None
+    if summarised:
+        total = sum(r["n"] for r in rows)
+        values_qs = qs.filter(run__config_key__in=sorted({r["config_key"] for r in rows}))
+    reps = _repetitions(spec, values_qs, {**groups, **configuration}, value, pools, result, total)
     points: list[Point] = []
     behind: dict[int, tuple[_Pool, dict]] = {}  # id(point) -> its pool and merged row
     for pool in pools:
@@ -495,15 +607,25 @@ def _why_n(qs, groups: dict, behind: dict[int, tuple[_Pool, dict]], points: list
 
 
 def _repetitions(
-    spec: ComparisonSpec, qs, groups: dict, value, pools: list[_Pool], result: ComparisonResult
+    spec: ComparisonSpec,
+    qs,
+    groups: dict,
+    value,
+    pools: list[_Pool],
+    result: ComparisonResult,
+    total: int | None = None,
 ) -> dict[int, list[float]]:
     """Each pool's run values (keyed by id(pool)), read when every run is drawn or a point
-    pools several configurations (its median needs the values)."""
+    pools several configurations (its median needs the values); ``total``, when known, is
+    their number."""
     pooled = [p for p in pools if len(p.rows) > 1]
     if not (spec.reps and spec.chart != "heatmap") and not pooled:
         return {}
     owner = {_config_key(c): id(pool) for pool in pools for c in pool.configs}
-    values = list(qs.repetitions(groups, value)[: MAX_REPETITION_POINTS + 1])
+    if total is not None and total > MAX_REPETITION_POINTS:
+        values = [None] * (MAX_REPETITION_POINTS + 1)
+    else:
+        values = list(qs.repetitions(groups, value)[: MAX_REPETITION_POINTS + 1])
     if len(values) > MAX_REPETITION_POINTS:
         result.warnings.append(
             f"More than {MAX_REPETITION_POINTS} runs: not all are drawn as points, and "
