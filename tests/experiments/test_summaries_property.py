@@ -141,7 +141,7 @@ def _apply(step: dict, lab: dict) -> None:
 
 @pytest.mark.django_db
 @settings(
-    max_examples=25,
+    max_examples=20,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
