@@ -15,7 +15,7 @@ def summarise(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("experiments", "0017_run_verdict"),
+        ("experiments", "0018_run_list_keyset"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
