@@ -1,8 +1,8 @@
 /* beeweb parallel coordinates: draw each .parcoords-chart from the JSON its data-figure names.
-   The parcoords trace needs plotly's strict bundle (the cartesian one lacks the trace, and the
-   gl2d one compiles WebGL code with Function(), which the CSP forbids). It is large, so it
-   is fetched only when such a chart comes near the window, and kept under its own name: the
-   cartesian Plotly of the compare page stays window.Plotly. */
+   The parcoords trace is in a bundle of its own (static/vendor/plotly-parcoords.min.js, plotly's
+   strict build: the WebGL code precompiled, since the CSP forbids compiling it with Function()).
+   It is fetched only when such a chart comes near the window, and kept under its own name: the
+   page's own Plotly (plotly-beeweb.min.js) stays window.Plotly. */
 (function () {
   "use strict";
   var loading = null;

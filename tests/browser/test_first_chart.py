@@ -51,7 +51,7 @@ def test_cold_cache_share_link_is_drawn_within_a_second():
         responses = []
         page.on("response", lambda r: responses.append(r))
         page.goto(base + share)
-        plotly = [r for r in responses if "/static/vendor/plotly-cartesian.min." in r.url]
+        plotly = [r for r in responses if "/static/vendor/plotly-beeweb.min." in r.url]
         assert plotly and plotly[0].headers.get("content-encoding") == "gzip"
         assert "immutable" in plotly[0].headers.get("cache-control", "")
         assert "max-age=315360000" in plotly[0].headers.get("cache-control", "")

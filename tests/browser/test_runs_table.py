@@ -71,7 +71,7 @@ def test_matrix_page_draws_parallel_coordinates(browser, live_server, django_use
     )
     sign_in(page, url, "erin", PASSWORD)
     page.goto(f"{url}{matrix.get_absolute_url()}")
-    # Drawn (and plotly's strict bundle fetched) once the chart comes near the window.
+    # Drawn (and plotly's parallel-coordinates bundle fetched) once the chart comes near the window.
     page.locator("#matrix-parcoords").scroll_into_view_if_needed()
     page.wait_for_selector("#matrix-parcoords[data-drawn='1']")
     labels = page.eval_on_selector_all(

@@ -1,6 +1,6 @@
 """Parallel coordinates of a sweep (issue 16 item 3): the matrix page draws its runs' swept
 parameters to its metric in display units, the compare page its points; both link nothing
-heavy unless there is a chart (the strict plotly bundle is fetched by static/parcoords.js)."""
+heavy unless there is a chart (the parallel-coordinates plotly bundle is fetched by static/parcoords.js)."""
 
 from __future__ import annotations
 
@@ -76,8 +76,8 @@ def test_compare_page_draws_its_points(alice_client, alice):
     assert max(dims[-1]["values"]) == pytest.approx(
         (write_bw(8, "1m", 0) + write_bw(8, "1m", 1)) / 2e9
     )
-    # The share page and the report page do not fetch the strict bundle.
+    # The share page and the report page do not fetch the parallel-coordinates bundle.
     assert (
-        "plotly-strict"
+        "plotly-parcoords"
         not in alice_client.get("/compare/print/", {"matrix": str(matrix.uuid)}).content.decode()
     )
