@@ -1,6 +1,7 @@
 """Parallel coordinates of a sweep (issue 16 item 3): the matrix page draws its runs' swept
 parameters to its metric in display units, the compare page its points; both link nothing
-heavy unless there is a chart (the parallel-coordinates plotly bundle is fetched by static/parcoords.js)."""
+heavy unless there is a chart (static/parcoords.js fetches the parallel-coordinates plotly
+bundle)."""
 
 from __future__ import annotations
 
