@@ -24,7 +24,7 @@ const { version } = JSON.parse(readFileSync(path.join(plotlyRoot, 'package.json'
 // Every trace type beeweb's figures use, in two bundles (modules are required from plotly.js's
 // lib/, as its own lib/index-*.js do; scatter is always part of plotly's core):
 // - plotly-beeweb.min.js, loaded by every chart page: bar and heatmap
-//   (experiments/comparison/charts.py, experiments/run_story.py). No "calendars" component:
+//   (experiments/comparison/charts.py, run_story.py, latency_sweep.py). No "calendars" component:
 //   beeweb's dates are Gregorian, and world-calendars is costly to load (the prebuilt partial
 //   bundles all hold it).
 // - plotly-parcoords.min.js, which static/parcoords.js fetches only on a page with a
