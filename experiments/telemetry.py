@@ -369,12 +369,13 @@ def for_run(run: Run, cores: bool = True) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def recording(run: Run, scratch: Path) -> Iterator[None]:
+def recording(run: Run, scratch: Path, watch_pid: int | None = None) -> Iterator[None]:
     """Sample this node while the block runs (the executor wraps the measured command in it)
-    and store the document, with fio's own logs from ``scratch`` as the tool's series.
+    and store the document, with fio's own logs from ``scratch`` as the tool's series;
+    ``watch_pid``: the process whose new descendants are the tool's (default: this one).
     Telemetry never decides a run's outcome: a failure to sample or store is logged only."""
     try:
-        sampler: Sampler | None = Sampler(watch_pid=os.getpid()).start()
+        sampler: Sampler | None = Sampler(watch_pid=watch_pid or os.getpid()).start()
     except Exception:
         log.exception("run %s: telemetry could not start; the run goes on without it", run.pk)
         sampler = None

@@ -5,9 +5,9 @@ store the raw output *before* parsing it.
 Invariants:
 - A delivery whose dispatch token is not the run's current token does nothing (duplicate
   delivery, or a message the janitor already replaced).
-- The tool never outlives its worker: it runs under ``runners.reaper``, which kills the
-  tool's whole process group when the worker process dies, so a worker killed mid-run
-  leaves no orphan writing to the disks.
+- The tool never outlives its worker: the worker's reaper process (``runners.reaper``)
+  starts it and kills its whole process group when the worker process dies, so a worker
+  killed mid-run leaves no orphan writing to the disks.
 - Raw output reaches the database every ``RUN_PROGRESS_SECONDS`` while the tool runs and in
   full when it ends, whatever the exit status.
 - Confinement comes from the node, not the server (``runners.nodepolicy``): a run whose
@@ -22,11 +22,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -42,7 +39,7 @@ from django.utils import timezone
 from experiments import telemetry
 from experiments.models import Run, Worker
 from experiments.results import MAX_OUTPUT_BYTES, parse_stored, record_launch
-from runners import agent, holding, nodeconfig, nodepolicy, slurm
+from runners import agent, holding, nodeconfig, nodepolicy, reaper, slurm
 from runners.launch import LaunchError, LaunchSpec
 from runners.tools import get_adapter
 from runners.tools.base import Command, ParamError
@@ -50,17 +47,10 @@ from runners.tools.base import Command, ParamError
 log = logging.getLogger(__name__)
 
 KILL_GRACE_SECONDS = 5.0
-REAPER = Path(__file__).resolve().with_name("reaper.py")
 # Output of earlier attempts kept on the run when it is requeued (per attempt).
 HISTORY_BYTES = 64 * 1024
 # Keys of Run.params that are not the tool's: the target it runs on and the Slurm node count.
 NOT_TOOL_PARAMS = frozenset({"target", "slurm_nodes"})
-
-
-def _code_root(env: dict[str, str]) -> str:
-    """PYTHONPATH that lets the reaper shim import ``runners`` from any working directory."""
-    root = str(Path(__file__).resolve().parents[1])
-    return os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
 
 
 def claim(run_id: int, token: str, worker: str) -> Run | None:
@@ -110,8 +100,24 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         return run
 
 
+def stage(run: Run, **fields: Any) -> None:
+    """Set fields of the run that are written with its next write (``update_run``) rather
+    than in a commit of their own: the command and the tool's pid, which a run of a few
+    milliseconds would otherwise pay a durable commit each for. A run that outlasts its
+    first wait writes them at once (``_supervise``)."""
+    run.__dict__.setdefault("_staged", {}).update(fields)
+    for key, value in fields.items():
+        setattr(run, key, value)
+
+
+def staged(run: Run) -> bool:
+    return bool(run.__dict__.get("_staged"))
+
+
 def update_run(run: Run, **fields: Any) -> int:
-    """Write fields of the run; 0 when its row no longer exists (deleted meanwhile)."""
+    """Write fields of the run (and those staged); 0 when its row no longer exists
+    (deleted meanwhile)."""
+    fields = {**run.__dict__.pop("_staged", {}), **fields}
     fields.setdefault("updated", timezone.now())
     count = Run.objects.filter(pk=run.pk).update(**fields)
     for key, value in fields.items():
@@ -145,17 +151,28 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
     update_run(run, status=status, error=error)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=KILL_GRACE_SECONDS)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def _kill_group(spawner: reaper.Reaper | None, pid: int) -> int | None:
+    """Stop the tool's process group: SIGTERM, SIGKILL to whatever is left once the tool
+    has exited or KILL_GRACE_SECONDS passed; the tool's exit code (None when unknown)."""
+    code = None
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    code = _reaped(spawner, pid, KILL_GRACE_SECONDS)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)  # what is left of the group (a fio job process, say)
+    return code if code is not None else _reaped(spawner, pid, KILL_GRACE_SECONDS)
+
+
+def _reaped(spawner: reaper.Reaper | None, pid: int, timeout: float) -> int | None:
+    if spawner is None:
+        time.sleep(min(timeout, 0.5))
+        return None
+    try:
+        return spawner.wait(pid, timeout)
+    except reaper.ReaperGone:
+        return None
 
 
 class Refused(Exception):
@@ -424,7 +441,7 @@ def _build_and_run(
             _tuning_for(run, spec), ctx.workdir, allowed
         )
     launch = record_launch(run.launch, run.params, command.parse_options)
-    update_run(
+    stage(  # written as the tool starts (or by the first step that writes before)
         run,
         argv=command.argv,
         command=" ".join(command.argv),
@@ -622,7 +639,8 @@ def _run_steps(
             drops.update(drop())
         config["drop_caches"] = drops
         update_run(run, effective_config=config)
-    with telemetry.recording(run, ctx.scratch):  # this node's counters while the tool runs
+    # This node's counters while the tool runs (the tool is a child of the reaper).
+    with telemetry.recording(run, ctx.scratch, watch_pid=reaper.reaper().pid):
         _sampling(run, agent.start_sampling)  # and the other held nodes', by their agents
         try:
             status, output, exit_code, error = _supervise(
@@ -677,43 +695,38 @@ def _supervise(
     as it grows (not for preparation steps, whose output is not the run's). ``on_stop`` runs
     before the process group is killed (a Slurm run's scancel)."""
     log_path = scratch / log_name
-    env = {**os.environ, **command.env}
-    with open(log_path, "wb") as log_file:
-        try:
-            # The shim needs the standard library only: run it by path in isolated mode
-            # without site-packages (-I -S); -m and site cost more than the shim's own work
-            # (~27 ms -> ~17 ms per run).
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "--", *command.argv],
-                cwd=command.cwd,
-                env={**env, "PYTHONPATH": _code_root(env)},
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return Run.Status.FAILED, "", None, f"could not start {command.argv[0]}: {exc}"
-    update_run(run, pid=proc.pid)
-    last_write = 0.0
+    spawner = reaper.reaper()
+    try:
+        pid = spawner.spawn(command.argv, command.cwd, {**os.environ, **command.env}, log_path)
+    except reaper.SpawnError as exc:
+        # As a shell would: the reason in the output, exit status 127.
+        return Run.Status.FAILED, f"{exc}\n", 127, str(exc)
+    stage(run, pid=pid)  # written with the first heartbeat, or with the outcome
+    last_write = time.monotonic()
     last_size = -1
     reason = ""
-    exited = _exit_waiter(proc)
+    exit_code: int | None = None
 
-    def kill() -> None:
+    def kill() -> int | None:
         if on_stop is not None:
             on_stop()
-        _kill_group(proc)
+        return _kill_group(spawner, pid)
 
     while True:
-        if exited(0.5):
+        try:
+            exit_code = spawner.wait(pid, 0.5)
+        except reaper.ReaperGone:
+            reason = "the worker's reaper process ended; the process group was killed"
+            _kill_group(None, pid)
+            break
+        if exit_code is not None:
             break
         now = time.monotonic()
         if now > deadline:
             reason = f"timed out after {timeout_s} s; the process group was killed"
-            kill()
+            exit_code = kill()
             break
-        if now - last_write >= settings.RUN_PROGRESS_SECONDS:
+        if now - last_write >= settings.RUN_PROGRESS_SECONDS or staged(run):
             last_write = now
             fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
             if stream:
@@ -726,51 +739,20 @@ def _supervise(
             Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
             if not alive:
                 reason = "the run was deleted while it ran; the process group was killed"
-                kill()
+                exit_code = kill()
                 break
             if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
                 reason = "cancelled while running; the process group was killed"
-                kill()
+                exit_code = kill()
                 break
     output = _read(log_path)
-    exit_code = proc.returncode
     if reason.startswith("cancelled"):
         return Run.Status.CANCELLED, output, exit_code, reason
     if reason:
         return Run.Status.FAILED, output, exit_code, reason
-    if exit_code == 127 and output.startswith("could not start"):
-        return Run.Status.FAILED, output, exit_code, output.strip().splitlines()[0]
     if exit_code != 0:
         return Run.Status.FAILED, output, exit_code, f"{command.argv[0]} exited with {exit_code}"
     return Run.Status.SUCCEEDED, output, exit_code, ""
-
-
-def _exit_waiter(proc: subprocess.Popen):
-    """A function ``wait(timeout) -> bool``: whether ``proc`` has exited, waiting up to
-    ``timeout`` seconds. On Linux it sleeps on a pidfd and wakes the moment the process
-    exits; ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms, which a run of a
-    few milliseconds (dd of 4 KiB) pays in full."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        pidfd = None
-
-    def wait(timeout: float) -> bool:
-        nonlocal pidfd
-        if pidfd is None:
-            try:
-                proc.wait(timeout=timeout)
-                return True
-            except subprocess.TimeoutExpired:
-                return False
-        select.select([pidfd], [], [], timeout)
-        if proc.poll() is None:
-            return False
-        os.close(pidfd)
-        pidfd = None
-        return True
-
-    return wait
 
 
 def _read(path: Path) -> str:
