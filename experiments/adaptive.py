@@ -171,10 +171,23 @@ def after_run(run_id: int) -> Decision | None:
     matrix); store the cell's state and, when needed, create and dispatch its next
     repetition. Returns the decision."""
     run = (
-        Run.objects.filter(pk=run_id).only("pk", "matrix_id", "cell_key", "status", "tool").first()
+        Run.objects.filter(pk=run_id)
+        .select_related("matrix")
+        .only(
+            "pk",
+            "matrix_id",
+            "cell_key",
+            "status",
+            "tool",
+            "matrix__max_repetitions",
+            "matrix__target_cv",
+        )
+        .first()
     )
     if run is None or run.matrix_id is None or not run.cell_key:
         return None
+    if not run.matrix.adaptive:
+        return None  # nothing to decide (checked again under the matrix lock otherwise)
     if run.status not in Run.TERMINAL:
         return None
     try:

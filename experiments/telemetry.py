@@ -248,16 +248,17 @@ def save(run: Run, doc: dict[str, Any], refresh: bool = True) -> RunTelemetry | 
         "summary": summarize(doc.get("series", {})),
     }
     try:
+        # The row and the verdict in one transaction (a savepoint in the caller's).
         with transaction.atomic():
             row, _ = RunTelemetry.objects.update_or_create(
                 run_id=run.pk, hostname=doc["hostname"], defaults=fields
             )
+            if refresh:
+                refresh_verdict(run)
     except IntegrityError:
         if not Run.objects.filter(pk=run.pk).exists():
             return None
         raise
-    if refresh:
-        refresh_verdict(run)
     return row
 
 
@@ -368,11 +369,21 @@ def for_run(run: Run, cores: bool = True) -> list[dict[str, Any]]:
     return [export(r, cores) for r in rows]
 
 
+# Where ``recording(defer=True)`` keeps a finished run's document until ``save_deferred``.
+DEFERRED = "_telemetry_document"
+
+
 @contextmanager
-def recording(run: Run, scratch: Path, watch_pid: int | None = None) -> Iterator[None]:
+def recording(
+    run: Run, scratch: Path, watch_pid: int | None = None, defer: bool = False
+) -> Iterator[None]:
     """Sample this node while the block runs (the executor wraps the measured command in it)
     and store the document, with fio's own logs from ``scratch`` as the tool's series;
     ``watch_pid``: the process whose new descendants are the tool's (default: this one).
+    ``defer``: keep the document on ``run`` for ``save_deferred`` instead, so that the
+    executor stores it in the transaction that stores the run's raw output (one durable
+    commit, not two). A block shorter than the sampling interval still gets its two
+    readings, at start and end.
     Telemetry never decides a run's outcome: a failure to sample or store is logged only."""
     try:
         sampler: Sampler | None = Sampler(watch_pid=watch_pid or os.getpid()).start()
@@ -384,18 +395,38 @@ def recording(run: Run, scratch: Path, watch_pid: int | None = None) -> Iterator
         yield
     finally:
         if sampler is not None:
-            _store_recording(run, sampler, scratch, began)
+            doc = _document(run, sampler, scratch, began)
+            if doc is not None and defer:
+                run.__dict__[DEFERRED] = doc
+            elif doc is not None:
+                _save_logged(run, doc)
 
 
-def _store_recording(run: Run, sampler: Sampler, scratch: Path, began: float) -> None:
+def save_deferred(run: Run) -> None:
+    """Store the document ``recording(defer=True)`` kept on ``run`` (nothing without one),
+    inside a savepoint of the caller's transaction: a failure is logged and undone alone."""
+    doc = run.__dict__.pop(DEFERRED, None)
+    if doc is not None:
+        _save_logged(run, doc)
+
+
+def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[str, Any] | None:
     try:
         doc = sampler.stop()
         if not doc["t"]:
-            return  # the tool ended within one reading: nothing worth a row
+            return None  # no reading at all (the sampler failed at its start)
         if run.tool == "fio":
             tool = read_fio_logs(scratch, round(began - sampler.t0, 3))
             if tool["t"]:
                 doc["tool"] = tool
+        return doc
+    except Exception:
+        log.exception("run %s: its telemetry could not be read", run.pk)
+        return None
+
+
+def _save_logged(run: Run, doc: dict[str, Any]) -> None:
+    try:
         save(run, with_clock(doc))
     except Exception:
         log.exception("run %s: its telemetry could not be stored", run.pk)

@@ -54,9 +54,16 @@ NOT_TOOL_PARAMS = frozenset({"target", "slurm_nodes"})
 
 
 def claim(run_id: int, token: str, worker: str) -> Run | None:
-    """Mark the run as running by this worker, or None when this delivery is stale."""
+    """Mark the run as running by this worker, or None when this delivery is stale. In the
+    same transaction (one durable commit on the fast path), the run's first try at holding
+    its nodes (``runners.holding``): ``held(run)`` says whether it holds them already."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        run = (
+            Run.objects.select_for_update(of=("self",))
+            .select_related("testbed", "node", "target__node")
+            .filter(pk=run_id)
+            .first()
+        )
         if run is None:
             log.warning("run %s no longer exists; delivery ignored", run_id)
             return None
@@ -96,8 +103,23 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         run.parse_error = ""
         run.exit_code = None
         run.waiting_for = ""
+        names = holding.nodes_for(run)
+        # Marks the run as waiting (waiting_for, nodes_held) when it cannot hold them yet.
+        held, _ = holding.try_acquire(run, names)
+        if held:
+            run.nodes_held = names
+        run.__dict__[HELD] = held
         run.save()
         return run
+
+
+# Set on a claimed run: whether it holds its nodes (claim, _hold); whether it freed them.
+HELD = "_holds_nodes"
+RELEASED = "_nodes_released"
+
+
+def held(run: Run) -> bool:
+    return bool(run.__dict__.get(HELD))
 
 
 def stage(run: Run, **fields: Any) -> None:
@@ -126,29 +148,38 @@ def update_run(run: Run, **fields: Any) -> int:
 
 
 def _finish(run: Run, status: str, output: str, exit_code: int | None, error: str) -> None:
-    """Store the outcome: raw output first (the run still shows as running), then the parsed
-    metrics, then the final status. Nothing when the run was deleted meanwhile."""
-    if not update_run(
-        run,
-        raw_output=output[-MAX_OUTPUT_BYTES:],
-        exit_code=exit_code,
-        finished_at=timezone.now(),
-        heartbeat_at=timezone.now(),
-    ):
-        log.warning("run %s was deleted while it ran; its outcome (%s) is dropped", run.pk, status)
-        return
-    if output.strip():
-        try:
-            parse_stored(run)
-        except IntegrityError:
-            if Run.objects.filter(pk=run.pk).exists():
-                raise
-            log.warning("run %s was deleted while its output was parsed", run.pk)
+    """Store the outcome in two transactions: the raw output (the run still shows as
+    running) with the telemetry of the tool's run, committed before anything is parsed;
+    then the parsed metrics, the final status and the release of the run's nodes, all or
+    nothing. Nothing when the run was deleted meanwhile."""
+    with transaction.atomic():
+        if not update_run(
+            run,
+            raw_output=output[-MAX_OUTPUT_BYTES:],
+            exit_code=exit_code,
+            finished_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+        ):
+            log.warning(
+                "run %s was deleted while it ran; its outcome (%s) is dropped", run.pk, status
+            )
             return
-    if status == Run.Status.SUCCEEDED and run.parse_error:
-        status = Run.Status.FAILED
-        error = f"the output could not be parsed: {run.parse_error}"
-    update_run(run, status=status, error=error)
+        telemetry.save_deferred(run)
+    with transaction.atomic():
+        if output.strip():
+            try:
+                parse_stored(run)
+            except IntegrityError:
+                if Run.objects.filter(pk=run.pk).exists():
+                    raise
+                log.warning("run %s was deleted while its output was parsed", run.pk)
+                return
+        if status == Run.Status.SUCCEEDED and run.parse_error:
+            status = Run.Status.FAILED
+            error = f"the output could not be parsed: {run.parse_error}"
+        update_run(run, status=status, error=error)
+        holding.release(run)
+        run.__dict__[RELEASED] = True
 
 
 def _kill_group(spawner: reaper.Reaper | None, pid: int) -> int | None:
@@ -271,7 +302,7 @@ def execute(run_id: int, token: str, worker: str) -> str:
     if run is None:
         return "stale"
     try:
-        stopped = _hold(run)
+        stopped = None if held(run) else _hold(run)
         if stopped is not None:
             _finish(run, *stopped)
             return run.status
@@ -279,7 +310,8 @@ def execute(run_id: int, token: str, worker: str) -> str:
             _attempt(run, worker)
         return run.status
     finally:
-        holding.release(run)
+        if not run.__dict__.get(RELEASED):
+            holding.release(run)
 
 
 @contextlib.contextmanager
@@ -336,8 +368,8 @@ def _hold(run: Run) -> tuple[str, str, int | None, str] | None:
     names = holding.nodes_for(run)
     last_write = time.monotonic()
     while True:
-        held, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
-        if held:
+        got, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
+        if got:
             now = timezone.now()
             update_run(run, waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
             return None
@@ -640,7 +672,7 @@ def _run_steps(
         config["drop_caches"] = drops
         update_run(run, effective_config=config)
     # This node's counters while the tool runs (the tool is a child of the reaper).
-    with telemetry.recording(run, ctx.scratch, watch_pid=reaper.reaper().pid):
+    with telemetry.recording(run, ctx.scratch, watch_pid=reaper.reaper().pid, defer=True):
         _sampling(run, agent.start_sampling)  # and the other held nodes', by their agents
         try:
             status, output, exit_code, error = _supervise(

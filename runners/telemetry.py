@@ -34,6 +34,8 @@ SECTOR = 512
 SKIP_DEVICES = ("ram", "zram", "sr", "fd")
 IB_ROOT = Path("/sys/class/infiniband")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# A closing reading this soon after a full interval's adds nothing but noise.
+MIN_LAST_INTERVAL = 0.05
 
 
 def sig4(value: float) -> int:
@@ -291,7 +293,8 @@ class Sampler:
             self.cpu_seconds += time.thread_time() - cpu_before
             return
         dt = cur["now"] - prev["now"]
-        self.t.append(round(cur["now"] - self.t0, 3))
+        # Rounded to the millisecond, yet increasing: a run of a few ms has t = [0.004].
+        self.t.append(round(max(cur["now"] - self.t0, (self.t[-1] if self.t else 0) + 0.001), 3))
         for name, (busy, iowait, steal, total) in cur["cpu"].items():
             p = prev["cpu"].get(name)
             span = total - p[3] if p else 0
@@ -367,7 +370,11 @@ class Sampler:
             self._stop.set()
             self._thread.join()
             self._thread = None
-        if self._prev is not None and time.monotonic() - self._prev["now"] >= 0.05:
+        # A closing reading, unless the last one was just taken; always when there is no
+        # interval yet (a run shorter than one interval: its readings at start and end).
+        if self._prev is not None and (
+            not self.t or time.monotonic() - self._prev["now"] >= MIN_LAST_INTERVAL
+        ):
             self.sample()
         return self.document()
 

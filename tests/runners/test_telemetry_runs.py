@@ -22,6 +22,7 @@ from experiments import bottleneck
 from experiments import telemetry as stored
 from experiments.models import Run
 from runners import execute
+from runners.reaper import reaper
 from tests.runners.test_execute import make_matrix, queue
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
@@ -77,8 +78,8 @@ def btrfs_raid0(root: Path, disks: int = 2):
 
 @contextmanager
 def blkio_throttle(device: str, write_bps: int):
-    """This process (and so the tool it starts) in a blkio cgroup whose writes to ``device``
-    are throttled; back in its own cgroup afterwards."""
+    """This process and its reaper (and so the tool the reaper starts) in a blkio cgroup
+    whose writes to ``device`` are throttled; back in their own cgroup afterwards."""
     if not (BLKIO / "cgroup.procs").exists():
         pytest.skip("no cgroup v1 blkio hierarchy to throttle the loop devices' backing disk")
     before = next(
@@ -88,12 +89,15 @@ def blkio_throttle(device: str, write_bps: int):
     )
     group = BLKIO / f"beeweb-test-{uuid.uuid4().hex[:8]}"
     group.mkdir()
+    pids = [os.getpid(), reaper().pid]
     try:
         (group / "blkio.throttle.write_bps_device").write_text(f"{device} {write_bps}")
-        (group / "cgroup.procs").write_text(str(os.getpid()))
+        for pid in pids:
+            (group / "cgroup.procs").write_text(str(pid))
         yield
     finally:
-        (BLKIO / before.lstrip("/") / "cgroup.procs").write_text(str(os.getpid()))
+        for pid in pids:
+            (BLKIO / before.lstrip("/") / "cgroup.procs").write_text(str(pid))
         group.rmdir()
 
 
