@@ -24,6 +24,7 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,55 @@ def _ib_ports() -> dict[str, tuple[Path, Path]]:
     return ports
 
 
+@dataclass(frozen=True)
+class Layout:
+    """What a sampler samples on this node: whole disks, interfaces, InfiniBand ports, and
+    what it cannot sample and why."""
+
+    disks: list[str]
+    interfaces: list[str]
+    ib: dict[str, tuple[Path, Path]]
+    unavailable: dict[str, str]
+    read_at: float
+
+
+# A disk, link or port added to the node shows in samplers started this long after.
+LAYOUT_SECONDS = 60.0
+_layout: Layout | None = None
+
+
+def node_layout() -> Layout:
+    """This node's layout, found again at most every LAYOUT_SECONDS: a sampler starts for
+    every run, and a run of a few milliseconds should not pay for a search of PATH and
+    /sys each time."""
+    global _layout
+    if _layout is not None and time.monotonic() - _layout.read_at < LAYOUT_SECONDS:
+        return _layout
+    ib = _ib_ports()
+    unavailable = {}
+    if not ib:
+        unavailable["infiniband"] = f"no ports under {IB_ROOT}"
+    if shutil.which("beegfs-ctl") is None and shutil.which("beegfs") is None:
+        unavailable["beegfs"] = (
+            "neither beegfs-ctl (BeeGFS 7) nor beegfs (BeeGFS 8) is installed on this node"
+        )
+    else:
+        # No published output of these commands was found to build and test a parser
+        # against (docs/telemetry.md): beeweb does not guess at their format.
+        unavailable["beegfs"] = (
+            "BeeGFS per-server statistics (beegfs-ctl --serverstats, beegfs stats server) "
+            "are not sampled by beeweb"
+        )
+    _layout = Layout(
+        disks=_whole_disks(read_diskstats(_read("/proc/diskstats"))),
+        interfaces=list(read_netdev(_read("/proc/net/dev"))),
+        ib=ib,
+        unavailable=unavailable,
+        read_at=time.monotonic(),
+    )
+    return _layout
+
+
 class _Processes:
     """CPU use of the descendants of one pid started after the sampler, found without
     rescanning every process: each new pid's parent is read once; known descendants are
@@ -153,10 +203,38 @@ class _Processes:
     def __init__(self, root: int):
         self.root = root
         self.parent: dict[int, int] = {}
+        # Where the kernel lists each task's children, the descendants are found by walking
+        # down from ``root`` (a few small reads); elsewhere by scanning /proc for new pids.
+        self.walk = os.path.exists(f"/proc/{root}/task/{root}/children")
         # Processes older than the sampler are not the tool's (it starts after the sampler):
         # never read them. Reading every process's stat once costs ~10 ms of CPU and ~40 ms
         # of a short run's wall time.
-        self.before = {int(p) for p in os.listdir("/proc") if p.isdigit()}
+        self.before = self._descendants() if self.walk else self._all()
+
+    @staticmethod
+    def _all() -> set[int]:
+        return {int(p) for p in os.listdir("/proc") if p.isdigit()}
+
+    def _descendants(self) -> set[int]:
+        """Live descendants of ``root``, from the children lists of every thread."""
+        found: set[int] = set()
+        todo = [self.root]
+        while todo:
+            pid = todo.pop()
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    children = _read(f"/proc/{pid}/task/{tid}/children").split()
+                except OSError:
+                    continue
+                for child in map(int, children):
+                    if child not in found:
+                        found.add(child)
+                        todo.append(child)
+        return found
 
     @staticmethod
     def _stat(pid: int) -> tuple[str, int, float] | None:
@@ -172,15 +250,19 @@ class _Processes:
 
     def read(self) -> dict[int, tuple[str, float, float]]:
         """pid -> (comm, CPU seconds, run-queue wait seconds) of each live descendant."""
-        live = {int(p) for p in os.listdir("/proc") if p.isdigit()}
-        for pid in self.parent.keys() - live:
-            del self.parent[pid]
-        for pid in live - self.parent.keys() - self.before:
-            stat = self._stat(pid)
-            if stat is not None:
-                self.parent[pid] = stat[1]
+        if self.walk:
+            tool = sorted(self._descendants() - self.before)
+        else:
+            live = self._all()
+            for pid in self.parent.keys() - live:
+                del self.parent[pid]
+            for pid in live - self.parent.keys() - self.before:
+                stat = self._stat(pid)
+                if stat is not None:
+                    self.parent[pid] = stat[1]
+            tool = [p for p in self.parent if self._descends(p)]
         out = {}
-        for pid in [p for p in self.parent if self._descends(p)]:
+        for pid in tool:
             stat = self._stat(pid)  # again: comm changes when the shim starts the tool
             if stat is None:
                 continue
@@ -225,26 +307,12 @@ class Sampler:
             raise ValueError("interval must be positive")
         self.interval = interval
         self.hostname = os.uname().nodename
-        disks = read_diskstats(_read("/proc/diskstats"))
-        self.devices = devices if devices is not None else _whole_disks(disks)
-        nets = read_netdev(_read("/proc/net/dev"))
-        self.interfaces = interfaces if interfaces is not None else list(nets)
-        self.ib = _ib_ports()
+        layout = node_layout()
+        self.devices = devices if devices is not None else layout.disks
+        self.interfaces = interfaces if interfaces is not None else layout.interfaces
+        self.ib = layout.ib
         self.procs = _Processes(watch_pid) if watch_pid else None
-        self.unavailable: dict[str, str] = {}
-        if not self.ib:
-            self.unavailable["infiniband"] = f"no ports under {IB_ROOT}"
-        if shutil.which("beegfs-ctl") is None and shutil.which("beegfs") is None:
-            self.unavailable["beegfs"] = (
-                "neither beegfs-ctl (BeeGFS 7) nor beegfs (BeeGFS 8) is installed on this node"
-            )
-        else:
-            # No published output of these commands was found to build and test a parser
-            # against (docs/telemetry.md): beeweb does not guess at their format.
-            self.unavailable["beegfs"] = (
-                "BeeGFS per-server statistics (beegfs-ctl --serverstats, beegfs stats server) "
-                "are not sampled by beeweb"
-            )
+        self.unavailable = dict(layout.unavailable)
         self.t: list[float] = []
         self.series: dict[str, list] = {}
         self._prev: dict[str, Any] | None = None
