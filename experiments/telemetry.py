@@ -47,6 +47,11 @@ def pack(doc: dict[str, Any]) -> tuple[bytes, bytes]:
     busiest core per sample, derived here) in one blob; the per-core series in another.
     A run page reads the first only: per-core series are half of a large node's values and
     only an export needs them."""
+    body, cores = _split(doc)
+    return _compress(body), _compress(cores) if cores else b""
+
+
+def _split(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     series = doc.get("series", {})
     cores = {n: v for n, v in series.items() if _is_core(n)}
     body: dict[str, Any] = {
@@ -58,7 +63,22 @@ def pack(doc: dict[str, Any]) -> tuple[bytes, bytes]:
         body["derived"] = {"cpu_busy_max": [max(values) for values in zip(*busy, strict=False)]}
     if doc.get("tool"):
         body["tool"] = doc["tool"]
-    return _compress(body), _compress(cores) if cores else b""
+    return body, cores
+
+
+def page_form(doc: dict[str, Any]) -> dict[str, Any]:
+    """What ``export(row, cores=False)`` gives back for the row that stores ``doc``, without
+    the row: the verdict of a run whose only document is ``doc`` is computed from it."""
+    body, _ = _split(doc)
+    out = {
+        key: doc[key] for key in ("format", "hostname", "started_at", "interval_s") if key in doc
+    }
+    out.update(
+        t=body["t"], series={**body["series"], **body.get("derived", {})}, meta=doc.get("meta", {})
+    )
+    if body.get("tool"):
+        out["tool"] = body["tool"]
+    return out
 
 
 def unpack(blob: bytes | memoryview) -> dict[str, Any]:
@@ -232,10 +252,13 @@ def store(run: Run, docs: list[dict[str, Any]]) -> None:
         refresh_verdict(run)
 
 
-def save(run: Run, doc: dict[str, Any], refresh: bool = True) -> RunTelemetry | None:
+def save(
+    run: Run, doc: dict[str, Any], refresh: bool = True, alone: bool = False
+) -> RunTelemetry | None:
     """Store one node's document for ``run`` (replacing an earlier attempt's); None when the
     run was deleted meanwhile. ``refresh``: recompute the run's verdict (``store`` does it
-    once for several documents)."""
+    once for several documents); ``alone``: from this document only, without reading the
+    rows back (the run has no other node's)."""
     if doc.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} document")
     data, cores = pack(doc)
@@ -258,7 +281,7 @@ def save(run: Run, doc: dict[str, Any], refresh: bool = True) -> RunTelemetry | 
             else:
                 row = RunTelemetry.objects.create(run_id=run.pk, hostname=doc["hostname"], **fields)
             if refresh:
-                refresh_verdict(run)
+                refresh_verdict(run, [page_form(doc)] if alone else None)
     except IntegrityError:
         if not Run.objects.filter(pk=run.pk).exists():
             return None
@@ -322,13 +345,15 @@ def stated_rates(hostnames: list[str]) -> dict[str, float]:
     return rates
 
 
-def refresh_verdict(run: Run) -> dict[str, Any]:
+def refresh_verdict(run: Run, docs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Recompute and store the run's verdict summary (Run.bottleneck, …) from all of its
     nodes' documents: a node's document can arrive after the others', and the verdict is
     over all of them. Called by ``save``; ``manage.py refresh_verdicts`` for older runs."""
     from experiments import bottleneck
 
-    docs, _ = bottleneck.align_clocks(for_run(run, cores=False))
+    if docs is None:
+        docs = for_run(run, cores=False)
+    docs, _ = bottleneck.align_clocks(docs)
     found = bottleneck.summary(docs, stated_rates([d["hostname"] for d in docs]))
     values = {
         "bottleneck": found["bottleneck"],
@@ -412,12 +437,13 @@ def recording(
                 _save_logged(run, doc)
 
 
-def save_deferred(run: Run) -> None:
+def save_deferred(run: Run, alone: bool = False) -> None:
     """Store the document ``recording(defer=True)`` kept on ``run`` (nothing without one),
-    inside a savepoint of the caller's transaction: a failure is logged and undone alone."""
+    inside a savepoint of the caller's transaction: a failure is logged and undone alone.
+    ``alone``: no other node stores a document for the run (``save``)."""
     doc = run.__dict__.pop(DEFERRED, None)
     if doc is not None:
-        _save_logged(run, doc)
+        _save_logged(run, doc, alone)
 
 
 def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[str, Any] | None:
@@ -435,8 +461,9 @@ def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[s
         return None
 
 
-def _save_logged(run: Run, doc: dict[str, Any]) -> None:
+def _save_logged(run: Run, doc: dict[str, Any], alone: bool = False) -> None:
     try:
-        save(run, with_clock(doc))
+        # A run alone on its node needs no clock check: no other node's readings to align.
+        save(run, doc if alone else with_clock(doc), alone=alone)
     except Exception:
         log.exception("run %s: its telemetry could not be stored", run.pk)

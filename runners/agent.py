@@ -310,7 +310,7 @@ def with_agents(names: Iterable[str]) -> set[str]:
     return served
 
 
-def _others_held(run: Run) -> bool:
+def others_held(run: Run) -> bool:
     """Whether this attempt holds a node besides its own (its leases are ``nodes_held``)."""
     return bool(set(run.nodes_held or []) - {own_node(run)})
 
@@ -319,7 +319,7 @@ def start_sampling(run: Run) -> int:
     """The measured command starts: ask every other node this attempt holds to sample its
     telemetry (their agents start at their next poll, within POLL_SECONDS); how many. No
     query for a run that holds its own node only."""
-    if not _others_held(run):
+    if not others_held(run):
         return 0
     return (
         NodeLease.objects.filter(run_id=run.pk, attempt=run.attempts)
@@ -330,7 +330,7 @@ def start_sampling(run: Run) -> int:
 
 def stop_sampling(run: Run) -> int:
     """The measured command ended: the other nodes stop sampling and store what they have."""
-    if not _others_held(run):
+    if not others_held(run):
         return 0
     return NodeLease.objects.filter(
         run_id=run.pk, attempt=run.attempts, sample_from__isnull=False

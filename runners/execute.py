@@ -60,7 +60,7 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
     with transaction.atomic():
         run = (
             Run.objects.select_for_update(of=("self",))
-            .select_related("testbed", "node", "target__node")
+            .select_related("testbed")  # for holding.nodes_for
             .filter(pk=run_id)
             .first()
         )
@@ -164,7 +164,8 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
                 "run %s was deleted while it ran; its outcome (%s) is dropped", run.pk, status
             )
             return
-        telemetry.save_deferred(run)
+        # Alone: a run holding its own node only has no other node's document.
+        telemetry.save_deferred(run, alone=not agent.others_held(run))
     with transaction.atomic():
         if output.strip():
             try:
