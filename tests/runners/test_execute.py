@@ -131,6 +131,42 @@ def test_dd_read_writes_its_file_first_and_removes_everything(alice, bench):
 
 
 @pytest.mark.django_db
+def test_a_run_of_a_few_milliseconds_keeps_everything(alice, bench):
+    """The fast path (issue 17): a dd of 4 KiB ends within the first wait, yet its command,
+    the tool's pid, its telemetry (one reading at start and end) and its verdict are
+    stored with its outcome, and its nodes are free again."""
+    from experiments import telemetry as stored
+    from experiments.models import NodeLease, RunTelemetry
+
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == "succeeded"
+    run.refresh_from_db()
+    assert run.argv[0] == "dd" and run.command.startswith("dd ") and run.tool_version
+    assert run.pid and run.pid != os.getpid()  # the tool's, started by the reaper
+    assert run.metrics.get(name="write_bw", primary=True).value > 0
+    (row,) = RunTelemetry.objects.filter(run=run)
+    (doc,) = stored.for_run(run)
+    assert row.samples == 1 and 0 < doc["t"][0] < 1
+    verdict = (run.bottleneck, run.bottleneck_evidence)
+    assert verdict[0]
+    stored.refresh_verdict(run)
+    assert (run.bottleneck, run.bottleneck_evidence) == verdict
+    assert run.nodes_held and not NodeLease.objects.filter(run=run).exists()
+
+
+@pytest.mark.django_db
+def test_a_tool_that_cannot_start_fails_with_the_reason(alice, bench, monkeypatch):
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert execute.execute(run.pk, queue(run), "w@test") == "failed"
+    run.refresh_from_db()
+    assert run.error.startswith("could not start dd: [Errno 2]")
+    assert run.exit_code == 127 and run.raw_output.startswith("could not start dd")
+
+
+@pytest.mark.django_db
 def test_a_run_outside_the_nodes_directories_is_refused(alice, bench, settings, tmp_path):
     settings.NODE_DIRS = str(tmp_path / "elsewhere")
     matrix = make_matrix(alice, bench, tool="dd", params={"count": 1})

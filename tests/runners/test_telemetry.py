@@ -145,6 +145,38 @@ def test_fio_log_reader_on_written_lines(tmp_path):
     assert got["series"]["write_lat"] == [0.003, 0]
 
 
+def test_a_block_shorter_than_one_interval_has_readings_at_start_and_end():
+    """A run of a few milliseconds: no thread wakes in between, stop() takes the closing
+    reading at once, and the document holds one sample covering the whole run."""
+    sampler = Sampler(interval=1.0, watch_pid=os.getpid()).start()
+    subprocess.run(["dd", "if=/dev/zero", "of=/dev/null", "bs=4k", "count=1"], check=True)
+    started = time.monotonic()
+    doc = sampler.stop()
+    assert time.monotonic() - started < 0.5  # no waiting for the interval
+    (t,) = doc["t"]
+    assert 0 < t < 1.0
+    assert all(len(values) == 1 for values in doc["series"].values())
+    assert 0 <= doc["series"]["cpu_busy"][0] <= 1 and doc["series"]["mem_used"][0] > 0
+    assert "tool_cpu" in doc["series"]
+
+
+@pytest.mark.django_db
+def test_the_page_form_of_a_document_is_what_its_row_exports(alice, bench):
+    """The executor computes a lone document's verdict from ``page_form`` without reading
+    the row back: it must be exactly what the run page reads."""
+    run = add_run(bench, 1e9)
+    sampler = Sampler(interval=0.2, watch_pid=os.getpid()).start()
+    subprocess.run(["dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=512"], check=True)
+    time.sleep(0.3)
+    doc = sampler.stop()
+    doc["tool"] = {"t": [0.2], "series": {"write_bw": [1e9]}}
+    row = stored.save(run, doc, alone=True)
+    alone = (run.bottleneck, run.bottleneck_evidence, run.steady)
+    assert stored.page_form(doc) == stored.export(row, cores=False)
+    stored.refresh_verdict(run)  # read back from the rows
+    assert (run.bottleneck, run.bottleneck_evidence, run.steady) == alone and alone[0]
+
+
 @pytest.mark.django_db
 def test_store_and_export_round_trip(alice, bench):
     run = add_run(bench, 1e9)
