@@ -109,8 +109,28 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         if held:
             run.nodes_held = names
         run.__dict__[HELD] = held
-        run.save()
+        run.save(update_fields=CLAIMED_FIELDS)
         return run
+
+
+# What claim() changes (the rest of the row stays as it is).
+CLAIMED_FIELDS = [
+    "launch",
+    "status",
+    "attempts",
+    "worker",
+    "pid",
+    "started_at",
+    "finished_at",
+    "heartbeat_at",
+    "raw_output",
+    "error",
+    "parse_error",
+    "exit_code",
+    "waiting_for",
+    "nodes_held",
+    "updated",
+]
 
 
 # Set on a claimed run: whether it holds its nodes (claim, _hold); whether it freed them.

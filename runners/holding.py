@@ -96,9 +96,23 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
             cutoff = _stale_before()
             busy: dict[str, str] = {}
             stale: list[int] = []
-            for lease in NodeLease.objects.select_related("run", "run__testbed").filter(
-                hostname__in=names
-            ):
+            # Only what deciding and saying why needs: a holder's raw output can be megabytes.
+            leases = (
+                NodeLease.objects.select_related("run", "run__testbed")
+                .filter(hostname__in=names)
+                .only(
+                    "pk",
+                    "hostname",
+                    "attempt",
+                    "run__status",
+                    "run__attempts",
+                    "run__heartbeat_at",
+                    "run__label",
+                    "run__tool",
+                    "run__testbed__name",
+                )
+            )
+            for lease in leases:
                 holder = lease.run
                 if holder.pk == run.pk and lease.attempt == run.attempts:
                     continue
