@@ -78,6 +78,42 @@ def durable_commits(queries: list[dict]) -> int:
     return commits
 
 
+def _reaper_pid() -> int | None:
+    """The worker's reaper process (runners.reaper), where there is one."""
+    try:
+        from runners.reaper import reaper
+    except ImportError:
+        return None
+    try:
+        return reaper().pid
+    except (AttributeError, TypeError):
+        return None  # an older runners.reaper (a shim per run, counted as our children)
+
+
+def _ticks(pid: int, children: bool = False) -> float:
+    """CPU seconds of a process (with its reaped children's)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    used = int(fields[11]) + int(fields[12])
+    if children:
+        used += int(fields[13]) + int(fields[14])
+    return used / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(backend: int, helper: int | None) -> dict[str, float]:
+    """CPU seconds so far of everything a run uses on this machine: this process and the
+    processes it started (a per-run shim and its tool), its PostgreSQL backend, and the
+    reaper with the tools it started."""
+    times = os.times()
+    used = {
+        "executor": times.user + times.system,
+        "its children": times.children_user + times.children_system,
+        "PostgreSQL backend": _ticks(backend),
+    }
+    if helper:
+        used["reaper and tools"] = _ticks(helper, children=True)
+    return used
+
+
 def profile(n: int) -> None:
     """Where a run's time goes, in this process: CPU time, queries and durable commits per
     run (figures the machine's load does not change), then cProfile's breakdown."""
@@ -108,16 +144,28 @@ def profile(n: int) -> None:
 
     one(runs[0])  # warm: imports, the reaper, the tool's version
     plain = runs[1:n]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    helper = _reaper_pid()
     with CaptureQueriesContext(connection) as captured:
-        cpu, wall = time.process_time(), time.perf_counter()
+        before = _cpu(backend, helper)
+        wall = time.perf_counter()
         for run in plain:
             one(run)
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        wall = time.perf_counter() - wall
+        after = _cpu(backend, helper)
     count = len(plain)
+    statuses = sorted(Run.objects.filter(pk__in=[r.pk for r in plain]).values_list("status"))
+    if {status for (status,) in statuses} != {Run.Status.SUCCEEDED}:
+        failed = Run.objects.filter(pk__in=[r.pk for r in plain]).exclude(status="succeeded")
+        raise SystemExit(f"not every run succeeded: {failed.values_list('status', 'error')[:3]}")
+    used = {key: (after[key] - before[key]) / count * 1000 for key in after}
     print(
         f"{wall / count * 1000:.1f} ms per run in the executor (wall, load average "
-        f"{os.getloadavg()[0]:.2f}); {cpu / count * 1000:.1f} ms of this process's CPU; "
-        f"{len(captured.captured_queries) / count:.1f} queries and "
+        f"{os.getloadavg()[0]:.2f}); CPU per run: {sum(used.values()):.1f} ms = "
+        + " + ".join(f"{value:.1f} {key}" for key, value in used.items())
+        + f"; {len(captured.captured_queries) / count:.1f} queries and "
         f"{durable_commits(captured.captured_queries) / count:.1f} durable commits per run"
     )
     prof = cProfile.Profile()

@@ -253,12 +253,13 @@ def store(run: Run, docs: list[dict[str, Any]]) -> None:
 
 
 def save(
-    run: Run, doc: dict[str, Any], refresh: bool = True, alone: bool = False
+    run: Run, doc: dict[str, Any], refresh: bool = True, alone: bool = False, first: bool = False
 ) -> RunTelemetry | None:
     """Store one node's document for ``run`` (replacing an earlier attempt's); None when the
     run was deleted meanwhile. ``refresh``: recompute the run's verdict (``store`` does it
     once for several documents); ``alone``: from this document only, without reading the
-    rows back (the run has no other node's)."""
+    rows back (the run has no other node's); ``first``: the run's first attempt, which has
+    no earlier row to replace (one INSERT)."""
     if doc.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} document")
     data, cores = pack(doc)
@@ -276,7 +277,7 @@ def save(
         with transaction.atomic():
             # An earlier attempt's row is replaced; usually there is none (one INSERT).
             rows = RunTelemetry.objects.filter(run_id=run.pk, hostname=doc["hostname"])
-            if rows.update(**fields):
+            if not first and rows.update(**fields):
                 row = rows.get()
             else:
                 row = RunTelemetry.objects.create(run_id=run.pk, hostname=doc["hostname"], **fields)
@@ -437,13 +438,13 @@ def recording(
                 _save_logged(run, doc)
 
 
-def save_deferred(run: Run, alone: bool = False) -> None:
+def save_deferred(run: Run, alone: bool = False, first: bool = False) -> None:
     """Store the document ``recording(defer=True)`` kept on ``run`` (nothing without one),
     inside a savepoint of the caller's transaction: a failure is logged and undone alone.
-    ``alone``: no other node stores a document for the run (``save``)."""
+    ``alone``, ``first``: as for ``save``."""
     doc = run.__dict__.pop(DEFERRED, None)
     if doc is not None:
-        _save_logged(run, doc, alone)
+        _save_logged(run, doc, alone=alone, first=first)
 
 
 def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[str, Any] | None:
@@ -461,9 +462,9 @@ def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[s
         return None
 
 
-def _save_logged(run: Run, doc: dict[str, Any], alone: bool = False) -> None:
+def _save_logged(run: Run, doc: dict[str, Any], **how: bool) -> None:
     try:
         # A run alone on its node needs no clock check: no other node's readings to align.
-        save(run, doc if alone else with_clock(doc), alone=alone)
+        save(run, doc if how.get("alone") else with_clock(doc), **how)
     except Exception:
         log.exception("run %s: its telemetry could not be stored", run.pk)

@@ -185,22 +185,24 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
             )
             return
         # Alone: a run holding its own node only has no other node's document.
-        telemetry.save_deferred(run, alone=not agent.others_held(run))
-    with transaction.atomic():
-        if output.strip():
-            try:
+        # A first attempt has no earlier row of this node to replace.
+        telemetry.save_deferred(run, alone=not agent.others_held(run), first=run.attempts == 1)
+    try:
+        with transaction.atomic():
+            if output.strip():
                 parse_stored(run)
-            except IntegrityError:
-                if Run.objects.filter(pk=run.pk).exists():
-                    raise
-                log.warning("run %s was deleted while its output was parsed", run.pk)
-                return
-        if status == Run.Status.SUCCEEDED and run.parse_error:
-            status = Run.Status.FAILED
-            error = f"the output could not be parsed: {run.parse_error}"
-        update_run(run, status=status, error=error)
-        holding.release(run)
-        run.__dict__[RELEASED] = True
+            if status == Run.Status.SUCCEEDED and run.parse_error:
+                status = Run.Status.FAILED
+                error = f"the output could not be parsed: {run.parse_error}"
+            update_run(run, status=status, error=error)
+            holding.release(run)
+    except IntegrityError:
+        # Foreign keys are checked as the transaction commits: a run deleted meanwhile.
+        if Run.objects.filter(pk=run.pk).exists():
+            raise
+        log.warning("run %s was deleted while its output was parsed", run.pk)
+        return
+    run.__dict__[RELEASED] = True
 
 
 def _kill_group(spawner: reaper.Reaper | None, pid: int) -> int | None:
