@@ -99,6 +99,20 @@ def _ticks(pid: int, children: bool = False) -> float:
     return used / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and all its descendants, living or reaped."""
+    total, pids = 0.0, [pid]
+    while pids:
+        current = pids.pop()
+        try:
+            total += _ticks(current, children=True)
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except (OSError, IndexError):
+            continue
+        pids.extend(int(child) for child in children)
+    return total
+
+
 def _cpu(backend: int, helper: int | None) -> dict[str, float]:
     """CPU seconds so far of everything a run uses on this machine: this process and the
     processes it started (a per-run shim and its tool), its PostgreSQL backend, and the
@@ -201,6 +215,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     with common.celery_worker(queue) as worker:
         time.sleep(5)  # the worker connects to Redis and starts consuming
+        cpu = tree_cpu(worker.pid)
         started = time.perf_counter()
         counts = launch(matrix)
         total = counts["queued"]
@@ -212,6 +227,7 @@ def main() -> None:
                 break
             time.sleep(0.2)
         elapsed = time.perf_counter() - started
+        cpu = tree_cpu(worker.pid) - cpu
         rss = common.rss_kib(worker.pid) / 1024
     statuses = dict(matrix.runs.values_list("status").annotate(n=Count("id")).order_by())
     ends = sorted(matrix.runs.exclude(finished_at=None).values_list("finished_at", flat=True))
@@ -227,6 +243,10 @@ def main() -> None:
             f"{statistics.median(gaps) * 1000:.1f} ms [target <= 15 ms]; load average "
             f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after (2 cores, shared)"
         )
+    print(
+        f"  CPU of the worker and its processes (reaper, tools): "
+        f"{cpu / max(done, 1) * 1000:.1f} ms per run"
+    )
     print(f"celery worker RSS after the load: {rss:.0f} MB")
     failed = matrix.runs.exclude(status=Run.Status.SUCCEEDED).first()
     if failed is not None:
