@@ -15,7 +15,7 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -411,24 +411,27 @@ DEFERRED = "_telemetry_document"
 
 @contextmanager
 def recording(
-    run: Run, scratch: Path, watch_pid: int | None = None, defer: bool = False
-) -> Iterator[None]:
+    run: Run, scratch: Path, watch_pid: int | None = None, defer: bool = False, lazy: bool = False
+) -> Iterator[Callable[[], None]]:
     """Sample this node while the block runs (the executor wraps the measured command in it)
     and store the document, with fio's own logs from ``scratch`` as the tool's series;
     ``watch_pid``: the process whose new descendants are the tool's (default: this one).
     ``defer``: keep the document on ``run`` for ``save_deferred`` instead, so that the
     executor stores it in the transaction that stores the run's raw output (one durable
     commit, not two). A block shorter than the sampling interval still gets its two
-    readings, at start and end.
+    readings, at start and end. ``lazy``: the sampling thread starts when the block calls
+    what this yields (the executor: once the tool outlasts its first wait), so a run of a
+    few milliseconds starts no thread.
     Telemetry never decides a run's outcome: a failure to sample or store is logged only."""
     try:
-        sampler: Sampler | None = Sampler(watch_pid=watch_pid or os.getpid()).start()
+        sampler: Sampler | None = Sampler(watch_pid=watch_pid or os.getpid())
+        sampler.start(thread=not lazy)
     except Exception:
         log.exception("run %s: telemetry could not start; the run goes on without it", run.pk)
         sampler = None
     began = time.monotonic()
     try:
-        yield
+        yield sampler.keep_sampling if sampler is not None else _nothing
     finally:
         if sampler is not None:
             doc = _document(run, sampler, scratch, began)
@@ -436,6 +439,10 @@ def recording(
                 run.__dict__[DEFERRED] = doc
             elif doc is not None:
                 _save_logged(run, doc)
+
+
+def _nothing() -> None:
+    pass
 
 
 def save_deferred(run: Run, alone: bool = False, first: bool = False) -> None:

@@ -442,13 +442,31 @@ def _attempt(run: Run, worker: str) -> None:
 def _remove_beating(run: Run, paths: list[Path]) -> None:
     """Remove ``paths`` before the outcome is stored (a finished run leaves nothing on the
     node), writing heartbeats meanwhile: removing a large mdtest tree can outlast
-    RUN_STALE_SECONDS, and the janitor must not take the run for orphaned."""
+    RUN_STALE_SECONDS, and the janitor must not take the run for orphaned. Small directories
+    (``_small``) go at once, without the thread."""
+    if all(_small(path) for path in paths):
+        for path in paths:  # at once: a thread costs more than the removal
+            _remove(path)
+        return
     remover = threading.Thread(target=lambda: [_remove(path) for path in paths], daemon=True)
     remover.start()
     while remover.is_alive():
         remover.join(settings.RUN_PROGRESS_SECONDS)
         if remover.is_alive():
             update_run(run, heartbeat_at=timezone.now())
+
+
+def _small(path: Path, most: int = 64) -> bool:
+    """A directory of at most ``most`` entries and no subdirectory (a dd's file and a log):
+    removed in a moment."""
+    try:
+        with os.scandir(path) as entries:
+            for count, entry in enumerate(entries):
+                if count >= most or entry.is_dir(follow_symlinks=False):
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | None, str]:
@@ -695,11 +713,19 @@ def _run_steps(
         config["drop_caches"] = drops
         update_run(run, effective_config=config)
     # This node's counters while the tool runs (the tool is a child of the reaper).
-    with telemetry.recording(run, ctx.scratch, watch_pid=reaper.reaper().pid, defer=True):
+    with telemetry.recording(
+        run, ctx.scratch, watch_pid=reaper.reaper().pid, defer=True, lazy=True
+    ) as keep_sampling:
         _sampling(run, agent.start_sampling)  # and the other held nodes', by their agents
         try:
             status, output, exit_code, error = _supervise(
-                run, command, ctx.scratch, timeout_s, deadline, on_stop=on_stop
+                run,
+                command,
+                ctx.scratch,
+                timeout_s,
+                deadline,
+                on_stop=on_stop,
+                running=keep_sampling,
             )
         finally:
             _sampling(run, agent.stop_sampling)
@@ -744,11 +770,13 @@ def _supervise(
     log_name: str = "output.log",
     stream: bool = True,
     on_stop: Callable[[], None] | None = None,
+    running: Callable[[], None] | None = None,
 ) -> tuple[str, str, int | None, str]:
     """Start the tool and watch it until it ends, ``deadline`` (monotonic) passes or the run
     is cancelled; (status, output, exit code, error). ``stream`` stores the output on the run
     as it grows (not for preparation steps, whose output is not the run's). ``on_stop`` runs
-    before the process group is killed (a Slurm run's scancel)."""
+    before the process group is killed (a Slurm run's scancel); ``running`` once the tool
+    outlasts its first wait (the sampling thread starts)."""
     log_path = scratch / log_name
     spawner = reaper.reaper()
     try:
@@ -776,6 +804,9 @@ def _supervise(
             break
         if exit_code is not None:
             break
+        if running is not None:
+            running()
+            running = None
         now = time.monotonic()
         if now > deadline:
             reason = f"timed out after {timeout_s} s; the process group was killed"

@@ -417,11 +417,21 @@ class Sampler:
 
     # --- the thread ----------------------------------------------------------------------
 
-    def start(self) -> Sampler:
+    def start(self, thread: bool = True) -> Sampler:
+        """The first reading, then the sampling thread; ``thread=False`` leaves the thread
+        to ``keep_sampling`` (a block that may end before its first interval does not
+        start one: each thread costs its creator two wake-ups, dear on a loaded node)."""
         self.sample()
-        self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
-        self._thread.start()
+        if thread:
+            self.keep_sampling()
         return self
+
+    def keep_sampling(self) -> None:
+        """Start the sampling thread unless it runs (or sampling stopped); its readings stay
+        on the grid of the first one."""
+        if self._thread is None and not self._stop.is_set():
+            self._thread = threading.Thread(target=self._loop, name="telemetry", daemon=True)
+            self._thread.start()
 
     def _loop(self) -> None:
         # Readings on a fixed grid from the first one, so a slow reading does not shift the rest.
@@ -434,8 +444,8 @@ class Sampler:
         """Stop sampling (a last reading closes the final, shorter interval) and return the
         document: ``hostname``, ``started_at`` (UTC, ISO 8601), ``interval_s``, ``t``,
         ``series`` and ``meta``."""
+        self._stop.set()
         if self._thread is not None:
-            self._stop.set()
             self._thread.join()
             self._thread = None
         # A closing reading, unless the last one was just taken; always when there is no
