@@ -113,6 +113,25 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
+def switches(pid: int) -> int:
+    """Voluntary context switches of every thread of a process: each is a wait for another
+    process (the database, the reaper, a tool) or thread, and on a loaded machine each
+    costs a turn in the run queue."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
 def _cpu(backend: int, helper: int | None) -> dict[str, float]:
     """CPU seconds so far of everything a run uses on this machine: this process and the
     processes it started (a per-run shim and its tool), its PostgreSQL backend, and the
@@ -162,13 +181,16 @@ def profile(n: int) -> None:
         cursor.execute("SELECT pg_backend_pid()")
         backend = cursor.fetchone()[0]
     helper = _reaper_pid()
+    watched = [os.getpid(), backend, *([helper] if helper else [])]
     with CaptureQueriesContext(connection) as captured:
+        waits = sum(switches(pid) for pid in watched)
         before = _cpu(backend, helper)
         wall = time.perf_counter()
         for run in plain:
             one(run)
         wall = time.perf_counter() - wall
         after = _cpu(backend, helper)
+        waits = sum(switches(pid) for pid in watched) - waits
     count = len(plain)
     statuses = sorted(Run.objects.filter(pk__in=[r.pk for r in plain]).values_list("status"))
     if {status for (status,) in statuses} != {Run.Status.SUCCEEDED}:
@@ -180,7 +202,9 @@ def profile(n: int) -> None:
         f"{os.getloadavg()[0]:.2f}); CPU per run: {sum(used.values()):.1f} ms = "
         + " + ".join(f"{value:.1f} {key}" for key, value in used.items())
         + f"; {len(captured.captured_queries) / count:.1f} queries and "
-        f"{durable_commits(captured.captured_queries) / count:.1f} durable commits per run"
+        f"{durable_commits(captured.captured_queries) / count:.1f} durable commits per run; "
+        f"{waits / count:.0f} voluntary context switches per run (executor, its backend, "
+        "the reaper)"
     )
     prof = cProfile.Profile()
     started = time.perf_counter()
