@@ -471,7 +471,6 @@ def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[s
 
 def _save_logged(run: Run, doc: dict[str, Any], **how: bool) -> None:
     try:
-        # A run alone on its node needs no clock check: no other node's readings to align.
-        save(run, doc if how.get("alone") else with_clock(doc), **how)
+        save(run, with_clock(doc), **how)
     except Exception:
         log.exception("run %s: its telemetry could not be stored", run.pk)
