@@ -81,6 +81,9 @@ def test_launch_matrix_runs_the_example_fio_matrix(stack, tmp_path):
     )
     count, writes, reads, lag, busy = report.split()
     assert (int(count), int(writes), int(reads)) == (24, 12, 12)
+    # The configuration summaries the worker kept as runs landed equal a recomputation.
+    check = stack.manage("rebuild_summaries", "--check", check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
     print(
         f"\nexample matrix (24 fio runs, broker {stack.broker}): {elapsed:.1f} s in all; "
         f"queue-to-start {float(lag):.2f} s per run (includes waiting behind earlier "

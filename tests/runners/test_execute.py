@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from experiments import matrices
+from experiments import matrices, summaries
 from experiments.models import Matrix, Run
 from runners import dispatch as dispatching
 from runners import execute
@@ -66,6 +66,7 @@ def test_fio_runs_and_parses(alice, bench):
     assert run.metrics.get(name="write_bw", primary=True).value > 0
     assert run.params["numjobs"] == 2 and run.params["threads"] == 2  # matrix + parser
     assert run.tool_version.startswith("fio-")
+    assert summaries.differences() == [], "summaries kept in the run's store transaction"
     config = run.effective_config
     assert "vm.dirty_ratio" in config["sysctl"]
     # One outcome per node the run held: here only stor1, the node it ran on.
