@@ -38,28 +38,17 @@ from django.db.models import Case, F, IntegerField, Value, When
 from django.db.models.signals import post_delete, pre_delete
 
 from experiments.bottleneck import KINDS
+from experiments.models.runs import (
+    SUMMARY_COLUMNS,
+    SUMMARY_FIELDS,
+    SUMMARY_KEY_COLUMNS,
+    summaries_stale,
+)
 
-# The run columns a summary reads: the configuration, the data source, the verdict and the
-# steadiness columns. An update of any of them refreshes the run's summaries.
-KEY_COLUMNS = (
-    "tool",
-    "testbed_id",
-    "target_id",
-    "tuning_set_id",
-    "params",
-    "published",
-    "source",
-)
-RUN_COLUMNS = (
-    *KEY_COLUMNS,
-    "bottleneck",
-    "collapsed",
-    "write_steady",
-    "write_whole",
-    "read_steady",
-    "read_whole",
-)
-FIELDS = frozenset(RUN_COLUMNS) | {"testbed", "target", "tuning_set"}
+# The run columns a summary reads (defined beside the model, whose updates refresh them).
+KEY_COLUMNS = SUMMARY_KEY_COLUMNS
+RUN_COLUMNS = SUMMARY_COLUMNS
+FIELDS = SUMMARY_FIELDS
 
 # Keys per statement (SQLite's and psycopg's parameter limits are far above).
 CHUNK = 500
@@ -321,10 +310,15 @@ def _target_deleting(sender, instance, **kwargs) -> None:
     _pending.runs.update(Run.objects.filter(target=instance).values_list("pk", flat=True))
 
 
+def _stale(sender, run_ids, **kwargs) -> None:
+    refresh(run_ids=run_ids)
+
+
 def connect() -> None:
-    """Connect the delete signals (experiments.apps)."""
+    """Connect the models' refresh signal and the delete signals (experiments.apps)."""
     from experiments.models import Run, Target
 
+    summaries_stale.connect(_stale, sender=Run, dispatch_uid="summaries-stale")
     pre_delete.connect(_run_deleting, sender=Run, dispatch_uid="summaries-run-pre")
     post_delete.connect(_deleted, sender=Run, dispatch_uid="summaries-run-post")
     pre_delete.connect(_target_deleting, sender=Target, dispatch_uid="summaries-target-pre")

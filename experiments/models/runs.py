@@ -6,6 +6,7 @@ import json
 
 from django.db import connection, models, transaction
 from django.db.models.functions import Coalesce, NullIf
+from django.dispatch import Signal
 from django.urls import reverse
 
 from experiments.bottleneck import KINDS
@@ -22,6 +23,39 @@ Tool = models.TextChoices(
 )
 
 
+# The run columns a configuration summary reads (experiments.summaries): the configuration,
+# the data source, the verdict and the steadiness columns. A change of any of them refreshes
+# the run's summaries in its transaction.
+SUMMARY_KEY_COLUMNS = (
+    "tool",
+    "testbed_id",
+    "target_id",
+    "tuning_set_id",
+    "params",
+    "published",
+    "source",
+)
+SUMMARY_COLUMNS = (
+    *SUMMARY_KEY_COLUMNS,
+    "bottleneck",
+    "collapsed",
+    "write_steady",
+    "write_whole",
+    "read_steady",
+    "read_whole",
+)
+SUMMARY_FIELDS = frozenset(SUMMARY_COLUMNS) | {"testbed", "target", "tuning_set"}
+
+# Sent with ``run_ids`` whenever runs' headline metrics or summarised columns change, inside
+# the change's transaction; experiments.summaries refreshes their summaries on it (connected
+# when the app is ready), so the models never import the module that keeps the summaries.
+summaries_stale = Signal()
+
+
+def refresh_summaries(run_ids) -> None:
+    summaries_stale.send(sender=Run, run_ids=run_ids)
+
+
 class RunQuerySet(models.QuerySet):
     def visible_to(self, user) -> RunQuerySet:
         """Every signed-in user reads the lab's runs; anonymous visitors read nothing."""
@@ -31,14 +65,12 @@ class RunQuerySet(models.QuerySet):
         """An update of fields the configuration summaries read (the configuration, the data
         source, the stored verdict) refreshes the summaries of the runs it changes, in its
         transaction (experiments.summaries)."""
-        from experiments import summaries
-
-        if not summaries.FIELDS.intersection(kwargs):
+        if not SUMMARY_FIELDS.intersection(kwargs):
             return super().update(**kwargs)
         with transaction.atomic(using=self.db):
             ids = list(self.values_list("pk", flat=True))
             count = super().update(**kwargs)
-            summaries.refresh(run_ids=ids)
+            refresh_summaries(run_ids=ids)
         return count
 
 
@@ -233,19 +265,15 @@ class Run(OwnedModel, PublishedModel):
         return instance
 
     def _summary_values(self) -> tuple:
-        from experiments import summaries
-
         # Parameters as text: a dict changed in place is still told from the loaded one.
         return tuple(
             json.dumps(value, sort_keys=True, default=str) if isinstance(value, dict) else value
-            for value in (self.__dict__.get(f) for f in summaries.RUN_COLUMNS)
+            for value in (self.__dict__.get(f) for f in SUMMARY_COLUMNS)
         )
 
     def save(self, *args, **kwargs) -> None:
         """A saved change of what the summaries read refreshes them in the same transaction
         (a new run has no metrics, hence no summary, yet)."""
-        from experiments import summaries
-
         if not self._state.adding and kwargs.get("update_fields") is None:
             # The key as the summaries last set it, not as this instance read it.
             stored = Run.objects.filter(pk=self.pk).values_list("config_key", flat=True)
@@ -255,14 +283,14 @@ class Run(OwnedModel, PublishedModel):
         fields = kwargs.get("update_fields")
         # Unknown before (an instance not read from the database) counts as changed.
         changed = (loaded != now if loaded is not None else not self._state.adding) and (
-            fields is None or bool(summaries.FIELDS.intersection(fields))
+            fields is None or bool(SUMMARY_FIELDS.intersection(fields))
         )
         if not changed:
             super().save(*args, **kwargs)
         else:
             with transaction.atomic():
                 super().save(*args, **kwargs)
-                summaries.refresh(run_ids=[self.pk])
+                refresh_summaries(run_ids=[self.pk])
         self._summarised = now
 
     def get_absolute_url(self) -> str:
@@ -351,29 +379,23 @@ class MetricQuerySet(models.QuerySet):
     # bulk ingest write metrics with their own single refresh.
 
     def delete(self):
-        from experiments import summaries
-
         with transaction.atomic(using=self.db):
             ids = set(self.filter(primary=True).values_list("run_id", flat=True))
             deleted = super().delete()
-            summaries.refresh(run_ids=ids)
+            refresh_summaries(run_ids=ids)
         return deleted
 
     def update(self, **kwargs) -> int:
-        from experiments import summaries
-
         with transaction.atomic(using=self.db):
             ids = set(self.values_list("run_id", flat=True))
             count = super().update(**kwargs)
-            summaries.refresh(run_ids=ids)
+            refresh_summaries(run_ids=ids)
         return count
 
     def bulk_create(self, objs, *args, **kwargs):
-        from experiments import summaries
-
         with transaction.atomic(using=self.db):
             created = super().bulk_create(objs, *args, **kwargs)
-            summaries.refresh(run_ids={m.run_id for m in created if m.primary})
+            refresh_summaries(run_ids={m.run_id for m in created if m.primary})
         return created
 
     def primary_values(self) -> MetricQuerySet:
@@ -540,16 +562,12 @@ class Metric(models.Model):
         return f"{self.name}{it} {self.stat} = {self.value:g} {self.unit}"
 
     def save(self, *args, **kwargs) -> None:
-        from experiments import summaries
-
         with transaction.atomic():
             super().save(*args, **kwargs)
-            summaries.refresh(run_ids=[self.run_id])
+            refresh_summaries(run_ids=[self.run_id])
 
     def delete(self, *args, **kwargs):
-        from experiments import summaries
-
         with transaction.atomic():
             deleted = super().delete(*args, **kwargs)
-            summaries.refresh(run_ids=[self.run_id])
+            refresh_summaries(run_ids=[self.run_id])
         return deleted
