@@ -67,6 +67,18 @@ class FioAdapter(Adapter):
             "cap each job's bandwidth (bytes/s): a steady load, or a throttled device",
             min=1024,
         ),
+        Param(
+            "rate_process",
+            "choice",
+            "how rated I/O is issued: evenly (linear) or as Poisson arrivals (a real request flow)",
+            choices=("linear", "poisson"),
+        ),
+        Param(
+            "randrepeat",
+            "bool",
+            "the same random sequence (offsets, Poisson arrivals) every run; false: new each run",
+            default=True,
+        ),
         Param("ramp_time", "seconds", "seconds of warm-up not counted in the results", min=1),
         Param("fsync_on_close", "bool", "fsync each file when closing it", default=False),
         Param("end_fsync", "bool", "fsync the files when the job ends", default=False),
@@ -86,6 +98,8 @@ class FioAdapter(Adapter):
     def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
         if p["time_based"] and p["runtime"] is None:
             raise ParamError("runtime", "time_based needs a runtime")
+        if p["rate_process"] is not None and p["rate"] is None:
+            raise ParamError("rate_process", "only applies to rated I/O: set rate too")
         if p["rwmixread"] is not None and p["rw"] not in MIXED:
             raise ParamError("rwmixread", f"only applies to rw={' or rw='.join(MIXED)}")
         if p["bs"] > p["size"] // p["nrfiles"]:
@@ -133,6 +147,10 @@ class FioAdapter(Adapter):
             opts.append(f"ramp_time={p['ramp_time']}")
         if p["rate"] is not None:
             opts.append(f"rate={format_size(p['rate'])}")
+        if p["rate_process"] is not None:
+            opts.append(f"rate_process={p['rate_process']}")
+        if not p["randrepeat"]:
+            opts.append("randrepeat=0")
         if p["fsync_on_close"]:
             opts.append("fsync_on_close=1")
         if p["end_fsync"]:

@@ -68,6 +68,14 @@ def test_one_job_keeps_plain_json(ctx):
     assert cmd.argv[1] == "--output-format=json"
 
 
+def test_poisson_arrivals_with_a_new_random_sequence_each_run(ctx):
+    cmd = build_command("fio", {"rate": "40k", "rate_process": "poisson", "randrepeat": False}, ctx)
+    job = "\n".join(cmd.argv)
+    assert "--rate=40k" in job and "--rate_process=poisson" in job and "--randrepeat=0" in job
+    default = "\n".join(build_command("fio", {"rate": "40k"}, ctx).argv)
+    assert "rate_process" not in default and "randrepeat" not in default  # fio's defaults
+
+
 def test_mixed_subdirectory_shared_files(ctx):
     cmd = build_command(
         "fio",
@@ -124,6 +132,8 @@ def test_multihost_writes_one_job_file_per_client(multihost_ctx):
         ({"rw": "randrw", "rwmixread": 101}, "rwmixread"),
         ({"bs": "2m", "size": "1m"}, "bs"),
         ({"filename": "/dev/sda"}, "filename"),
+        ({"rate_process": "poisson"}, "rate_process"),  # without a rate
+        ({"rate": "1m", "rate_process": "bursty"}, "rate_process"),
     ],
 )
 def test_rejected(params, param, ctx):
