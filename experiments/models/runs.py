@@ -64,13 +64,16 @@ class RunQuerySet(models.QuerySet):
     def update(self, **kwargs) -> int:
         """An update of fields the configuration summaries read (the configuration, the data
         source, the stored verdict) refreshes the summaries of the runs it changes, in its
-        transaction (experiments.summaries)."""
+        transaction (experiments.summaries). Runs without a headline metric are in no
+        summary (the executor writes a run's verdict before its metrics): nothing to refresh;
+        their configuration key is brought up to date when their metrics are stored."""
         if not SUMMARY_FIELDS.intersection(kwargs):
             return super().update(**kwargs)
         with transaction.atomic(using=self.db):
-            ids = list(self.values_list("pk", flat=True))
+            ids = list(self.filter(metrics__primary=True).values_list("pk", flat=True).distinct())
             count = super().update(**kwargs)
-            refresh_summaries(run_ids=ids)
+            if ids:
+                refresh_summaries(run_ids=ids)
         return count
 
 
