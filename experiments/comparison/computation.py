@@ -25,6 +25,7 @@ from experiments.comparison.spec import NORMALISATIONS, ComparisonSpec, metric_u
 from experiments.comparison.statements import compare_to_baseline
 from experiments.dimensions import sort_key
 from experiments.models import CellState, Matrix
+from experiments.summaries import COLUMNS as SUMMARY_COLUMNS
 from runners import metrics
 
 # Points whose coefficient of variation is above this are flagged as noisy.
@@ -140,24 +141,7 @@ def _summary_rows(
 
     qs = _filtered(ConfigSummary.objects.filter(name__in=spec.metrics), spec, lookup)
     d = Value(1.0, output_field=FloatField()) if divisor is None else NullIf(divisor, 0.0)
-    stored = [
-        "name",
-        "config_key",
-        "n",
-        "total",
-        "m2",
-        "min",
-        "max",
-        "median",
-        "approx_n",
-        "pub_n",
-        *(f"bn_{k}" for k in bottleneck.KINDS),
-        "collapsed_n",
-        "steady_n",
-        "steady_sum",
-        "whole_n",
-        "whole_sum",
-    ]
+    stored = [c for c in SUMMARY_COLUMNS if c != "run_id"]  # the stored figures
     rows = []
     for r in qs.annotate(**groups, _d=d).values(*stored, *groups, "_d").order_by():
         d = r.pop("_d")
