@@ -81,8 +81,9 @@ def test_sampler_document_from_real_readings(tmp_path):
         check=True,
         capture_output=True,
     )
-    # And some CPU: 4 GiB through a 1 MiB buffer.
-    subprocess.run(["dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=4096"], check=True)
+    # And some CPU: 16 GiB through a 1 MiB buffer, over several readings (a process that
+    # lives within one interval is never seen: 4 GiB took less than one on a quiet machine).
+    subprocess.run(["dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=16384"], check=True)
     time.sleep(0.7)
     doc = sampler.stop()
     assert doc["format"] == FORMAT and doc["hostname"] == os.uname().nodename
