@@ -295,16 +295,28 @@ def metric_rows(metrics: Iterable[dict[str, Any]], run_id: int | None = None) ->
 
 def replace_metrics(run: Run, metrics: Iterable[dict[str, Any]] | list[SimpleNamespace]) -> list:
     """Replace all of ``run``'s metrics by ``metrics`` (``metric_rows`` or dicts) in one
-    transaction, with the summaries of the run's configuration; the rows stored."""
+    transaction, with the summaries of the run's configuration; the rows stored. A run that
+    had no headline metric (the executor's, import's and push's first store) is appended to
+    its configuration's summaries; one that had (a reparse) has them recomputed."""
     rows = list(metrics)
     if rows and isinstance(rows[0], dict):
         rows = metric_rows(rows)
     for row in rows:
         row.run_id = run.pk
     with transaction.atomic(), summaries.batch():
-        Metric.objects.filter(run_id=run.pk).delete()
+        had = set(
+            Metric.objects.filter(run_id=run.pk)
+            .order_by()
+            .values_list("primary", flat=True)
+            .distinct()
+        )
+        if had:
+            Metric.objects.filter(run_id=run.pk).delete()
         insert(Metric, rows)
-        summaries.refresh(run_ids=[run.pk])
+        if True in had:
+            summaries.refresh(run_ids=[run.pk])
+        elif any(row.primary for row in rows):
+            summaries.append([run.pk])
     return rows
 
 
@@ -312,14 +324,16 @@ def insert(model, rows: list) -> None:
     """Insert rows (objects with one attribute per column) and set their ``id``.
     PostgreSQL: ids drawn from the table's sequence in one query, then COPY (several times
     faster than INSERT … VALUES for thousands of rows, on both sides). Elsewhere:
-    ``bulk_create`` in batches."""
+    ``bulk_create`` in batches, of a plain queryset: like COPY, it leaves the configuration
+    summaries to the caller (``replace_metrics``, the bulk ingest's ``summaries.add``), which
+    appends new runs; the Metric queryset's own refresh would count them twice."""
     if not rows:
         return
     table = model._meta.db_table
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     if connection.vendor != "postgresql":
         instances = [model(**{f.attname: getattr(row, f.attname) for f in fields}) for row in rows]
-        model.objects.bulk_create(instances, batch_size=BATCH.get(model, 1000))
+        QuerySet(model).bulk_create(instances, batch_size=BATCH.get(model, 1000))
         for row, instance in zip(rows, instances, strict=True):
             row.id = instance.pk
         return

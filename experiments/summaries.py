@@ -2,13 +2,28 @@
 
 A comparison over every run reads one row per configuration and metric instead of every
 metric row (issue 17). The rows are never stale: whatever changes a run's headline metrics
-or the run fields a summary reads (its configuration, data source, stored verdict) calls
-``refresh`` in the same transaction, and ``refresh`` recomputes the touched configurations'
-rows from their runs in a few set-based statements (DELETE, then INSERT … SELECT … GROUP
-BY). The callers:
+or the run fields a summary reads (its configuration, data source, stored verdict) updates
+them in the same transaction, in one of two ways:
 
-- ``experiments.results.replace_metrics`` (executor, import, push, reparse, load_published)
-  and the bulk ingest (``add``, one statement per batch);
+- **append** (``append``, ``add``): runs that are new to the summaries (just stored with
+  their first headline metrics: the executor's parse, import, push, the bulk ingest). The
+  batch's rows are aggregated per metric and configuration and merged into the stored rows
+  by one INSERT … ON CONFLICT DO UPDATE per few hundred runs: counts and sums added, ``m2``
+  by the parallel-variance merge (Chan et al.), extremes, the lowest run. The cost is the
+  batch's, whatever the configuration's history. The exact median cannot be merged: a
+  merged row's median becomes NULL, *pending* (a new row's is exact: its values are the
+  batch's), until ``settle`` (the janitor, ``rebuild_summaries --settle``) or the next
+  recomputation fills it; ``medians`` computes pending ones for a reader meanwhile.
+- **refresh** (``refresh``): anything else (a reparse or replacement of existing metrics, a
+  metric edit, a verdict, parameter or configuration change, a delete) recomputes the
+  touched configurations' rows from their runs in a few set-based statements (DELETE, then
+  INSERT … SELECT … GROUP BY), medians exact.
+
+The callers:
+
+- ``experiments.results.replace_metrics`` (executor, import, push, reparse, load_published):
+  an append when the run had no headline metric before, else a refresh; the bulk ingest
+  (``add``, one statement per batch);
 - ``RunQuerySet.update``, ``Run.save``, the ``Metric`` queryset's delete/update/bulk_create
   and ``Metric.save``/``delete`` (so a verdict refresh, a test or a shell edit keeps them);
 - deletes of runs, whatever deletes them (a matrix, its owner, load_published's re-load),
@@ -16,7 +31,12 @@ BY). The callers:
   recomputed after; a target's delete, which clears its runs' target, likewise.
 
 ``rebuild`` recomputes everything (``manage.py rebuild_summaries``), ``differences`` proves
-the stored rows equal a recomputation (``--check``).
+the stored rows equal a recomputation (``--check``; a pending median is accepted, a stored
+one must be exact).
+
+Concurrent appends to one configuration (several workers, the ingest's client threads)
+serialise on its row: the upsert locks it, rows in (name, key) order so that batches lock
+in one order and never deadlock.
 
 A run's configuration is ``Run.config_key`` (``config_key`` below), written by this module
 only: when a run's configuration changes, the key still stored names the configuration it
@@ -130,8 +150,14 @@ def key_of(run: Any) -> str:
 class _Pending(threading.local):
     def __init__(self) -> None:
         self.depth = 0
-        self.runs: set[int] = set()
-        self.keys: set[str] = set()
+        self.runs: set[int] = set()  # refresh: their configurations recomputed
+        self.keys: set[str] = set()  # refresh
+        self.appends: set[int] = set()  # append: merged into their configurations
+
+    def clear(self) -> None:
+        self.runs.clear()
+        self.keys.clear()
+        self.appends.clear()
 
 
 _pending = _Pending()
@@ -147,8 +173,7 @@ def batch() -> Iterator[None]:
     except BaseException:
         _pending.depth -= 1
         if not _pending.depth:
-            _pending.runs.clear()
-            _pending.keys.clear()
+            _pending.clear()
         raise
     _pending.depth -= 1
     if not _pending.depth:
@@ -156,11 +181,10 @@ def batch() -> Iterator[None]:
 
 
 def _flush() -> None:
-    runs, keys = set(_pending.runs), set(_pending.keys)
-    _pending.runs.clear()
-    _pending.keys.clear()
-    if runs or keys:
-        _refresh(runs, keys)
+    runs, keys, appends = set(_pending.runs), set(_pending.keys), set(_pending.appends)
+    _pending.clear()
+    if runs or keys or appends:
+        _update(runs, keys, appends)
 
 
 def refresh(run_ids: Iterable[int] = (), keys: Iterable[str] = ()) -> None:
@@ -173,14 +197,32 @@ def refresh(run_ids: Iterable[int] = (), keys: Iterable[str] = ()) -> None:
         return
     run_ids, keys = set(run_ids), set(keys)
     if run_ids or keys:
-        _refresh(run_ids, keys)
+        _update(run_ids, keys, set())
+
+
+def append(run_ids: Iterable[int]) -> None:
+    """Merge runs that are new to the summaries into their configurations' rows: runs whose
+    headline (primary) metrics were just stored and that had none before (in no summary
+    yet). Their configuration keys are brought up to date first. Inside ``batch()``, at the
+    batch's end, where a run also refreshed in the batch is left to the recomputation."""
+    if _pending.depth:
+        _pending.appends.update(run_ids)
+        return
+    run_ids = set(run_ids)
+    if run_ids:
+        _update(set(), set(), run_ids)
 
 
 def add(runs: Iterable[Any]) -> None:
     """Summaries of runs just stored with their metrics, each with its ``config_key`` set
-    before it was inserted (``key_of``; the bulk ingest): the configurations of the batch
-    are recomputed, one DELETE and one INSERT … SELECT per few hundred of them."""
-    refresh(keys={run.config_key for run in runs})
+    before it was inserted (``key_of``; the bulk ingest): merged into their configurations'
+    rows (``append``), one INSERT … ON CONFLICT per few hundred runs."""
+    ids = {run.id for run in runs}
+    if _pending.depth:
+        _pending.appends.update(ids)
+    elif ids:
+        with transaction.atomic():
+            _append(ids)
 
 
 def _chunks(items: Iterable) -> Iterator[list]:
@@ -189,15 +231,23 @@ def _chunks(items: Iterable) -> Iterator[list]:
         yield items[start : start + CHUNK]
 
 
-def _refresh(run_ids: set[int], keys: set[str]) -> None:
+def _update(run_ids: set[int], keys: set[str], appends: set[int]) -> None:
+    """Bring the configuration keys of ``run_ids`` and ``appends`` up to date; recompute the
+    configurations of ``keys`` and of ``run_ids`` (the one each run leaves and the one it
+    joins); merge ``appends`` into theirs, but for those of configurations recomputed
+    (the recomputation counts them already)."""
     from experiments.models import Run
 
     with transaction.atomic():
         moved: dict[str, list[int]] = {}
-        for chunk in _chunks(sorted(run_ids)):
+        joined: dict[int, str] = {}
+        for chunk in _chunks(sorted(run_ids | appends)):
             for row in Run.objects.filter(pk__in=chunk).values("pk", "config_key", *KEY_COLUMNS):
                 new = config_key(*(row[c] for c in KEY_COLUMNS))
-                keys.update((row["config_key"], new))
+                if row["pk"] in run_ids:
+                    keys.update((row["config_key"], new))
+                else:
+                    joined[row["pk"]] = new
                 if new != row["config_key"]:
                     moved.setdefault(new, []).append(row["pk"])
         for key, ids in moved.items():
@@ -205,6 +255,7 @@ def _refresh(run_ids: set[int], keys: set[str]) -> None:
                 Run.objects.filter(pk__in=chunk).update(config_key=key)
         keys.discard("")
         _recompute(keys)
+        _append({pk for pk, key in joined.items() if key not in keys})
 
 
 def _recompute(keys: set[str]) -> None:
@@ -285,6 +336,158 @@ def _insert(metrics) -> None:
     columns = ", ".join(qn(c) for c in COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {table} ({columns}) {select}", params)
+
+
+# Columns an append adds up (counts and sums; ``n`` and ``total`` too).
+_ADDED = (
+    "n",
+    "total",
+    "approx_n",
+    "pub_n",
+    *(f"bn_{kind}" for kind in KINDS),
+    "collapsed_n",
+    "steady_n",
+    "whole_n",
+)
+
+
+def _merge_sql(table: str) -> str:
+    """The DO UPDATE SET list merging a batch's row (EXCLUDED) into the stored one."""
+    qn = connection.ops.quote_name
+    pg = connection.vendor == "postgresql"
+    least, greatest = ("LEAST", "GREATEST") if pg else ("MIN", "MAX")  # SQLite: scalar MIN/MAX
+
+    def old(column: str) -> str:
+        return f"{table}.{qn(column)}"
+
+    def new(column: str) -> str:
+        return f"EXCLUDED.{qn(column)}"
+
+    # Chan et al.: m2 = m2_a + m2_b + delta² · n_a · n_b / (n_a + n_b), delta the difference
+    # of the means (floats: total is a float column, so no integer division below).
+    delta = f"({new('total')} / {new('n')} - {old('total')} / {old('n')})"
+    sets = [f"{qn(c)} = {old(c)} + {new(c)}" for c in _ADDED]
+    sets += [
+        f"{qn('m2')} = {old('m2')} + {new('m2')} + {delta} * {delta} * {old('n')} * {new('n')}"
+        f" / ({old('n')} + {new('n')})",
+        f"{qn('min')} = {least}({old('min')}, {new('min')})",
+        f"{qn('max')} = {greatest}({old('max')}, {new('max')})",
+        f"{qn('run_id')} = {least}({old('run_id')}, {new('run_id')})",
+        # Pending: the merged values' median needs the values (settle, medians).
+        f"{qn('median')} = NULL",
+        *(
+            f"{qn(c)} = COALESCE({old(c)} + {new(c)}, {old(c)}, {new(c)})"
+            for c in ("steady_sum", "whole_sum")
+        ),
+    ]
+    return ", ".join(sets)
+
+
+def _append(run_ids: set[int]) -> None:
+    """Merge the primary metrics of ``run_ids`` (runs in no summary yet, their keys stored)
+    into their configurations' rows: the batch's rows per metric and configuration (what
+    ``_select`` gives for them alone: a new row is exact, median included), inserted, or
+    merged into the stored row. Rows in (name, key) order: concurrent batches lock the rows
+    they share in one order."""
+    from experiments.models import ConfigSummary, Metric
+
+    qn = connection.ops.quote_name
+    table = qn(ConfigSummary._meta.db_table)
+    columns = ", ".join(qn(c) for c in COLUMNS)
+    for chunk in _chunks(sorted(run_ids)):
+        select, params = _select(Metric.objects.filter(run_id__in=chunk))
+        # "WHERE true": SQLite would read ON CONFLICT's ON as a join's without it.
+        sql = (
+            f"INSERT INTO {table} ({columns}) SELECT * FROM ({select}) _b WHERE true "
+            f"ORDER BY 1, 2 ON CONFLICT ({qn('name')}, {qn('config_key')}) "
+            f"DO UPDATE SET {_merge_sql(table)}"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+
+
+# --- Pending medians -----------------------------------------------------------------------
+
+
+def _median_select(keys: list[str], names: list[str]) -> tuple[str, tuple]:
+    """SELECT name, config_key, count, median of the configurations ``keys`` (metrics
+    ``names``): only their values are read (the run index by key)."""
+    from experiments.models import Metric
+
+    inner = (
+        Metric.objects.filter(primary=True, run__config_key__in=keys, name__in=names)
+        .values("name", _k=F("run__config_key"), _v=F("value"))
+        .order_by()
+    )
+    sql, params = inner.query.sql_with_params()
+    name = connection.ops.quote_name("name")
+    part = f"PARTITION BY {name}, _k"
+    select = (
+        f"SELECT {name}, _k, COUNT(*) AS _n, "
+        "AVG(CASE WHEN _rn >= _c / 2.0 AND _rn <= _c / 2.0 + 1 THEN _v END) AS _m "
+        f"FROM (SELECT _g.*, ROW_NUMBER() OVER ({part} ORDER BY _v) AS _rn, "
+        f"COUNT(*) OVER ({part}) AS _c FROM ({sql}) _g) _w GROUP BY {name}, _k"
+    )
+    return select, params
+
+
+def medians(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """The exact medians of the (metric name, configuration key) ``pairs`` from their values
+    (what a reader of a pending median shows); changes nothing."""
+    wanted = set(pairs)
+    out: dict[tuple[str, str], float] = {}
+    for chunk in _chunks(sorted({key for _, key in wanted})):
+        select, params = _median_select(chunk, sorted({name for name, _ in wanted}))
+        with connection.cursor() as cursor:
+            cursor.execute(select, params)
+            for name, key, _count, median in cursor.fetchall():
+                if (name, key) in wanted:
+                    out[(name, key)] = median
+    return out
+
+
+# Pending medians one janitor sweep fills at most: rows, and values read.
+SETTLE_ROWS = 2000
+SETTLE_VALUES = 200_000
+
+
+def settle(limit: int | None = None, values: int | None = None) -> int:
+    """Fill pending medians exactly from their configurations' values: at most ``limit``
+    rows, and (but for the first) no more rows once ``values`` values are read (None: all
+    pending); the rows filled. One UPDATE … FROM per chunk of configurations, each reading
+    only those configurations' values. A row whose run count changed meanwhile (an append
+    committed since the values were read) is left pending."""
+    from experiments.models import ConfigSummary
+
+    pending = (
+        ConfigSummary.objects.filter(median__isnull=True)
+        .order_by("config_key", "name")
+        .values_list("config_key", "name", "n")
+    )
+    chosen: dict[str, set[str]] = {}
+    read = 0
+    for key, name, n in pending[:limit] if limit else pending.iterator(5000):
+        if values is not None and chosen and read + n > values:
+            break
+        chosen.setdefault(key, set()).add(name)
+        read += n
+    qn = connection.ops.quote_name
+    table = qn(ConfigSummary._meta.db_table)
+    filled = 0
+    with transaction.atomic():
+        for chunk in _chunks(sorted(chosen)):
+            names = sorted(set().union(*(chosen[k] for k in chunk)))
+            select, params = _median_select(chunk, names)
+            sql = (
+                f"UPDATE {table} SET {qn('median')} = _s._m FROM ({select}) _s "
+                f"WHERE {table}.{qn('name')} = _s.{qn('name')} "
+                f"AND {table}.{qn('config_key')} = _s._k AND {table}.{qn('n')} = _s._n "
+                f"AND {table}.{qn('median')} IS NULL"
+            )
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                filled += cursor.rowcount
+    return filled
 
 
 # --- Deletes -------------------------------------------------------------------------------
@@ -392,7 +595,7 @@ def differences(limit: int = 20) -> list[str]:
             wrong = [
                 f"{col} {h!r} (runs: {w!r})"
                 for col, w, h in zip(COLUMNS, want, have, strict=True)
-                if not _close(w, h)
+                if not _close(w, h) and not (col == "median" and h is None)  # pending
             ]
             if wrong:
                 out.append(f"{pair[0]} of configuration {pair[1]}: " + ", ".join(wrong))

@@ -31,7 +31,13 @@ def execute_run(self, run_id: int, token: str) -> str:
 
 @shared_task(name="runners.janitor")
 def janitor() -> dict[str, int]:
-    """Requeue or fail runs whose worker stopped sending heartbeats (beat, every 30 s)."""
+    """Requeue or fail runs whose worker stopped sending heartbeats (beat, every 30 s); then
+    fill a bounded number of pending summary medians (experiments.summaries.settle)."""
+    from experiments import summaries
     from runners.dispatch import janitor as sweep
 
-    return sweep()
+    counts = sweep()
+    counts["medians"] = summaries.settle(
+        limit=summaries.SETTLE_ROWS, values=summaries.SETTLE_VALUES
+    )
+    return counts

@@ -26,6 +26,7 @@ from experiments.comparison.statements import compare_to_baseline
 from experiments.dimensions import sort_key
 from experiments.models import CellState, Matrix
 from experiments.summaries import COLUMNS as SUMMARY_COLUMNS
+from experiments.summaries import medians as exact_medians
 from runners import metrics
 
 # Points whose coefficient of variation is above this are flagged as noisy.
@@ -154,7 +155,8 @@ def _summary_rows(
             mean=raw_mean / d,
             min=lo,
             max=hi,
-            median=r["median"] / d,
+            median=None if r["median"] is None else r["median"] / d,  # None: pending
+            median_divisor=d,
             stddev=math.sqrt(max(r["m2"], 0.0) / (n - 1)) / abs(d) if n > 1 else None,
             sum_sq=None,
             raw_mean=raw_mean,
@@ -439,6 +441,14 @@ def compute(
         result.errors.append(_too_many(pools, spec))
         return result
     context.configs = [c for pool in pools for c in pool.configs]
+    if summarised:
+        # Points of one configuration whose stored median is pending (runs appended since
+        # it was last settled): exact, from that configuration's values alone.
+        pending = [p.rows[0] for p in pools if len(p.rows) == 1 and p.rows[0]["median"] is None]
+        found = exact_medians((r["name"], r["config_key"]) for r in pending)
+        for r in pending:
+            median = found.get((r["name"], r["config_key"]))
+            r["median"] = None if median is None else median / r["median_divisor"]
     # Repetition values: every run as a point, and exact medians of points pooling several
     # configurations (one bounded query, only when needed).
     # From summaries, the values are those of the configurations shown, read by their keys;

@@ -10,16 +10,18 @@ from experiments.models.runs import Run
 
 class ConfigSummary(models.Model):
     """One metric over the alike runs of one configuration (DESIGN.md, "Alike runs": tool,
-    every parameter, testbed, target, tuning set and data source; ``Run.config_key``).
+        every parameter, testbed, target, tuning set and data source; ``Run.config_key``).
 
-    Holds what a comparison point needs without reading the runs: the count, sum, sum of
-    squared deviations from the mean (``m2``, numerically stable where a sum of squares is
-    not), extremes, the exact median, and the counts of published runs, approximate values,
-    stored verdicts, collapsed runs and steady-state/whole-run throughput. ``run`` is one run
-    of the configuration (its lowest id): every dimension a comparison groups or filters by
-    that is an attribute of the configuration (a parameter, the testbed's hardware, the tuning
-    set) is read through it, as it is now. Rows are replaced in the transaction that changes
-    their runs (experiments.summaries.refresh), never edited elsewhere."""
+        Holds what a comparison point needs without reading the runs: the count, sum, sum of
+        squared deviations from the mean (``m2``, numerically stable where a sum of squares is
+        not), extremes, the exact median, and the counts of published runs, approximate values,
+        stored verdicts, collapsed runs and steady-state/whole-run throughput (the median may be
+    pending: NULL, see below). ``run`` is one run
+        of the configuration (its lowest id): every dimension a comparison groups or filters by
+        that is an attribute of the configuration (a parameter, the testbed's hardware, the tuning
+        set) is read through it, as it is now. Rows are merged with (new runs) or replaced by (any
+        other change) the figures of their runs in the transaction that changes them
+        (experiments.summaries), never edited elsewhere."""
 
     name = models.CharField(max_length=40)
     config_key = models.CharField(max_length=32)
@@ -30,7 +32,11 @@ class ConfigSummary(models.Model):
     m2 = models.FloatField()
     min = models.FloatField()
     max = models.FloatField()
-    median = models.FloatField()
+    # The exact median; NULL while pending: an append (experiments.summaries.append) merges
+    # everything else exactly but not the median, which ``settle`` (the janitor) or the next
+    # recomputation fills from the values. A reader needing it meanwhile computes it
+    # (experiments.summaries.medians).
+    median = models.FloatField(null=True, blank=True)
     approx_n = models.IntegerField(default=0)
     pub_n = models.IntegerField(default=0)
     # One count per experiments.bottleneck.KINDS.
@@ -49,7 +55,15 @@ class ConfigSummary(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["name", "config_key"], name="exp_summary_name_key")
         ]
-        indexes = [models.Index(fields=["config_key"], name="exp_summary_key")]
+        indexes = [
+            models.Index(fields=["config_key"], name="exp_summary_key"),
+            # Pending medians (experiments.summaries.settle): found without a scan.
+            models.Index(
+                fields=["config_key", "name"],
+                condition=models.Q(median__isnull=True),
+                name="exp_summary_pending",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} over {self.n} runs of configuration {self.config_key}"

@@ -1,7 +1,9 @@
-"""`manage.py rebuild_summaries [--check]`: recompute every configuration summary from the
-runs (experiments.summaries.rebuild), or, with --check, compare the stored ones with a
-recomputation and exit non-zero when they differ (they never should: every change of a run's
-metrics or configuration refreshes them in its transaction)."""
+"""`manage.py rebuild_summaries [--check | --settle]`: recompute every configuration summary
+from the runs (experiments.summaries.rebuild), or, with --check, compare the stored ones with
+a recomputation and exit non-zero when they differ (they never should: every change of a
+run's metrics or configuration updates them in its transaction; a pending median, NULL, is
+not a difference), or, with --settle, fill every pending median from its configuration's
+values (experiments.summaries.settle; the janitor fills a bounded number per sweep)."""
 
 from __future__ import annotations
 
@@ -21,9 +23,23 @@ class Command(BaseCommand):
             action="store_true",
             help="Change nothing: report differences from a recomputation, exit 1 if any.",
         )
+        parser.add_argument(
+            "--settle",
+            action="store_true",
+            help="Only fill the pending medians (merged by appends) from the values.",
+        )
 
-    def handle(self, *args, check, **options):
+    def handle(self, *args, check, settle, **options):
         started = time.perf_counter()
+        if check and settle:
+            raise CommandError("rebuild_summaries: --check or --settle, not both")
+        if settle:
+            filled = summaries.settle()
+            self.stdout.write(
+                f"rebuild_summaries --settle: {filled:,} pending medians filled "
+                f"({time.perf_counter() - started:.1f} s)"
+            )
+            return
         if check:
             found = summaries.differences(limit=0)
             for line in found[:50]:
@@ -38,7 +54,7 @@ class Command(BaseCommand):
                 f"({time.perf_counter() - started:.1f} s)"
             )
             return
-        rows = summaries.rebuild()
+        rows = summaries.rebuild()  # medians exact: none pending
         self.stdout.write(
             f"rebuild_summaries: {rows:,} summary rows ({time.perf_counter() - started:.1f} s)"
         )

@@ -1,0 +1,275 @@
+"""Appends to the configuration summaries (issue 17, experiments.summaries.append/add): a new
+run's metrics are merged into its configuration's row (no recomputation from the runs), the
+merged median is pending until ``settle`` fills it, readers compute pending medians from the
+values, and concurrent appends to one configuration lose nothing."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
+
+from experiments import summaries
+from experiments.api.ingest import ingest
+from experiments.comparison import ComparisonSpec, compute
+from experiments.models import ConfigSummary, Metric, Run
+from experiments.results import replace_metrics
+from tests.experiments.test_comparison_summaries import SPECS, _comparable, _same
+from tests.experiments.test_comparison_summaries import lab as lab  # noqa: F401 (fixture)
+from tests.lab import make_testbed
+
+VALUES = [1.0e9, 3.0e9, 2.0e9, 2.5e9, 0.5e9, 2.0e9, 7.0e9]
+
+
+def _store(testbed, value: float, params=None, **fields) -> Run:
+    run = Run.objects.create(
+        testbed=testbed, tool="fio", status="imported", params=params or {"threads": 4}, **fields
+    )
+    replace_metrics(
+        run,
+        [
+            {"name": "write_bw", "value": value, "unit": "B/s"},
+            {"name": "read_bw", "value": value / 2, "unit": "B/s"},
+        ],
+    )
+    return run
+
+
+@pytest.mark.django_db
+def test_a_new_run_is_merged_not_recomputed(alice):
+    testbed = make_testbed(alice, "lab", "x86_64", "0")
+    first = _store(testbed, VALUES[0])
+    row = ConfigSummary.objects.get(name="write_bw")
+    assert (row.n, row.median) == (1, VALUES[0]), "a new row: the value is its median"
+    for value in VALUES[1:]:
+        with CaptureQueriesContext(connection) as queries:
+            _store(testbed, value, bottleneck="disk", write_steady=1e9, write_whole=2e9)
+        # Merged into the stored row (a recomputation deletes and inserts it): one upsert,
+        # which reads no other run's metrics.
+        sql = [q["sql"] for q in queries.captured_queries if "configsummary" in q["sql"]]
+        assert len(sql) == 1 and "ON CONFLICT" in sql[0], sql
+    row = ConfigSummary.objects.get(name="write_bw")
+    assert row.pk == ConfigSummary.objects.get(name="write_bw").pk
+    mean = statistics.fmean(VALUES)
+    assert row.n == len(VALUES) and row.run_id == first.pk
+    assert row.total == pytest.approx(sum(VALUES), rel=1e-12)
+    assert row.m2 == pytest.approx(sum((v - mean) ** 2 for v in VALUES), rel=1e-9)
+    assert (row.min, row.max) == (min(VALUES), max(VALUES))
+    assert (row.bn_disk, row.steady_n, row.whole_n) == (len(VALUES) - 1,) * 3
+    assert row.steady_sum == pytest.approx(1e9 * (len(VALUES) - 1))
+    assert row.median is None, "merged: pending"
+    assert summaries.differences(limit=0) == [], "pending medians are not differences"
+    assert summaries.medians([("write_bw", row.config_key)]) == {
+        ("write_bw", row.config_key): statistics.median(VALUES)
+    }
+    assert ConfigSummary.objects.filter(median__isnull=True).count() == 2
+    assert summaries.settle() == 2
+    row.refresh_from_db()
+    assert row.median == statistics.median(VALUES)
+    assert summaries.differences(limit=0) == []
+    assert summaries.settle() == 0
+
+
+@pytest.mark.django_db
+def test_a_reparse_recomputes_exactly(alice):
+    testbed = make_testbed(alice, "lab", "x86_64", "0")
+    runs = [_store(testbed, v) for v in VALUES[:4]]
+    assert ConfigSummary.objects.get(name="write_bw").median is None
+    # A run that had metrics: its configuration is recomputed, median exact.
+    replace_metrics(runs[1], [{"name": "write_bw", "value": 9e9, "unit": "B/s"}])
+    row = ConfigSummary.objects.get(name="write_bw")
+    assert row.median == statistics.median([VALUES[0], 9e9, *VALUES[2:4]])
+    assert summaries.differences(limit=0) == []
+
+
+@pytest.mark.django_db
+def test_a_first_store_after_a_failed_parse_appends(alice):
+    testbed = make_testbed(alice, "lab", "x86_64", "0")
+    _store(testbed, VALUES[0])
+    run = Run.objects.create(testbed=testbed, tool="fio", status="imported", params={})
+    replace_metrics(run, [])  # a parse that yielded nothing
+    run.params = {"threads": 4}  # the parser's parameters: the first run's configuration
+    Run.objects.filter(pk=run.pk).update(params=run.params)
+    replace_metrics(run, [{"name": "write_bw", "value": VALUES[1], "unit": "B/s"}])
+    row = ConfigSummary.objects.get(name="write_bw")
+    assert (row.n, row.median) == (2, None)
+    assert Run.objects.get(pk=run.pk).config_key == row.config_key
+    assert summaries.differences(limit=0) == []
+
+
+@pytest.mark.django_db
+def test_bulk_ingest_merges_and_new_rows_are_exact(alice):
+    make_testbed(alice, "lab", "x86_64", "0")
+
+    def items(values, threads=4):
+        return [
+            {
+                "testbed": "lab",
+                "tool": "fio",
+                "params": {"threads": threads},
+                "metrics": [{"name": "write_bw", "value": v, "unit": "B/s"}],
+            }
+            for v in values
+        ]
+
+    assert {r["status"] for r in ingest(items(VALUES[:3]), alice)} == {"created"}
+    row = ConfigSummary.objects.get()
+    assert (row.n, row.median) == (3, statistics.median(VALUES[:3])), "new: the batch's median"
+    ingest(items(VALUES[3:]) + items([5.0], threads=8), alice)
+    row.refresh_from_db()
+    assert (row.n, row.median) == (len(VALUES), None)
+    assert ConfigSummary.objects.get(n=1).median == 5.0
+    assert summaries.differences(limit=0) == []
+    summaries.settle()
+    assert summaries.differences(limit=0) == []
+    assert ConfigSummary.objects.get(pk=row.pk).median == statistics.median(VALUES)
+
+
+@pytest.mark.django_db
+def test_settle_is_bounded_and_leaves_rows_whose_count_changed(alice):
+    testbed = make_testbed(alice, "lab", "x86_64", "0")
+    for threads in (1, 2, 4):
+        for v in VALUES[:3]:
+            _store(testbed, v, params={"threads": threads})
+    assert ConfigSummary.objects.filter(median__isnull=True).count() == 6
+    assert summaries.settle(limit=2) == 2
+    assert summaries.settle(values=4) == 1, "3 values per row: the second would exceed 4"
+    assert summaries.settle(values=1) == 1, "at least one row per call"
+    # A row whose n no longer matches its values (an append committed after the values were
+    # read) is left pending.
+    pending = ConfigSummary.objects.filter(median__isnull=True)
+    ConfigSummary.objects.filter(pk=pending.first().pk).update(n=99)
+    assert summaries.settle() == 1
+    assert pending.count() == 1
+
+
+@pytest.mark.django_db
+def test_check_accepts_pending_medians_but_not_wrong_ones(alice):
+    testbed = make_testbed(alice, "lab", "x86_64", "0")
+    for v in VALUES[:3]:
+        _store(testbed, v)
+    call_command("rebuild_summaries", "--check")
+    ConfigSummary.objects.filter(name="write_bw").update(median=123.0)
+    with pytest.raises(Exception, match="1 differences"):
+        call_command("rebuild_summaries", "--check")
+    ConfigSummary.objects.filter(name="write_bw").update(median=None)
+    call_command("rebuild_summaries", "--settle")
+    assert not ConfigSummary.objects.filter(median__isnull=True).exists()
+    call_command("rebuild_summaries", "--check")
+    ConfigSummary.objects.update(median=None)
+    call_command("rebuild_summaries")
+    assert not ConfigSummary.objects.filter(median__isnull=True).exists()
+
+
+@pytest.mark.django_db
+def test_the_janitor_settles_pending_medians(alice):
+    from runners.tasks import janitor
+
+    testbed = make_testbed(alice, "lab", "x86_64", "0")
+    for v in VALUES[:3]:
+        _store(testbed, v)
+    assert janitor()["medians"] == 2
+    assert summaries.differences(limit=0) == []
+    assert not ConfigSummary.objects.filter(median__isnull=True).exists()
+
+
+@pytest.mark.django_db
+def test_comparison_with_pending_medians_gives_the_metric_rows_result(lab):  # noqa: F811
+    # Every configuration of the comparison suite's lab gets two more runs: merged rows,
+    # medians pending.
+    for run in list(Run.objects.order_by("pk")):
+        values = list(Metric.objects.filter(run=run, primary=True).values("name", "value"))
+        for factor in (1.25, 0.5):
+            copy = Run.objects.create(
+                testbed_id=run.testbed_id,
+                tool=run.tool,
+                status=run.status,
+                params=run.params,
+                tuning_set_id=run.tuning_set_id,
+                target_id=run.target_id,
+                matrix_id=run.matrix_id,
+                published=run.published,
+                source=run.source,
+                bottleneck=run.bottleneck,
+                collapsed=run.collapsed,
+                write_steady=run.write_steady,
+                write_whole=run.write_whole,
+            )
+            replace_metrics(
+                copy, [{**v, "value": v["value"] * factor, "unit": "B/s"} for v in values]
+            )
+    assert (
+        ConfigSummary.objects.filter(median__isnull=True).count() == ConfigSummary.objects.count()
+    )
+    for _settled in (False, True):
+        for query in SPECS:
+            spec = ComparisonSpec.from_query(query)
+            from_summaries = compute(spec)
+            from_rows = compute(spec, summaries=False)
+            assert from_rows.points and not from_rows.errors, query
+            assert all(p.median is not None for p in from_summaries.points if p.n == 3), query
+            _same(_comparable(from_summaries), _comparable(from_rows), query)
+        summaries.settle()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent writers: PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_appends_lose_nothing(alice):
+    """Threads, each with its own connection, append to the same configurations at once
+    (single runs as the executor stores them, and bulk batches in different orders): the
+    rows end exact, with no lost update and no deadlock."""
+    make_testbed(alice, "lab", "x86_64", "0")
+    threads_n, rounds = 4, 6
+    barrier = threading.Barrier(threads_n)
+    errors: list[BaseException] = []
+
+    def items(t: int, r: int) -> list[dict]:
+        rows = [
+            {
+                "testbed": "lab",
+                "tool": "fio",
+                "params": {"threads": 2**k},
+                "metrics": [
+                    {
+                        "name": "write_bw",
+                        "value": float(1 + (t * 7 + r * 3 + k) % 11),
+                        "unit": "B/s",
+                    },
+                    {"name": "read_bw", "value": float(t + r + k), "unit": "B/s"},
+                ],
+            }
+            for k in range(8)
+        ]
+        return rows if t % 2 else rows[::-1]  # half the threads in reverse key order
+
+    def work(t: int) -> None:
+        try:
+            testbed = Run._meta.get_field("testbed").related_model.objects.get(name="lab")
+            barrier.wait()
+            for r in range(rounds):
+                assert {x["status"] for x in ingest(items(t, r), alice)} == {"created"}
+                with transaction.atomic():
+                    _store(testbed, float(t * 100 + r), params={"threads": 2 ** (r % 3)})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads_n)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    assert Run.objects.count() == threads_n * rounds * 9
+    assert summaries.differences(limit=0) == []
+    for name in ("write_bw", "read_bw"):
+        stored = sum(ConfigSummary.objects.filter(name=name).values_list("n", flat=True))
+        assert stored == threads_n * rounds * 9
+    summaries.settle()
+    assert summaries.differences(limit=0) == []
+    assert not ConfigSummary.objects.filter(median__isnull=True).exists()
