@@ -41,6 +41,7 @@ test: install
 bench: install
 	$(PY) bench/generate.py
 	$(PY) bench/ingest.py
+	$(PY) bench/summaries.py
 	$(PY) bench/queries.py
 	$(PY) bench/memory.py
 	$(PY) bench/dispatch.py

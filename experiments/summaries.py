@@ -467,7 +467,7 @@ def medians(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
 
 # Pending medians one janitor sweep fills at most: rows, and values read.
 SETTLE_ROWS = 2000
-SETTLE_VALUES = 200_000
+SETTLE_VALUES = 100_000
 
 
 def settle(limit: int | None = None, values: int | None = None) -> int:
