@@ -36,7 +36,9 @@ one must be exact).
 
 Concurrent appends to one configuration (several workers, the ingest's client threads)
 serialise on its row: the upsert locks it, rows in (name, key) order so that batches lock
-in one order and never deadlock.
+in one order and never deadlock. A recomputation is not an upsert: two transactions that
+both create a configuration's first row by recomputing (not appending) it at once fail one
+of them with a unique violation (PostgreSQL), as before appends existed.
 
 A run's configuration is ``Run.config_key`` (``config_key`` below), written by this module
 only: when a run's configuration changes, the key still stored names the configuration it
