@@ -269,29 +269,63 @@ def _param_text(value) -> str:
 
 def attributes(ctx, config: dict) -> dict[str, str]:
     """What a configuration is, attribute by attribute (a parameter it does not state is
-    absent: "not stated" differs from any value)."""
-    testbed = ctx.testbeds.get(config["run__testbed_id"])
-    target = ctx.target_by_id.get(config["run__target_id"]) if config["run__target_id"] else None
-    tuning = ctx.tunings.get(config["run__tuning_set_id"])
+    absent: "not stated" differs from any value): its setup (``setup_attributes``), its
+    parameters (``param_attributes``) and whether its working set fits in the clients'
+    memory (``memory_attribute``), in this order."""
+    params = config["run__params"] if isinstance(config["run__params"], dict) else {}
+    tool, testbed_id = config["run__tool"], config["run__testbed_id"]
+    return {
+        **setup_attributes(
+            ctx,
+            tool,
+            testbed_id,
+            config["run__target_id"],
+            config["run__tuning_set_id"],
+            config.get("source") or "",
+        ),
+        **param_attributes(params),
+        **memory_attribute(ctx, tool, testbed_id, params),
+    }
+
+
+def setup_attributes(
+    ctx, tool: str, testbed_id: int, target_id: int | None, tuning_id: int | None, source: str
+) -> dict[str, str]:
+    """The attributes of a configuration's setup: tool, testbed, target, tuning set, data
+    source and the testbed's hardware (a few per comparison: callers cache them)."""
+    testbed = ctx.testbeds.get(testbed_id)
+    target = ctx.target_by_id.get(target_id) if target_id else None
+    tuning = ctx.tunings.get(tuning_id)
     attrs = {
-        "tool": config["run__tool"] or "",
-        "testbed": testbed.name if testbed else str(config["run__testbed_id"]),
+        "tool": tool or "",
+        "testbed": testbed.name if testbed else str(testbed_id),
         "target": (target.name or f"target {target.pk}") if target else WHOLE_TESTBED,
         "tuning": tuning.name if tuning else "(none)",
-        "source": dimensions.short_source(config.get("source") or ""),
+        "source": dimensions.short_source(source),
     }
     if testbed is not None:
         attrs["hardware"] = ctx.hardware(testbed.pk)
-    params = config["run__params"] if isinstance(config["run__params"], dict) else {}
-    for key, value in params.items():
-        if key not in NOT_CONFIGURATION:
-            attrs[f"param:{key}"] = _param_text(value)
-    if params and not direct(params):
-        ws = working_set(config["run__tool"], params)
-        memory = ctx.client_memory(config["run__testbed_id"], params)
-        if ws and memory:
-            attrs["memory"] = "fits in" if ws < memory else "exceeds"
     return attrs
+
+
+def param_attributes(params: dict) -> dict[str, str]:
+    """A configuration's parameters as attributes (``param:<name>``), in their order."""
+    return {
+        f"param:{key}": _param_text(value)
+        for key, value in params.items()
+        if key not in NOT_CONFIGURATION
+    }
+
+
+def memory_attribute(ctx, tool: str, testbed_id: int, params: dict) -> dict[str, str]:
+    """``{"memory": "fits in" | "exceeds"}`` when the working set and the clients' memory
+    are known and the I/O is buffered, else empty."""
+    if params and not direct(params):
+        ws = working_set(tool, params)
+        memory = ctx.client_memory(testbed_id, params)
+        if ws and memory:
+            return {"memory": "fits in" if ws < memory else "exceeds"}
+    return {}
 
 
 def _dimension_attributes(key: str) -> set[str]:

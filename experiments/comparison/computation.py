@@ -7,9 +7,21 @@ import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
-from django.db.models import Case, CharField, F, FloatField, Q, QuerySet, Value, When
+from django.db import connections
+from django.db.models import (
+    Case,
+    CharField,
+    F,
+    FloatField,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+    When,
+)
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
@@ -26,7 +38,6 @@ from experiments.comparison.statements import compare_to_baseline
 from experiments.dimensions import sort_key
 from experiments.models import CellState, Matrix
 from experiments.summaries import COLUMNS as SUMMARY_COLUMNS
-from experiments.summaries import medians as exact_medians
 from runners import metrics
 
 # Points whose coefficient of variation is above this are flagged as noisy.
@@ -132,48 +143,169 @@ def summarisable(spec: ComparisonSpec, runs: QuerySet | None = None) -> bool:
     return "matrix" not in {spec.series, spec.x, spec.y, *spec.filter_groups()}
 
 
+# What the summary query reads of each configuration summary, in this order, besides the
+# places (series, x, y), the configuration (cf_*) and the divisor (_d).
+_STORED = tuple(c for c in SUMMARY_COLUMNS if c != "run_id")
+_PLACES = ("series", "x", "y")
+_IDENTITY = ("cf_tool", "cf_tb", "cf_tg", "cf_tn", "cf_params", "cf_src")
+_SUMMARY_FIELDS = (*_STORED, *_PLACES, *_IDENTITY, "_d")
+
+
 def _summary_rows(
     spec: ComparisonSpec, lookup: dimensions.TestbedLookup, groups: dict, divisor
-) -> list[dict]:
-    """The rows ``MetricQuerySet.summary`` gives, from the configuration summaries: one per
-    configuration (each holds alike runs only) and metric. A normalisation's divisor is a
-    constant of the configuration, so it scales the stored figures."""
+) -> list[tuple]:
+    """The configuration summaries the spec selects, as tuples of ``_SUMMARY_FIELDS``: one
+    per configuration (each holds alike runs only) and metric, with the parameters as the
+    database's JSON text (decoded once per distinct text, not once per row). Rows without
+    a divisor hold no value (the metric rows' NULLs) and are left out."""
     from experiments.models import ConfigSummary
 
     qs = _filtered(ConfigSummary.objects.filter(name__in=spec.metrics), spec, lookup)
-    d = Value(1.0, output_field=FloatField()) if divisor is None else NullIf(divisor, 0.0)
-    stored = [c for c in SUMMARY_COLUMNS if c != "run_id"]  # the stored figures
-    rows = []
-    for r in qs.annotate(**groups, _d=d).values(*stored, *groups, "_d").order_by():
-        d = r.pop("_d")
-        if d is None:
-            continue  # no divisor: no value (the metric rows' NULLs)
-        n, tg = r["n"], r["cf_tg"]
-        raw_mean = r["total"] / n
-        lo, hi = sorted((r["min"] / d, r["max"] / d))
-        r.update(
-            mean=raw_mean / d,
-            min=lo,
-            max=hi,
-            median=None if r["median"] is None else r["median"] / d,  # None: pending
-            median_divisor=d,
-            stddev=math.sqrt(max(r["m2"], 0.0) / (n - 1)) / abs(d) if n > 1 else None,
-            sum_sq=None,
-            raw_mean=raw_mean,
-            raw_max=r["max"],
-            tb_lo=r["cf_tb"],
-            tb_hi=r["cf_tb"],
-            tg_lo=tg,
-            tg_hi=tg,
-            tg_n=n if tg is not None else 0,
-            runs=n,
-            src_lo=r["cf_src"],
-            src_hi=r["cf_src"],
-            steady_mean=r["steady_sum"] / r["steady_n"] if r["steady_n"] else None,
-            whole_mean=r["whole_sum"] / r["whole_n"] if r["whole_n"] else None,
+    d = Value(1.0) if divisor is None else NullIf(divisor, 0.0)
+    annotations = {
+        **{k: v for k, v in groups.items() if k != "cf_params"},
+        "cf_params": Cast("run__params", TextField()),
+        "_d": Cast(d, FloatField()),  # a float from the cursor, whatever the database
+    }
+    # Read with a plain cursor (every column is as the cursor gives it, so Django's per-row
+    # converters have nothing to do).
+    query = qs.annotate(**annotations).values_list(*_SUMMARY_FIELDS).order_by().query
+    sql, params = query.get_compiler(qs.db).as_sql()
+    with connections[qs.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return [r for r in cursor.fetchall() if r[-1] is not None]
+
+
+_AT = {name: i for i, name in enumerate(_SUMMARY_FIELDS)}
+
+
+def _summary_row(t: tuple) -> dict:
+    """One summary tuple as the row ``MetricQuerySet.summary`` gives for its configuration.
+    A normalisation's divisor is a constant of the configuration, so it scales the stored
+    figures; a pending median (NULL) stays None: compute() reads it from the values."""
+    r = dict(zip(_SUMMARY_FIELDS, t, strict=True))
+    d = r.pop("_d")
+    n, tg = r["n"], r["cf_tg"]
+    raw_mean = r["total"] / n
+    lo, hi = sorted((r["min"] / d, r["max"] / d))
+    r.update(
+        mean=raw_mean / d,
+        min=lo,
+        max=hi,
+        median=None if r["median"] is None else r["median"] / d,
+        stddev=math.sqrt(max(r["m2"], 0.0) / (n - 1)) / abs(d) if n > 1 else None,
+        sum_sq=None,
+        raw_mean=raw_mean,
+        raw_max=r["max"],
+        tb_lo=r["cf_tb"],
+        tb_hi=r["cf_tb"],
+        tg_lo=tg,
+        tg_hi=tg,
+        tg_n=n if tg is not None else 0,
+        runs=n,
+        src_lo=r["cf_src"],
+        src_hi=r["cf_src"],
+        steady_mean=r["steady_sum"] / r["steady_n"] if r["steady_n"] else None,
+        whole_mean=r["whole_sum"] / r["whole_n"] if r["whole_n"] else None,
+    )
+    return r
+
+
+class _Params:
+    """One distinct parameters text of a comparison: decoded, as attributes, and as the
+    sorted JSON the configurations are ordered and identified by (computed once)."""
+
+    __slots__ = ("params", "attrs", "dumped", "sig")
+
+    def __init__(self, value: Any) -> None:
+        self.params = _params(value)
+        self.attrs = comparability.param_attributes(self.params)
+        self.dumped = json.dumps(self.params, sort_keys=True)
+        self.sig: int | None = None
+
+
+class _Row:
+    """One configuration's row (summary tuple or metric rows' dict) before it is expanded:
+    its metric, places and configuration, with the cached parts of its attributes."""
+
+    __slots__ = (
+        *("name", "series", "x", "y", "sk", "xk", "yk", "tool", "tb", "tg", "tn", "src"),
+        *("p", "setup", "data"),
+    )
+
+    def key(self) -> tuple:
+        """The configuration's identity (``_config_key`` of its config)."""
+        return (
+            self.name,
+            self.sk,
+            self.xk,
+            self.yk,
+            self.tool,
+            self.tb,
+            self.tg,
+            self.tn,
+            self.p.dumped,
+            self.src,
         )
-        rows.append(r)
-    return rows
+
+    def order(self) -> tuple:
+        """The order rows are pooled and labelled in (whatever answered the query)."""
+        return (
+            self.name,
+            self.sk,
+            self.xk,
+            self.yk,
+            self.tool,
+            self.tb,
+            self.tg or 0,
+            self.tn or 0,
+            self.src,
+            self.p.dumped,
+        )
+
+
+def _rows(data: list, summarised: bool) -> list[_Row]:
+    """``_Row`` of each summary tuple or metric rows' dict, parameters decoded once per
+    distinct text."""
+    texts: dict[Any, _Params] = {}
+    out = []
+    if summarised:
+        identity = itemgetter(*(_AT[k] for k in ("name", *_PLACES, *_IDENTITY)))
+        for t in data:
+            row = _Row()
+            (row.name, row.series, row.x, row.y, row.tool, row.tb, row.tg, row.tn, text,
+             row.src) = identity(t)  # fmt: skip
+            p = texts.get(text)
+            if p is None:
+                p = texts[text] = _Params(text)
+            row.p = p
+            row.data = t
+            out.append(row)
+    else:
+        for r in data:
+            row = _Row()
+            row.name, row.series, row.x, row.y = r["name"], r["series"], r["x"], r["y"]
+            row.tool, row.tb, row.tg, row.tn = r["cf_tool"], r["cf_tb"], r["cf_tg"], r["cf_tn"]
+            row.src = r["cf_src"]
+            text = r["cf_params"]
+            cached = text if isinstance(text, str) else json.dumps(text, sort_keys=True)
+            p = texts.get(cached)
+            if p is None:
+                p = texts[cached] = _Params(text)
+            row.p = p
+            row.data = r
+            out.append(row)
+    for row in out:
+        row.sk, row.xk, row.yk = raw(row.series), raw(row.x), raw(row.y)
+    return out
+
+
+def _expand(row: _Row) -> dict:
+    """The row's figures as a dict (``MetricQuerySet.summary``'s keys), with its parameters
+    decoded."""
+    r = _summary_row(row.data) if isinstance(row.data, tuple) else row.data
+    r["cf_params"] = row.p.params
+    return r
 
 
 def _config(row: dict) -> dict:
@@ -189,21 +321,6 @@ def _config(row: dict) -> dict:
         "run__params": _params(row["cf_params"]),
         "source": row["cf_src"],
     }
-
-
-def _row_order(row: dict) -> tuple:
-    return (
-        row["name"],
-        raw(row["series"]),
-        raw(row["x"]),
-        raw(row["y"]),
-        row["cf_tool"],
-        row["cf_tb"],
-        row["cf_tg"] or 0,
-        row["cf_tn"] or 0,
-        row["cf_src"],
-        json.dumps(_params(row["cf_params"]), sort_keys=True),
-    )
 
 
 def _config_key(config: dict) -> tuple:
@@ -314,35 +431,78 @@ class _Pool:
     configs: list[dict]
     rows: list[dict]
     attributes: dict[str, str]
+    entries: list[_Row]
 
 
-def _pools(rows: list[dict], ctx: Context, spec: ComparisonSpec) -> list[_Pool]:
-    """Rows (one per configuration) grouped into points: alike but for what is exempt."""
+def _merge_attributes(into: dict[str, str], attrs: dict[str, str]) -> None:
+    """A pool's attributes with one more configuration's: values that differ are listed
+    ("a | b"), a configuration without the attribute adds "not stated"."""
+    for k in set(into) | set(attrs):
+        if into.get(k) != attrs.get(k):
+            values = set(into.get(k, comparability.NOT_STATED).split(" | "))
+            values.add(attrs.get(k, comparability.NOT_STATED))
+            into[k] = " | ".join(sorted(values))
+
+
+def _group(rows: list[_Row], ctx: Context, spec: ComparisonSpec) -> list[list[_Row]]:
+    """Rows (one per configuration) grouped into points: alike but for what is exempt
+    (``comparability.signature`` of their attributes). A comparison holds a few setups and
+    parameter sets, each in many configurations: the attributes of each and their part of
+    the signature are computed once (setup and parameter attributes never share a name, so
+    the two parts are equal exactly when the whole signature is)."""
     exempt = comparability.exempt_within(spec)
-    pools: dict[tuple, _Pool] = {}
+    setups: dict[tuple, tuple[dict, int]] = {}
+    setup_sigs: dict[tuple, int] = {}
+    param_sigs: dict[tuple, int] = {}
+    groups: dict[tuple, list[_Row]] = {}
     for row in rows:
-        config = _config(row)
-        attrs = comparability.attributes(ctx, config)
-        config["attributes"] = attrs
-        key = (
-            row["name"],
-            raw(row["series"]),
-            raw(row["x"]),
-            raw(row["y"]),
-            comparability.signature(attrs, exempt),
-        )
-        pool = pools.get(key)
-        if pool is None:
-            pools[key] = _Pool([config], [row], dict(attrs))
-            continue
-        pool.configs.append(config)
-        pool.rows.append(row)
-        for k in set(pool.attributes) | set(attrs):
-            if pool.attributes.get(k) != attrs.get(k):
-                values = set(pool.attributes.get(k, comparability.NOT_STATED).split(" | "))
-                values.add(attrs.get(k, comparability.NOT_STATED))
-                pool.attributes[k] = " | ".join(sorted(values))
-    return list(pools.values())
+        where = (row.tool, row.tb, row.tg, row.tn, row.src)
+        setup = setups.get(where)
+        if setup is None:
+            attrs = comparability.setup_attributes(ctx, *where)
+            sig = comparability.signature(attrs, exempt)
+            setup = setups[where] = (attrs, setup_sigs.setdefault(sig, len(setup_sigs)))
+        row.setup = setup[0]
+        p = row.p
+        if p.sig is None:
+            sig = comparability.signature(p.attrs, exempt)
+            p.sig = param_sigs.setdefault(sig, len(param_sigs))
+        key = (row.name, row.sk, row.xk, row.yk, setup[1], p.sig)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [row]
+        else:
+            group.append(row)
+    return list(groups.values())
+
+
+def _pools(groups: list[list[_Row]], ctx: Context) -> list[_Pool]:
+    """The points' pools: their rows expanded, configurations and attributes (with whether
+    each working set fits in the clients' memory)."""
+    memory: dict[tuple, dict] = {}
+    pools = []
+    for group in groups:
+        pool = None
+        for entry in group:
+            row = _expand(entry)
+            config = _config(row)
+            where = (entry.tool, entry.tb, id(entry.p))
+            fits = memory.get(where)
+            if fits is None:
+                fits = memory[where] = comparability.memory_attribute(
+                    ctx, entry.tool, entry.tb, entry.p.params
+                )
+            attrs = {**entry.setup, **entry.p.attrs, **fits}
+            config["attributes"] = attrs
+            if pool is None:
+                pool = _Pool([config], [row], dict(attrs), [entry])
+                continue
+            pool.configs.append(config)
+            pool.rows.append(row)
+            pool.entries.append(entry)
+            _merge_attributes(pool.attributes, attrs)
+        pools.append(pool)
+    return pools
 
 
 # A comparison of more points than this is not readable (nor quick to draw): the selection
@@ -351,23 +511,42 @@ def _pools(rows: list[dict], ctx: Context, spec: ComparisonSpec) -> list[_Pool]:
 MAX_POINTS = 400
 
 
-def _too_many(pools: list[_Pool], spec: ComparisonSpec) -> str:
-    """The message for a selection of too many configurations, naming what varies most."""
+def _too_many(groups: list[list[_Row]]) -> str:
+    """The message for a selection of too many configurations, naming what varies most:
+    the attributes (but whether working sets fit in memory) of each would-be point, from
+    the setups and parameter sets its configurations share."""
     values: dict[str, set] = defaultdict(set)
-    for pool in pools:
-        for key, value in pool.attributes.items():
+    present: Counter = Counter()  # attribute -> points that state it
+    shared: dict[int, list] = {}  # id(attributes) -> [attributes, points of them alone]
+    for group in groups:
+        if len(group) == 1:
+            for attrs in (group[0].setup, group[0].p.attrs):
+                use = shared.get(id(attrs))
+                if use is None:
+                    shared[id(attrs)] = [attrs, 1]
+                else:
+                    use[1] += 1
+            continue
+        merged = {**group[0].setup, **group[0].p.attrs}
+        for entry in group[1:]:
+            _merge_attributes(merged, {**entry.setup, **entry.p.attrs})
+        for key, value in merged.items():
             values[key].add(value)
-    for key in list(values):
-        if any(key not in pool.attributes for pool in pools):
+            present[key] += 1
+    for attrs, points in shared.values():
+        for key, value in attrs.items():
+            values[key].add(value)
+            present[key] += points
+    for key in values:
+        if present[key] < len(groups):
             values[key].add(None)
     varying = sorted(
-        ((len(v), k) for k, v in values.items() if len(v) > 1 and k != "memory"),
-        key=lambda t: (-t[0], t[1]),
+        ((len(v), k) for k, v in values.items() if len(v) > 1), key=lambda t: (-t[0], t[1])
     )
     named = ", ".join(f"{comparability.attribute_name(k)} ({n} values)" for n, k in varying[:8])
     return (
-        f"The runs selected are {len(pools):,} different configurations at the places of this "
-        f"comparison (at most {MAX_POINTS} are shown): runs are pooled only when alike. "
+        f"The runs selected are {len(groups):,} different configurations at the places of "
+        f"this comparison (at most {MAX_POINTS} are shown): runs are pooled only when alike. "
         f"What varies: {named or 'nothing named'}. Filter on these (f=param:…) or put one on "
         "an axis or the series, or let compared runs differ in them (ignore=…)."
     )
@@ -423,41 +602,36 @@ def compute(
     configuration = {**CONFIGURATION, "cf_src": dimensions.source_expression()}
     summarised = summaries and summarisable(spec, runs)
     if summarised:
-        rows = _summary_rows(spec, lookup, {**groups, **configuration}, divisor)
+        data = _summary_rows(spec, lookup, {**groups, **configuration}, divisor)
     else:
-        rows = [r for r in qs.summary({**groups, **configuration}, value) if r["n"]]
+        data = [r for r in qs.summary({**groups, **configuration}, value) if r["n"]]
+    entries = _rows(data, summarised)
     # In one order whatever answered (the database's grouping order is arbitrary): points
     # alike in their places are labelled in this order.
-    rows.sort(key=_row_order)
-    if len(rows) > MAX_CONFIGS:
+    entries.sort(key=_Row.order)
+    if len(entries) > MAX_CONFIGS:
         result.errors.append(
-            f"The runs selected hold {len(rows):,} configurations (more than {MAX_CONFIGS:,}): "
-            "narrow the comparison with filters (tool, testbed, matrix, parameters)."
+            f"The runs selected hold {len(entries):,} configurations (more than "
+            f"{MAX_CONFIGS:,}): narrow the comparison with filters (tool, testbed, matrix, "
+            "parameters)."
         )
         return result
-    context = Context.load(rows)
-    pools = _pools(rows, context, spec)
-    if len(pools) > MAX_POINTS:
-        result.errors.append(_too_many(pools, spec))
+    context = Context.load(
+        {e.tb for e in entries}, {e.tg for e in entries if e.tg}, {e.tn for e in entries if e.tn}
+    )
+    grouped = _group(entries, context, spec)
+    if len(grouped) > MAX_POINTS:
+        result.errors.append(_too_many(grouped))
         return result
+    pools = _pools(grouped, context)
+    rows = [row for pool in pools for row in pool.rows]
     context.configs = [c for pool in pools for c in pool.configs]
-    if summarised:
-        # Points of one configuration whose stored median is pending (runs appended since
-        # it was last settled): exact, from that configuration's values alone.
-        pending = [p.rows[0] for p in pools if len(p.rows) == 1 and p.rows[0]["median"] is None]
-        found = exact_medians((r["name"], r["config_key"]) for r in pending)
-        for r in pending:
-            median = found.get((r["name"], r["config_key"]))
-            r["median"] = None if median is None else median / r["median_divisor"]
-    # Repetition values: every run as a point, and exact medians of points pooling several
-    # configurations (one bounded query, only when needed).
-    # From summaries, the values are those of the configurations shown, read by their keys;
-    # their number is known beforehand.
-    values_qs, total = qs, None
-    if summarised:
-        total = sum(r["n"] for r in rows)
-        values_qs = qs.filter(run__config_key__in=sorted({r["config_key"] for r in rows}))
-    reps = _repetitions(spec, values_qs, {**groups, **configuration}, value, pools, result, total)
+    # Repetition values: every run as a point, exact medians of points pooling several
+    # configurations and of configurations whose summary's median is pending (one bounded
+    # query, only when needed).
+    reps, medians = _repetitions(
+        spec, qs, {**groups, **configuration}, value, pools, result, summarised
+    )
     points: list[Point] = []
     behind: dict[int, tuple[_Pool, dict]] = {}  # id(point) -> its pool and merged row
     for pool in pools:
@@ -466,8 +640,8 @@ def compute(
         sd = _stddev(row)
         median = row["median"]
         key = id(pool)
-        if median is None and key in reps:
-            median = _median(reps[key])
+        if median is None:
+            median = medians[key] if key in medians else _median(reps.get(key, []))
         d = m.divisor
         ci = stats.confidence_interval(row["n"], row["mean"], sd)
         cv = stats.cv(row["mean"], sd)
@@ -607,28 +781,78 @@ def _repetitions(
     value,
     pools: list[_Pool],
     result: ComparisonResult,
-    total: int | None = None,
-) -> dict[int, list[float]]:
+    summarised: bool,
+) -> tuple[dict[int, list[float]], dict[int, float | None]]:
     """Each pool's run values (keyed by id(pool)), read when every run is drawn or a point
-    pools several configurations (its median needs the values); ``total``, when known, is
-    their number."""
-    pooled = [p for p in pools if len(p.rows) > 1]
-    if not (spec.reps and spec.chart != "heatmap") and not pooled:
-        return {}
-    owner = {_config_key(c): id(pool) for pool in pools for c in pool.configs}
-    if total is not None and total > MAX_REPETITION_POINTS:
-        values = [None] * (MAX_REPETITION_POINTS + 1)
-    else:
-        values = list(qs.repetitions(groups, value)[: MAX_REPETITION_POINTS + 1])
-    if len(values) > MAX_REPETITION_POINTS:
-        result.warnings.append(
-            f"More than {MAX_REPETITION_POINTS} runs: not all are drawn as points, and "
-            "medians of points that pool several configurations are not shown."
+    pools several configurations (its median needs the values), at most
+    MAX_REPETITION_POINTS of them; and the exact medians of points of one configuration
+    whose summary's median is pending (NULL: experiments.summaries), from their values
+    (the same query, or one reading only theirs when the others are not read)."""
+    pending = [p for p in pools if len(p.rows) == 1 and p.rows[0]["median"] is None]
+    wanted = (spec.reps and spec.chart != "heatmap") or any(len(p.rows) > 1 for p in pools)
+    if not wanted and not pending:
+        return {}, {}
+    if summarised:
+        # The values of the configurations shown, read by their keys: their number is
+        # known beforehand.
+        total = sum(row["n"] for pool in pools for row in pool.rows)
+        if wanted and total > MAX_REPETITION_POINTS:
+            result.warnings.append(_TOO_MANY_VALUES)
+            wanted = False
+        read = pools if wanted else pending
+        if not read:
+            return {}, {}
+        owner = {(row["name"], row["config_key"]): id(pool) for pool in read for row in pool.rows}
+        values = (
+            qs.filter(run__config_key__in=sorted({k for _, k in owner}))
+            .annotate(_v=value)
+            .filter(_v__isnull=False)
+            .values_list("name", "run__config_key", "_v")
+            .order_by()
         )
-        return {}
-    out: dict[int, list[float]] = defaultdict(list)
-    for row in values:
-        key = owner.get(_config_key(_config(row)))
-        if key is not None:
-            out[key].append(row["_v"])
-    return out
+        out: dict[int, list[float]] = defaultdict(list)
+        for name, key, v in values:
+            pool = owner.get((name, key))
+            if pool is not None:
+                out[pool].append(v)
+        medians = {id(p): _median(out.get(id(p), [])) for p in pending}
+        return (out if wanted else {}), medians
+    # From the metric rows: a pending median cannot occur (PERCENTILE_CONT, or the middle
+    # values numbered in the same query).
+    if not wanted:
+        return {}, {}
+    owner = {entry.key(): id(pool) for pool in pools for entry in pool.entries}
+    rows = list(qs.repetitions(groups, value)[: MAX_REPETITION_POINTS + 1])
+    if len(rows) > MAX_REPETITION_POINTS:
+        result.warnings.append(_TOO_MANY_VALUES)
+        return {}, {}
+    dumped: dict[Any, str] = {}
+    out = defaultdict(list)
+    for row in rows:
+        text = row["cf_params"]
+        cached = text if isinstance(text, str) else json.dumps(text, sort_keys=True)
+        d = dumped.get(cached)
+        if d is None:
+            d = dumped[cached] = json.dumps(_params(text), sort_keys=True)
+        key = (
+            row["name"],
+            raw(row["series"]),
+            raw(row["x"]),
+            raw(row["y"]),
+            row["cf_tool"],
+            row["cf_tb"],
+            row["cf_tg"],
+            row["cf_tn"],
+            d,
+            row["cf_src"],
+        )
+        pool = owner.get(key)
+        if pool is not None:
+            out[pool].append(row["_v"])
+    return out, {}
+
+
+_TOO_MANY_VALUES = (
+    f"More than {MAX_REPETITION_POINTS} runs: not all are drawn as points, and medians of "
+    "points that pool several configurations are not shown."
+)

@@ -37,16 +37,15 @@ class Context:
     machines: dict[int, str] = field(default_factory=dict)  # testbed id -> hardware()
 
     @classmethod
-    def load(cls, rows: list[dict]) -> Context:
-        """From the summary rows (one per configuration: ``cf_tb``, ``cf_tg``, ``cf_tn``); a
-        fixed number of queries, whatever the number of runs or testbeds."""
+    def load(cls, testbed_ids: set[int], target_ids: set[int], tuning_ids: set[int]) -> Context:
+        """For the testbeds, targets and tuning sets of a result's configurations; a fixed
+        number of queries, whatever the number of runs or testbeds."""
         from experiments.limits import measured_links
         from experiments.models import Target, Testbed, TestbedNode, TuningSet
 
         ctx = cls()
-        if not rows:
+        if not testbed_ids:
             return ctx
-        testbed_ids = {r["cf_tb"] for r in rows}
         ctx.testbeds = Testbed.objects.in_bulk(testbed_ids)
         ctx.measured = measured_links(ctx.testbeds.values())
         for member in (
@@ -62,7 +61,7 @@ class Context:
         ):
             ctx.targets[target.testbed_id].append(target)
             ctx.target_by_id[target.pk] = target
-        missing = {r["cf_tg"] for r in rows if r["cf_tg"]} - set(ctx.target_by_id)
+        missing = set(target_ids) - set(ctx.target_by_id)
         if missing:
             for target in (
                 Target.objects.filter(pk__in=missing)
@@ -70,7 +69,6 @@ class Context:
                 .prefetch_related("node__profile__drives", "node__profile__nics")
             ):
                 ctx.target_by_id[target.pk] = target
-        tuning_ids = {r["cf_tn"] for r in rows if r["cf_tn"]}
         ctx.tunings = TuningSet.objects.in_bulk(tuning_ids) if tuning_ids else {}
         return ctx
 

@@ -9,6 +9,7 @@ import math
 import re
 
 import pytest
+from django.db import transaction
 
 from experiments.comparison import ComparisonSpec, compute
 from experiments.comparison.computation import summarisable
@@ -127,3 +128,106 @@ def test_single_run_attributes_read_the_metric_rows(lab):
     assert not summarisable(ComparisonSpec.from_query("metric=write_bw"), Run.objects.filter(pk=1))
     spec = ComparisonSpec.from_query(f"metric=write_bw&x=param:threads&matrix={lab.uuid}")
     assert sum(p.n for p in compute(spec).points) == 12
+
+
+def _repeat(run: Run, values: list[float]) -> None:
+    """More runs of ``run``'s configuration, with these write_bw values."""
+    for value in values:
+        again = Run.objects.create(
+            testbed=run.testbed,
+            tool=run.tool,
+            status="succeeded",
+            params=run.params,
+            tuning_set=run.tuning_set,
+            target=run.target,
+            published=run.published,
+            source=run.source,
+        )
+        replace_metrics(again, [{"name": "write_bw", "value": value, "unit": "B/s"}])
+
+
+PENDING_SPECS = [
+    "metric=write_bw&x=param:threads&series=arch",
+    "metric=write_bw&x=param:threads&series=arch&reps=1",
+    "metric=write_bw&x=param:threads&series=arch&norm=server",
+    "metric=write_bw&x=param:threads&series=arch&ignore=param:bs&ignore=tuning",
+    "metric=write_bw&x=param:threads&series=arch&stat=peak",
+]
+
+
+@pytest.mark.parametrize("few_values", [False, True])
+def test_a_pending_median_is_computed_from_the_values(lab, monkeypatch, few_values):
+    """A summary whose median is pending (NULL: experiments.summaries appends a run without
+    it) gives the point of its one configuration the exact median, from the configuration's
+    values: in the query that reads the values shown, or, when there are too many of those
+    (``few_values``), in one reading only the pending configurations' values."""
+    from experiments.comparison import computation
+    from experiments.models import ConfigSummary
+
+    if few_values:
+        monkeypatch.setattr(computation, "MAX_REPETITION_POINTS", 3)
+    run = Run.objects.filter(tool="fio", params__threads=4, params__bs="4k").first()
+    _repeat(run, [5.0e9, 1.0e9, 7.0e9])  # four runs: the median is between the middle two
+    for query in PENDING_SPECS:
+        spec = ComparisonSpec.from_query(query)
+        exact = compute(spec, summaries=False)
+        # The configuration is a point of its own, but where its bs and tuning set are ignored.
+        alone = [p for p in exact.points if p.n == 4 and p.median is not None]
+        assert alone or "ignore" in query, query
+        with transaction.atomic():
+            assert ConfigSummary.objects.update(median=None)
+            pending = compute(spec)
+            transaction.set_rollback(True)
+        _same(_comparable(pending), _comparable(exact), query)
+
+
+def _old_message(points: list[dict]) -> str:
+    """The "too many configurations" message as computed before the comparison cached each
+    setup's and parameter set's attributes: from every would-be point's attributes."""
+    from collections import defaultdict
+
+    from experiments.comparison import comparability
+
+    values: dict[str, set] = defaultdict(set)
+    for attributes in points:
+        for key, value in attributes.items():
+            values[key].add(value)
+    for key in list(values):
+        if any(key not in attributes for attributes in points):
+            values[key].add(None)
+    varying = sorted(
+        ((len(v), k) for k, v in values.items() if len(v) > 1 and k != "memory"),
+        key=lambda t: (-t[0], t[1]),
+    )
+    named = ", ".join(f"{comparability.attribute_name(k)} ({n} values)" for n, k in varying[:8])
+    return (
+        f"The runs selected are {len(points):,} different configurations at the places of this "
+        f"comparison (at most {len(points) - 1} are shown): runs are pooled only when alike. "
+        f"What varies: {named or 'nothing named'}. Filter on these (f=param:…) or put one on "
+        "an axis or the series, or let compared runs differ in them (ignore=…)."
+    )
+
+
+@pytest.mark.parametrize("summaries", [True, False])
+def test_too_many_points_name_what_varies_across_them(lab, monkeypatch, summaries):
+    """Beyond MAX_POINTS the comparison names what varies between its would-be points,
+    attributes of pooled configurations ("a | b") and unstated parameters included: the
+    same message as from each point's attributes."""
+    from experiments.comparison import computation
+
+    run = Run.objects.filter(tool="fio", params__threads=4).first()
+    run.params = {**run.params, "direct": 1}
+    run.save()  # one configuration states a parameter the others do not
+    for query in [
+        "metric=write_bw&x=param:threads&series=arch",
+        "metric=write_bw&x=param:threads&series=arch&ignore=param:bs&ignore=tuning",
+        "metric=write_bw&metric=read_bw&x=tool&ignore=param:nodes",
+    ]:
+        spec = ComparisonSpec.from_query(query)
+        shown = compute(spec, summaries=summaries)
+        assert not shown.errors, query
+        points = [p.attributes for p in shown.points]
+        assert any(" | " in v for a in points for v in a.values()) or "ignore" not in query
+        monkeypatch.setattr(computation, "MAX_POINTS", len(points) - 1)
+        assert compute(spec, summaries=summaries).errors == [_old_message(points)], query
+        monkeypatch.undo()
