@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from experiments import dimensions
 from experiments.comparison.result import ComparisonResult, Difference, Point
@@ -101,12 +101,35 @@ def direct(params: dict) -> bool:
 
 
 def facts(ctx, config: dict) -> dict[tuple[str, str], str]:
+    """Hardware, testbed, run and tuning facts of a configuration, in this order (the
+    configuration differences table's rows). Those of its testbed and target, and of its
+    tuning set, are computed once per comparison (``ctx.facts``)."""
     testbed = ctx.testbeds.get(config["run__testbed_id"])
-    facts: dict[tuple[str, str], str] = {}
     if testbed is None:
-        return facts
+        return {}
+    target_id = config["run__target_id"]
+    target = ctx.target_by_id.get(target_id) if target_id else None
+    setup = ctx.facts.get(("setup", testbed.pk, target_id))
+    if setup is None:
+        setup = ctx.facts[("setup", testbed.pk, target_id)] = _setup_facts(ctx, testbed, target)
+    facts = dict(setup)
+    stated = _stated_targets(config["run__params"])
+    if target is None and stated:
+        facts[("testbed", "storage targets")] = f"{stated} (stated by the run)"
+    facts[("run", "tool")] = config["run__tool"] or "—"
+    for key, value in config.get("attributes", {}).items():
+        if key.startswith("param:"):
+            facts[("run", attribute_name(key))] = value
+    tuning_id = config["run__tuning_set_id"]
+    tuning = ctx.facts.get(("tuning", tuning_id))
+    if tuning is None:
+        tuning = ctx.facts[("tuning", tuning_id)] = _tuning_facts(ctx.tunings.get(tuning_id))
+    facts.update(tuning)
+    return facts
+
+
+def _setup_facts(ctx, testbed, target) -> dict[tuple[str, str], str]:
     members = ctx.members.get(testbed.pk, [])
-    target = ctx.target_by_id.get(config["run__target_id"]) if config["run__target_id"] else None
     storage = [m.node.profile for m in members if m.storage]
     if target is not None and target.node_id:
         storage = [target.node.profile]
@@ -116,6 +139,7 @@ def facts(ctx, config: dict) -> dict[tuple[str, str], str]:
         values = sorted({str(v) for v in values if v not in (None, "")})
         return ", ".join(values) if values else "—"
 
+    facts: dict[tuple[str, str], str] = {}
     facts[("hardware", "storage server profile")] = many(p.name for p in storage)
     facts[("hardware", "architecture")] = many(p.architecture for p in storage)
     facts[("hardware", "CPU")] = many(p.cpu_model for p in storage)
@@ -141,15 +165,11 @@ def facts(ctx, config: dict) -> dict[tuple[str, str], str]:
     facts[("testbed", "disks per array")] = many(t.disks for t in targets)
     facts[("testbed", "local file system")] = many(t.filesystem for t in targets)
     facts[("testbed", "mount options")] = many(t.mount_options for t in targets)
-    stated = _stated_targets(config["run__params"])
-    if target is None and stated:
-        facts[("testbed", "storage targets")] = f"{stated} (stated by the run)"
-    facts[("run", "tool")] = config["run__tool"] or "—"
-    for key, value in config.get("attributes", {}).items():
-        if key.startswith("param:"):
-            facts[("run", attribute_name(key))] = value
-    tuning = ctx.tunings.get(config["run__tuning_set_id"])
-    facts[("tuning", "tuning set")] = tuning.name if tuning else "(none)"
+    return facts
+
+
+def _tuning_facts(tuning) -> dict[tuple[str, str], str]:
+    facts = {("tuning", "tuning set"): tuning.name if tuning else "(none)"}
     for key, value in sorted((tuning.effective if tuning else {}).items()):
         facts[("tuning", key)] = str(value)
     return facts
@@ -478,29 +498,58 @@ def label_variants(points: list[Point], exempt: set[str] = frozenset(), lines: b
         keys = sorted(set().union(*(p.attributes for p in pts)), key=_attribute_order)
         keys = [k for k in keys if k != "memory"]
         line_keys = [k for k in keys if (k in SETUP or k in ALONG_A_LINE) and k not in exempt]
-
-        def apart(p: Point, q: Point, line_keys: list[str] = line_keys) -> bool:
-            """Whether two points must be in different variants."""
-            if (p.x_key, p.y_key) == (q.x_key, q.y_key):
-                return True
-            # A line joins points that differ only in x (and in how many clients and
-            # processes): one target at 4 threads and forty at 48 are two experiments.
-            return lines and any(p.attributes.get(k) != q.attributes.get(k) for k in line_keys)
-
-        pairs = [(p, q) for i, p in enumerate(pts) for q in pts[i + 1 :] if apart(p, q)]
-        chosen: list[str] = []
-        for key in keys:
-            if not pairs:
-                break
-            if any(p.attributes.get(key) != q.attributes.get(key) for p, q in pairs):
-                chosen.append(key)
-                pairs = [(p, q) for p, q in pairs if p.attributes.get(key) == q.attributes.get(key)]
+        chosen = _telling_keys(pts, keys, line_keys if lines else None)
         if not chosen:
             continue
         for p in pts:
             p.variant = ", ".join(_variant_text(k, p.attributes.get(k)) for k in chosen)
             p.series_name = p.series_name or p.series
             p.series = f"{p.series_name} · {p.variant}"
+
+
+def _telling_keys(pts: list[Point], keys: list[str], line_keys: list[str] | None) -> list[str]:
+    """The keys, in order, that tell apart the pairs of points that must be in different
+    variants: points at the same x (and y) and, on a line chart (``line_keys`` given),
+    points that differ in a setup attribute a line must not join across; each key is kept
+    when a pair not yet told apart differs in it.
+
+    Not pair by pair (a series of n points has n²/2 pairs): the points not yet told apart
+    (alike in every key chosen so far) are classes, refined by each key chosen. A key tells
+    a pair of a class apart when two of its points differ in it at the same place, or, on a
+    line chart, when the class's points differ in it and in their setup (two points that
+    differ in the key but not in their setup must then be at different places)."""
+    values = [tuple(p.attributes.get(k) for k in keys) for p in pts]
+    place = [(p.x_key, p.y_key) for p in pts]
+    setup = [tuple(p.attributes.get(k) for k in line_keys or ()) for p in pts]
+    classes = [list(range(len(pts)))] if len(pts) > 1 else []
+    chosen: list[str] = []
+    for j, key in enumerate(keys):
+        if not classes:
+            break
+        refined, split = [], False
+        for members in classes:
+            by: dict = defaultdict(list)
+            for i in members:
+                by[values[i][j]].append(i)
+            if len(by) < 2:
+                refined.append(members)
+                continue
+            refined.extend(c for c in by.values() if len(c) > 1)
+            if split:
+                continue
+            if line_keys is not None and len({setup[i] for i in members}) > 1:
+                split = True
+                continue
+            at: dict[tuple, Any] = {}
+            for i in members:
+                value = at.setdefault(place[i], values[i][j])
+                if value != values[i][j]:
+                    split = True
+                    break
+        if split:
+            chosen.append(key)
+            classes = refined
+    return chosen
 
 
 def _variant_text(key: str, value: str | None) -> str:

@@ -35,11 +35,14 @@ class Context:
     warnings: list[str] = field(default_factory=list)
     measured: dict[int, Any] = field(default_factory=dict)  # limits.measured_links
     machines: dict[int, str] = field(default_factory=dict)  # testbed id -> hardware()
+    facts: dict[tuple, dict] = field(default_factory=dict)  # comparability.facts, in parts
 
     @classmethod
     def load(cls, testbed_ids: set[int], target_ids: set[int], tuning_ids: set[int]) -> Context:
         """For the testbeds, targets and tuning sets of a result's configurations; a fixed
         number of queries, whatever the number of runs or testbeds."""
+        from django.db.models import prefetch_related_objects
+
         from experiments.limits import measured_links
         from experiments.models import Target, Testbed, TestbedNode, TuningSet
 
@@ -48,27 +51,27 @@ class Context:
             return ctx
         ctx.testbeds = Testbed.objects.in_bulk(testbed_ids)
         ctx.measured = measured_links(ctx.testbeds.values())
-        for member in (
-            TestbedNode.objects.filter(testbed_id__in=testbed_ids)
-            .select_related("node__profile")
-            .prefetch_related("node__profile__nics", "node__profile__drives")
+        for member in TestbedNode.objects.filter(testbed_id__in=testbed_ids).select_related(
+            "node__profile"
         ):
             ctx.members[member.testbed_id].append(member)
-        for target in (
-            Target.objects.filter(testbed_id__in=testbed_ids, kind="storage")
-            .select_related("drive", "node__profile")
-            .prefetch_related("node__profile__drives", "node__profile__nics")
-        ):
+        related = ("drive", "node__profile")
+        for target in Target.objects.filter(
+            testbed_id__in=testbed_ids, kind="storage"
+        ).select_related(*related):
             ctx.targets[target.testbed_id].append(target)
             ctx.target_by_id[target.pk] = target
         missing = set(target_ids) - set(ctx.target_by_id)
         if missing:
-            for target in (
-                Target.objects.filter(pk__in=missing)
-                .select_related("drive", "node__profile")
-                .prefetch_related("node__profile__drives", "node__profile__nics")
-            ):
+            for target in Target.objects.filter(pk__in=missing).select_related(*related):
                 ctx.target_by_id[target.pk] = target
+        # One instance per hardware profile, its NICs and drives read once (two queries).
+        nodes = [m.node for members in ctx.members.values() for m in members]
+        nodes += [t.node for t in ctx.target_by_id.values() if t.node is not None]
+        profiles: dict[int, Any] = {}
+        for node in nodes:
+            node.profile = profiles.setdefault(node.profile.pk, node.profile)
+        prefetch_related_objects(list(profiles.values()), "nics", "drives")
         ctx.tunings = TuningSet.objects.in_bulk(tuning_ids) if tuning_ids else {}
         return ctx
 
