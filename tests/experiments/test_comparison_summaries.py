@@ -231,3 +231,21 @@ def test_too_many_points_name_what_varies_across_them(lab, monkeypatch, summarie
         monkeypatch.setattr(computation, "MAX_POINTS", len(points) - 1)
         assert compute(spec, summaries=summaries).errors == [_old_message(points)], query
         monkeypatch.undo()
+
+
+def test_the_page_lists_the_stored_metrics_from_the_summaries(lab):
+    """The comparison page's metric choices are the headline metrics stored, read from the
+    configuration summaries, not from every metric row."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from experiments.models import Metric
+    from experiments.views.compare import available_metrics
+
+    run = Run.objects.filter(tool="fio").first()
+    Metric.objects.create(run=run, name="read_iops", value=5.0, unit="op/s", primary=True)
+    Metric.objects.create(run=run, name="mdtest_rate", value=5.0, unit="op/s", primary=False)
+    stored = set(Metric.objects.filter(primary=True).values_list("name", flat=True))
+    with CaptureQueriesContext(connection) as queries:
+        assert available_metrics() == sorted(stored) == ["read_bw", "read_iops", "write_bw"]
+    assert not any("experiments_metric" in q["sql"] for q in queries.captured_queries)
