@@ -511,10 +511,11 @@ def _pools(groups: list[list[_Row]], ctx: Context) -> list[_Pool]:
 MAX_POINTS = 400
 
 
-def _too_many(groups: list[list[_Row]]) -> str:
-    """The message for a selection of too many configurations, naming what varies most:
-    the attributes (but whether working sets fit in memory) of each would-be point, from
-    the setups and parameter sets its configurations share."""
+def _too_many(groups: list[list[_Row]], exempt: set[str]) -> str:
+    """The message for a selection of too many configurations, naming what varies most
+    between the would-be points: their attributes (from the setups and parameter sets their
+    configurations share), but whether working sets fit in memory and what already is on an
+    axis, the series or a filter, or ignored (``exempt``: it does not split points)."""
     values: dict[str, set] = defaultdict(set)
     present: Counter = Counter()  # attribute -> points that state it
     shared: dict[int, list] = {}  # id(attributes) -> [attributes, points of them alone]
@@ -541,7 +542,8 @@ def _too_many(groups: list[list[_Row]]) -> str:
         if present[key] < len(groups):
             values[key].add(None)
     varying = sorted(
-        ((len(v), k) for k, v in values.items() if len(v) > 1), key=lambda t: (-t[0], t[1])
+        ((len(v), k) for k, v in values.items() if len(v) > 1 and k not in exempt),
+        key=lambda t: (-t[0], t[1]),
     )
     named = ", ".join(f"{comparability.attribute_name(k)} ({n} values)" for n, k in varying[:8])
     return (
@@ -621,7 +623,7 @@ def compute(
     )
     grouped = _group(entries, context, spec)
     if len(grouped) > MAX_POINTS:
-        result.errors.append(_too_many(grouped))
+        result.errors.append(_too_many(grouped, comparability.exempt_within(spec)))
         return result
     pools = _pools(grouped, context)
     rows = [row for pool in pools for row in pool.rows]
