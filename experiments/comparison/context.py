@@ -33,7 +33,7 @@ class Context:
     configs: list[dict] = field(default_factory=list)
     tunings: dict[int, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    measured: dict[int, Any] = field(default_factory=dict)  # limits.measured_links
+    links: dict[int, Any] | None = None  # limits.measured_links, read when first needed
     machines: dict[int, str] = field(default_factory=dict)  # testbed id -> hardware()
     facts: dict[tuple, dict] = field(default_factory=dict)  # comparability.facts, in parts
 
@@ -43,14 +43,12 @@ class Context:
         number of queries, whatever the number of runs or testbeds."""
         from django.db.models import prefetch_related_objects
 
-        from experiments.limits import measured_links
         from experiments.models import Target, Testbed, TestbedNode, TuningSet
 
         ctx = cls()
         if not testbed_ids:
             return ctx
         ctx.testbeds = Testbed.objects.in_bulk(testbed_ids)
-        ctx.measured = measured_links(ctx.testbeds.values())
         for member in TestbedNode.objects.filter(testbed_id__in=testbed_ids).select_related(
             "node__profile"
         ):
@@ -74,6 +72,16 @@ class Context:
         prefetch_related_objects(list(profiles.values()), "nics", "drives")
         ctx.tunings = TuningSet.objects.in_bulk(tuning_ids) if tuning_ids else {}
         return ctx
+
+    @property
+    def measured(self) -> dict[int, Any]:
+        """The testbeds' measured link rates (experiments.limits.measured_links), one query
+        on first use: a comparison whose points are not shown needs none."""
+        if self.links is None:
+            from experiments.limits import measured_links
+
+            self.links = measured_links(self.testbeds.values())
+        return self.links
 
     def testbed_names(self, metric: str, points: list[Point]) -> list[str]:
         """Names of the testbeds whose runs a metric's points hold (for exported images)."""
