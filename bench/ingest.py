@@ -3,6 +3,7 @@
 /api/runs/bulk/ with a token. Target: >= 10,000 runs/s (issue 17).
 
     .venv/bin/python bench/ingest.py [--runs 40000] [--batch 500] [--threads 4] [--workers 2]
+    .venv/bin/python bench/ingest.py --profile [--requests 20] [--without-summaries]
 
 Request bodies are encoded before the clock starts, so the figure is the server's. The
 ingested runs are deleted afterwards (they carry client keys "bench-ingest-…"), leaving the
@@ -13,6 +14,13 @@ wall-clock rate shows directly. So the script also prints the CPU time one reque
 in gunicorn's workers and in their PostgreSQL backends (from /proc, before and after the
 load), and the rate those would allow on 2 otherwise idle cores: 2 x 1 s / CPU per request
 x runs per request. Contention inflates CPU time too, but far less than the wall clock.
+
+``--profile`` sends the same requests in-process, through Django's WSGI handler (middleware,
+token authentication, the parsers and the view, as gunicorn calls it), one at a time: CPU time
+per request of this process and of its PostgreSQL backend, and the queries, then cProfile's
+breakdown of a few more. ``--without-summaries`` leaves out ``experiments.summaries.add`` (the
+configuration summaries of the batch) to measure the rest apart; the bench database's
+summaries are then stale for the ingested runs' configurations until they are deleted.
 """
 
 from __future__ import annotations
@@ -114,16 +122,127 @@ def backends() -> list[int]:
     return [pid for (pid,) in rows]
 
 
+def _ticks(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def profile(bodies: list[bytes], token: str, batch: int, without_summaries: bool) -> None:
+    """CPU per request in this process and its PostgreSQL backend, queries per request, then
+    cProfile of a few more requests (see the module's docstring)."""
+    import cProfile
+    import io
+    import pstats
+
+    common.setup_django()
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from experiments import summaries
+
+    if without_summaries:
+        summaries.add = lambda runs: None
+    handler = WSGIHandler()
+
+    def post(body: bytes) -> dict:
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": "/api/runs/bulk/",
+            "SCRIPT_NAME": "",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "80",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(body)),
+            "HTTP_HOST": "127.0.0.1",
+            "HTTP_AUTHORIZATION": f"Token {token}",
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.url_scheme": "http",
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": False,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+            "wsgi.version": (1, 0),
+        }
+        status = []
+        chunks = handler(environ, lambda s, h, exc_info=None: status.append(s))
+        answer = b"".join(chunks)
+        if not status[0].startswith("200"):
+            raise SystemExit(f"{status[0]}: {answer[:500]!r}")
+        data = json.loads(answer)
+        if data["invalid"] or not data["created"]:
+            raise SystemExit(f"not created: {data['results'][:2]}")
+        return data
+
+    post(bodies[0])  # warm: imports, the connection, caches
+    half = max(1, (len(bodies) - 1) // 2)
+    timed, profiled = bodies[1 : 1 + half], bodies[1 + half :]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    with CaptureQueriesContext(connection) as captured:
+        before = time.process_time(), _ticks(backend)
+        wall = time.perf_counter()
+        for body in timed:
+            post(body)
+        wall = time.perf_counter() - wall
+        web, db = time.process_time() - before[0], _ticks(backend) - before[1]
+    n = len(timed)
+    per_request = (web + db) / n
+    print(
+        f"in-process, {n} requests of {batch} runs"
+        f"{' without summaries' if without_summaries else ''}:"
+        f" CPU per request {web / n * 1000:.0f} ms Python + {db / n * 1000:.0f} ms PostgreSQL"
+        f" backend = {per_request * 1000:.0f} ms ({per_request / batch * 1e6:.0f} us per run;"
+        f" on 2 idle cores: {2 / per_request * batch:,.0f} runs/s);"
+        f" {len(captured.captured_queries) / n:.1f} queries per request;"
+        f" wall {wall / n * 1000:.0f} ms per request, load average {os.getloadavg()[0]:.1f}"
+    )
+    if profiled:
+        prof = cProfile.Profile()
+        prof.enable()
+        for body in profiled:
+            post(body)
+        prof.disable()
+        out = io.StringIO()
+        stats = pstats.Stats(prof, stream=out)
+        stats.sort_stats("cumulative").print_stats(40)
+        stats.sort_stats("tottime").print_stats(30)
+        print(f"cProfile of {len(profiled)} requests:")
+        print(out.getvalue())
+
+
+def cleanup() -> None:
+    common.setup_django()
+    from experiments.models import Metric, Run
+
+    ids = Run.objects.filter(client_key__startswith="bench-ingest-").values("id")
+    Metric.objects.filter(run__in=ids)._raw_delete(Metric.objects.db)
+    Run.objects.filter(client_key__startswith="bench-ingest-")._raw_delete(Run.objects.db)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--profile", action="store_true", help="in-process CPU and cProfile")
+    parser.add_argument("--requests", type=int, default=20, help="with --profile")
+    parser.add_argument("--without-summaries", action="store_true", help="with --profile")
     args = parser.parse_args()
     common.ensure_database()
     token = common.bench_token()
     tag = str(int(time.time()))
+    if args.profile:
+        bodies = payloads(args.requests * args.batch, args.batch, "cluster-00", "tuning-00", tag)
+        try:
+            profile(bodies, token, args.batch, args.without_summaries)
+        finally:
+            cleanup()
+        return
     bodies = payloads(args.runs, args.batch, "cluster-00", "tuning-00", tag)
     print(
         f"{len(bodies)} requests of {args.batch} runs, "
@@ -202,12 +321,7 @@ def main() -> None:
     )
     print(f"gunicorn RSS after the load: {rss:.0f} MB (master + {args.workers} workers)")
 
-    common.setup_django()
-    from experiments.models import Metric, Run
-
-    ids = Run.objects.filter(client_key__startswith="bench-ingest-").values("id")
-    Metric.objects.filter(run__in=ids)._raw_delete(Metric.objects.db)
-    Run.objects.filter(client_key__startswith="bench-ingest-")._raw_delete(Run.objects.db)
+    cleanup()
 
 
 if __name__ == "__main__":
