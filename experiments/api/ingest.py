@@ -400,20 +400,7 @@ def _store(new: list[tuple[Item, dict[str, Any]]]) -> None:
     batch's run ids."""
     runs = [item.run for item, _ in new]
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            _copy(new)
-        else:
-            insert(Run, runs)
-            metrics: list[SimpleNamespace] = []
-            for item, _ in new:
-                run_id = item.run.id
-                rows = item.metrics
-                if rows and type(rows[0]) is tuple:  # explicit metrics, as _metrics checked them
-                    rows = metric_rows(_metric_dicts(rows))
-                for metric in rows:
-                    metric.run_id = run_id
-                metrics.extend(rows)
-            insert(Metric, metrics)
+        (_copy if connection.vendor == "postgresql" else _bulk_create)(new)
         # The batch's configuration summaries (set-based), before the telemetry below
         # refreshes single runs' verdicts.
         summaries.add(runs)
@@ -422,6 +409,22 @@ def _store(new: list[tuple[Item, dict[str, Any]]]) -> None:
         carried = {item.run.id: clean["telemetry"] for item, clean in new if clean["telemetry"]}
         for run in Run.objects.filter(pk__in=carried).select_related("node"):
             telemetry.store(run, carried[run.pk])
+
+
+def _bulk_create(new: list[tuple[Item, dict[str, Any]]]) -> None:
+    """Other databases: the runs and metrics through ``experiments.results.insert``
+    (bulk_create), explicit metrics as ``metric_rows`` makes them."""
+    insert(Run, [item.run for item, _ in new])
+    metrics: list[SimpleNamespace] = []
+    for item, _ in new:
+        run_id = item.run.id
+        rows = item.metrics
+        if rows and type(rows[0]) is tuple:  # explicit metrics, as _metrics checked them
+            rows = metric_rows(_metric_dicts(rows))
+        for metric in rows:
+            metric.run_id = run_id
+        metrics.extend(rows)
+    insert(Metric, metrics)
 
 
 def _metric_dicts(rows: list[tuple]) -> list[dict[str, Any]]:

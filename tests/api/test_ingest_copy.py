@@ -1,0 +1,359 @@
+"""The bulk ingest's fast paths give what the plain ones give: on PostgreSQL the COPY text
+built by experiments.api.ingest stores every column of every run and metric as the ORM
+path (bulk_create) stores it; configuration keys computed once per configuration equal
+``summaries.key_of`` of each run; the primary flags equal ``results.mark_primary``'s; the
+summaries of an ingested batch equal a recomputation; JSON bodies parsed on the fast path
+give ``input_checks.loads``'s value or its refusal."""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from django.db import connection
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from experiments import summaries
+from experiments.api import ingest as ingest_module
+from experiments.api.ingest import ingest, primary_flags
+from experiments.api.parsers import fast_loads
+from experiments.input_checks import loads
+from experiments.models import Metric, Run, RunTelemetry
+from experiments.results import DETAIL_KEYS, mark_primary, metric_rows
+from runners.parsers.base import STATS
+from tests.api.conftest import sample
+from tests.api.test_ingest_telemetry import documents
+
+TEXT = 'tab\there\nnew line \\ backslash "quoted" \r caf\u00e9 \U0001f600'
+
+
+def items(prefix: str, testbed) -> list[dict]:
+    """A batch with every kind of item and value the writers format differently."""
+    return [
+        {
+            "key": f"{prefix}-explicit",
+            "testbed": "bench",
+            "tuning_set": "base",
+            "tool": "fio",
+            "op": "write",
+            "label": TEXT,
+            "notes": TEXT,
+            "tool_version": "fio-3.36",
+            "command": "fio --rw=write\tx",
+            "status": "succeeded",
+            "exit_code": -3,
+            "started_at": "2026-01-02T03:04:05.123456Z",
+            "finished_at": "2026-01-02T04:04:05+02:00",
+            "params": {
+                "threads": 4,
+                "big": 2**63 - 1,
+                "neg": -(2**63),
+                "f": 1e16,
+                "tiny": 1e-7,
+                "zero": -0.0,
+                "one": 1.0,
+                "yes": True,
+                "none": None,
+                "s": TEXT,
+                "nested": {"a": [1, 2.5, None, True, {"b": "\\"}]},
+            },
+            "metrics": [
+                {"name": "write_bw", "value": 2.5e9, "extra": {"job": "j1", "t": TEXT}},
+                {"name": "write_bw", "value": 2e9},
+                {"name": "write_bw", "value": 3, "iteration": 3, "source_ref": "line\t9 \\"},
+                {"name": "write_lat", "value": 1e-300, "stat": "max"},
+                {"name": "write_lat", "value": 5e-324, "stat": "mean"},
+                {"name": "elapsed", "value": 12345678901234567890},
+            ],
+        },
+        {
+            "key": f"{prefix}-parsed",
+            "testbed": str(testbed.uuid),
+            "raw_output": sample("fio/fio-3.28-json-15jobs-randread-buffered-beegfs-thesis.json"),
+            "params": {"site": "a"},
+        },
+        {
+            "key": f"{prefix}-unparsable",
+            "testbed": "bench",
+            "tool": "ior",
+            "raw_output": "hello\n\tworld\\\n",
+        },
+        {
+            "key": f"{prefix}-telemetry",
+            "testbed": "bench",
+            "tool": "fio",
+            "params": {"threads": 4, "f": 1e16, "s": TEXT, "one": 1.0},
+            "metrics": [{"name": "write_bw", "value": 2e9}],
+            "telemetry": documents(),
+        },
+        {"key": f"{prefix}-bare", "testbed": "bench", "tool": "dd", "metrics": []},
+    ]
+
+
+IGNORED_RUN = {"id", "uuid", "client_key", "created", "updated"}
+IGNORED_METRIC = {"id", "run_id"}
+
+
+def stored(prefix: str) -> dict[str, tuple[dict, list[dict]]]:
+    """Every column of the runs with keys ``prefix-…`` and of their metrics, as read back."""
+    out = {}
+    for run in Run.objects.filter(client_key__startswith=f"{prefix}-"):
+        columns = {
+            f.attname: getattr(run, f.attname)
+            for f in Run._meta.concrete_fields
+            if f.attname not in IGNORED_RUN
+        }
+        metrics = [
+            {
+                f.attname: getattr(m, f.attname)
+                for f in Metric._meta.concrete_fields
+                if f.attname not in IGNORED_METRIC
+            }
+            for m in run.metrics.order_by("id")
+        ]
+        out[run.client_key.split("-", 1)[1]] = (columns, metrics)
+    return out
+
+
+def orm_create(new) -> None:
+    """The reference: the rows through the ORM (model instances, bulk_create)."""
+    fields = [f for f in Run._meta.concrete_fields if not f.primary_key]
+    runs = Run.objects.bulk_create(
+        [Run(**{f.attname: getattr(item.run, f.attname) for f in fields}) for item, _ in new]
+    )
+    metrics = []
+    for (item, _), run in zip(new, runs, strict=True):
+        item.run.id = run.pk
+        rows = item.metrics
+        if rows and type(rows[0]) is tuple:
+            rows = metric_rows(ingest_module._metric_dicts(rows))
+        metrics += [
+            Metric(
+                run_id=run.pk,
+                **{k: getattr(m, k) for k in ("name", "value", "unit", "stat", "iteration")},
+                **{k: getattr(m, k) for k in ("primary", "extra", "source_ref")},
+            )
+            for m in rows
+        ]
+    Metric.objects.bulk_create(metrics)
+
+
+@pytest.mark.django_db
+def test_copy_stores_what_the_orm_path_stores(alice, testbed, tuning_set, monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("the COPY path is PostgreSQL's")
+    by_copy = ingest(items("copy", testbed), alice)
+    monkeypatch.setattr(ingest_module, "_copy", orm_create)
+    by_orm = ingest(items("orm", testbed), alice)
+    assert [r["status"] for r in by_copy] == ["created"] * 5
+    assert [(r["status"], r.get("metrics")) for r in by_copy] == [
+        (r["status"], r.get("metrics")) for r in by_orm
+    ]
+    copied, created = stored("copy"), stored("orm")
+    assert set(copied) == set(created) == {"explicit", "parsed", "unparsable", "telemetry", "bare"}
+    for name in copied:
+        (run, metrics), (expected_run, expected_metrics) = copied[name], created[name]
+        assert run == expected_run, name
+        assert metrics == expected_metrics, name
+    explicit = copied["explicit"][0]
+    assert explicit["label"] == TEXT and explicit["params"]["s"] == TEXT
+    assert explicit["params"]["big"] == 2**63 - 1 and explicit["exit_code"] == -3
+    assert len(copied["parsed"][1]) > 10 and not copied["parsed"][0]["parse_error"]
+    assert copied["unparsable"][0]["parse_error"]
+    assert copied["unparsable"][0]["raw_output"] == "hello\n\tworld\\\n"
+    # Telemetry and its verdict, computed after the COPY, for either path.
+    for prefix in ("copy", "orm"):
+        run = Run.objects.get(client_key=f"{prefix}-telemetry")
+        assert RunTelemetry.objects.filter(run=run).count() == 2
+    # The runs read back whole through the API, and their summaries are right.
+    assert summaries.differences() == []
+
+
+@pytest.mark.django_db
+def test_ids_keys_and_duplicates_in_one_batch(alice, testbed):
+    """Run ids come from the table's sequence (above every earlier run's), each metric
+    belongs to its own run, a key repeated in the batch or stored before is one run."""
+    first = ingest([ingest_module_item(0)], alice)
+    batch = [ingest_module_item(i) for i in range(1, 6)] + [
+        ingest_module_item(3),
+        ingest_module_item(0),
+    ]
+    results = ingest(batch, alice)
+    assert [r["status"] for r in results] == ["created"] * 5 + ["existing"] * 2
+    assert results[5]["uuid"] == results[2]["uuid"]
+    assert results[6]["uuid"] == first[0]["uuid"]
+    runs = {str(r.uuid): r for r in Run.objects.all()}
+    assert len(runs) == 6
+    earlier = runs[first[0]["uuid"]].pk
+    for i, result in enumerate(results[:5], start=1):
+        run = runs[result["uuid"]]
+        assert run.pk > earlier and run.client_key == f"k-{i}"
+        assert sorted(run.metrics.values_list("value", flat=True)) == [0.5, 1e9 + i]
+        assert run.config_key == summaries.key_of(run)
+    assert Metric.objects.count() == 12
+    assert summaries.differences() == []
+
+
+def ingest_module_item(i: int, **changes) -> dict:
+    return {
+        "key": f"k-{i}",
+        "testbed": "bench",
+        "tool": "fio",
+        "params": {"threads": i % 2, "rw": "write"},
+        "metrics": [
+            {"name": "write_bw", "value": 1e9 + i},
+            {"name": "write_lat", "value": 0.5, "stat": "mean"},
+        ],
+        **changes,
+    }
+
+
+@pytest.mark.django_db
+def test_configuration_keys_are_key_of_each_run(alice, testbed, tuning_set):
+    """Runs whose parameters are equal but of other types (1, 1.0, true, "1") or nested are
+    keyed as ``summaries.key_of`` keys each, memo or not."""
+    values = [1, 1.0, True, "1", 1, True, [1], {"a": 1}, [1], 2**63 - 1, -0.0, 0, None]
+    batch = [
+        ingest_module_item(i, params={"x": value, "y": "same"}, tuning_set="base" if i % 2 else "")
+        for i, value in enumerate(values)
+    ]
+    results = ingest(batch, alice)
+    assert {r["status"] for r in results} == {"created"}
+    keys = {}
+    for result, value in zip(results, values, strict=True):
+        run = Run.objects.get(uuid=uuid.UUID(result["uuid"]))
+        assert run.config_key == summaries.key_of(run), value
+        keys[result["index"]] = run.config_key
+    # 1 (without a tuning set, index 0) and true (index 2) are other configurations
+    assert keys[0] != keys[2] and keys[0] == keys[4] and keys[2] != keys[5]
+    assert keys[6] == keys[8]
+
+
+@pytest.mark.django_db
+def test_a_statistic_that_is_not_text_is_an_invalid_item(alice, testbed):
+    """(It was a 500: a list is no key of the set of statistics.)"""
+    results = ingest(
+        [ingest_module_item(0, metrics=[{"name": "write_bw", "value": 1, "stat": ["mean"]}])],
+        alice,
+    )
+    assert results[0]["status"] == "invalid"
+    assert "unknown statistic" in results[0]["errors"]["metrics[0]"]
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_batch_failing_inside_copy_stores_nothing(alice, testbed):
+    """A row PostgreSQL refuses while copying (the second run's uuid is the first's) rolls
+    the whole batch back: no run, metric or summary of it stays."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the COPY path is PostgreSQL's")
+    from django.db import IntegrityError
+
+    real = ingest_module._run
+    made = []
+
+    def colliding(defaults, **values):
+        row = real(defaults, **values)
+        if made:
+            row.uuid = made[0].uuid
+        made.append(row)
+        return row
+
+    ingest_module._run = colliding
+    try:
+        with pytest.raises(IntegrityError):
+            ingest([ingest_module_item(i) for i in range(3)], alice)
+    finally:
+        ingest_module._run = real
+    assert not Run.objects.exists() and not Metric.objects.exists()
+    from experiments.models import ConfigSummary
+
+    assert not ConfigSummary.objects.exists()
+
+
+# --- Primary flags -------------------------------------------------------------------------
+
+metric_tuples = st.lists(
+    st.tuples(
+        st.sampled_from(["write_bw", "read_bw", "elapsed"]),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.just("B/s"),
+        st.sampled_from(sorted(STATS)),
+        st.one_of(st.none(), st.integers(0, 3)),
+        st.one_of(
+            st.just({}),
+            st.dictionaries(st.sampled_from([*sorted(DETAIL_KEYS)[:3], "note"]), st.integers()),
+        ),
+        st.just(""),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(metric_tuples)
+def test_primary_flags_are_mark_primarys(metrics):
+    rows = [
+        SimpleNamespace(name=n, stat=s, iteration=i, extra=e, primary=None)
+        for n, _, _, s, i, e, _ in metrics
+    ]
+    assert primary_flags(metrics) == [row.primary for row in mark_primary(rows)]
+
+
+# --- JSON bodies ---------------------------------------------------------------------------
+
+FINE = [
+    "[]",
+    '{"a": -0, "b": -0.0, "c": 1e-400, "d": 1.7976931348623157e308, "e": 5e-324}',
+    '{"big": 9223372036854775807, "small": -9223372036854775808, "f": 1.0, "g": 1E5}',
+    '["caf\\u00e9", "\\ud83d\\ude00", "\\\\u0000 is text", "tab\\tnew\\nline"]',
+    '{"a": 1, "a": 2}',
+    '[{"a": [[[[[[[[[[1]]]]]]]]]]}]',
+]
+REFUSED = [
+    '{"n": NaN}',
+    '{"n": -Infinity}',
+    '{"n": 1e401}',
+    '{"n": 9223372036854775808}',
+    '{"n": 18446744073709551616}',
+    '{"n": ' + "1" * 5000 + "}",
+    '{"s": "a\\u0000b"}',
+    '{"s": "\\ud800"}',
+    '{"\\udfff": 1}',
+    "[" * 100_000 + "]" * 100_000,
+    '{"a": ' * 40 + "1" + "}" * 40,
+    "[1,",
+    '{"a": 1,}',
+    "\ufeff[1]",
+]
+
+
+@pytest.mark.parametrize("text", FINE)
+def test_fast_loads_gives_loads_value(text):
+    fast, plain = fast_loads(text), loads(text)
+    assert json.dumps(fast) == json.dumps(plain)
+    assert type(fast) is type(plain)
+
+
+@pytest.mark.parametrize("text", REFUSED, ids=range(len(REFUSED)))
+def test_fast_loads_refuses_as_loads_does(text):
+    with pytest.raises(ValueError) as plain:
+        loads(text)
+    with pytest.raises(ValueError) as fast:
+        fast_loads(text)
+    assert type(fast.value) is type(plain.value)
+    assert str(fast.value) == str(plain.value)
+
+
+def test_checked_json_text_is_json_dumps_for_jsonb():
+    """What orjson writes for checked values reads back as what json.dumps writes."""
+    value = {"f": 1e16, "t": 1e-7, "z": -0.0, "o": 1.0, "s": TEXT, "n": [None, True, 2**63 - 1]}
+    text = ingest_module._checked_json_text(value)
+    unescaped = text.replace("\\\\", "\x00").replace("\\t", "\t").replace("\\n", "\n")
+    unescaped = unescaped.replace("\\r", "\r").replace("\x00", "\\")
+    assert json.loads(unescaped) == value
+    assert not math.isnan(json.loads(unescaped)["f"])
