@@ -500,8 +500,8 @@ def _formatter(field) -> Any:
 
 class _CopyText:
     """How the run rows of a bulk request become COPY text: the columns (id first), each
-    column's formatter, and a template row of every column's default text; a row is the
-    template with the values its ``_Row`` holds itself. Built once per process."""
+    column's formatter; a row is a template of every column's default text with the values
+    the row holds itself (``_run``). Built once per process."""
 
     def __init__(self) -> None:
         fields = [f for f in Run._meta.concrete_fields if not f.primary_key]
@@ -515,11 +515,7 @@ class _CopyText:
         self.checked_formats = [
             _checked_json_text if fmt is _json_text else fmt for fmt in self.formats
         ]
-        row = _row_type()
-        self.template = [NULL] + [
-            NULL if getattr(row, f.attname) is None else fmt(getattr(row, f.attname))
-            for f, fmt in zip(fields, self.formats[1:], strict=True)
-        ]
+        self.fields = fields
         metric = Metric._meta
         self.metrics = (
             f"{quote(metric.db_table)} ("
@@ -540,12 +536,17 @@ class _CopyText:
             + ")"
         )
 
-    def writer(self, checked: bool) -> Any:
-        """A function of a run row to its COPY line, for one request: the text of a column's
-        last str or datetime value is reused (the same time, tool, status for all runs).
-        ``checked``: the rows' JSON values hold only what JSON can (``_checked_json_text``)."""
-        template, position = self.template, self.position
+    def writer(self, row_type: type, checked: bool) -> Any:
+        """A function of a run row (an instance of ``row_type``, ``_row_type``'s) to its COPY
+        line, for one request: the text of a column's last str or datetime value is reused
+        (the same time, tool, status for all runs). ``checked``: the rows' JSON values hold
+        only what JSON can (``_checked_json_text``)."""
+        position = self.position
         formats = self.checked_formats if checked else self.formats
+        template = [NULL] + [
+            NULL if getattr(row_type, f.attname) is None else fmt(getattr(row_type, f.attname))
+            for f, fmt in zip(self.fields, formats[1:], strict=True)
+        ]
         last: list[Any] = [None] * len(template)
         texts: list[str] = [NULL] * len(template)
         immutable = (str, datetime)
@@ -617,7 +618,9 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> None:
         metrics = []
         # Items with explicit metrics: every JSON value of their rows was checked (params,
         # extra, the launch built of them); parsed ones hold the parser's parameters.
-        checked, unchecked = plan.writer(checked=True), plan.writer(checked=False)
+        row_type = type(new[0][0].run)
+        checked = plan.writer(row_type, checked=True)
+        unchecked = plan.writer(row_type, checked=False)
         for pk, (item, clean) in zip(ids, new, strict=True):
             item.run.id = pk
             line = checked if clean["metrics"] is not None else unchecked
@@ -634,18 +637,14 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> None:
 # --- Rows --------------------------------------------------------------------------------------
 
 
-_ROW_TYPE: list[type] = []
-
-
 def _row_type() -> type:
-    """The class of the run rows the ingest writes: every column's default as a class
-    attribute, so that a row holds only the values given it (``_run``). (Plain rows, not
-    model instances: building 45-field instances was a third of ingest time.) The defaults
-    are shared: rows are given new values, never changed in place."""
-    if not _ROW_TYPE:
-        defaults = {f.attname: f.get_default() for f in Run._meta.concrete_fields}
-        _ROW_TYPE.append(type("RunRow", (), defaults))
-    return _ROW_TYPE[0]
+    """The class of the run rows of one request: every column's default (as of now) as a
+    class attribute, so that a row holds only the values given it (``_run``). (Plain rows,
+    not model instances: building 45-field instances was a third of ingest time.) The
+    defaults are shared by the request's rows: rows are given new values, never changed in
+    place."""
+    defaults = {f.attname: f.get_default() for f in Run._meta.concrete_fields}
+    return type("RunRow", (), defaults)
 
 
 def _run(defaults: type, **values: Any) -> Any:

@@ -25,7 +25,7 @@ from experiments.api.parsers import fast_loads
 from experiments.input_checks import loads
 from experiments.models import Metric, Run, RunTelemetry
 from experiments.results import DETAIL_KEYS, mark_primary, metric_rows
-from runners.parsers.base import STATS
+from runners.parsers.base import METRIC_UNITS, STATS
 from tests.api.conftest import sample
 from tests.api.test_ingest_telemetry import documents
 
@@ -276,6 +276,12 @@ def test_a_batch_failing_inside_copy_stores_nothing(alice, testbed):
     from experiments.models import ConfigSummary
 
     assert not ConfigSummary.objects.exists()
+
+
+def test_the_vocabulary_needs_no_copy_escapes():
+    """Explicit metrics' names, units and statistics go into COPY lines unescaped."""
+    words = [*METRIC_UNITS, *METRIC_UNITS.values(), *STATS]
+    assert not [w for w in words if ingest_module._COPY_SPECIAL.search(w) or w == "\\N"]
 
 
 # --- Primary flags -------------------------------------------------------------------------
