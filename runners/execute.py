@@ -58,11 +58,12 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
     same transaction (one durable commit on the fast path), the run's first try at holding
     its nodes (``runners.holding``): ``held(run)`` says whether it holds them already."""
     with transaction.atomic():
-        run = (
-            Run.objects.select_for_update(of=("self",))
-            .select_related("testbed")  # for holding.nodes_for
-            .filter(pk=run_id)
-            .first()
+        # Raw SQL for the same row and lock: the ORM compiles this query of ~70 columns
+        # for every run, at twice the CPU of the rest of the claim's reads.
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        table = connection.ops.quote_name(Run._meta.db_table)
+        run = next(
+            iter(Run.objects.raw(f"SELECT * FROM {table} WHERE id = %s{lock}", [run_id])), None
         )
         if run is None:
             log.warning("run %s no longer exists; delivery ignored", run_id)
@@ -343,26 +344,91 @@ def _beating(run: Run):
     while its tool runs: storing telemetry and verdicts, restoring tuning and waiting for other
     nodes' agents can outlast RUN_STALE_SECONDS on a loaded node, and a run without heartbeats
     loses its nodes to a waiting run (``runners.holding``) while it is still using them. Only
-    a dead or frozen worker stops beating."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(settings.RUN_PROGRESS_SECONDS):
-                try:
-                    _beat_once(run.pk, run.attempts)
-                except DatabaseError as exc:  # a busy SQLite file: the next beat will do
-                    log.debug("heartbeat of run %s skipped: %s", run.pk, exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=beat, name=f"beeweb-beat-{run.pk}", daemon=True)
-    thread.start()
+    a dead or frozen worker stops beating. The thread is the worker process's one beater
+    (``Beater``), started once: a thread started and joined per run cost a run of a few
+    milliseconds two scheduling turns."""
+    beater = Beater.get()
+    beater.add(run.pk, run.attempts)
     try:
         yield
     finally:
-        stop.set()
-        thread.join(timeout=10)
+        beater.remove(run.pk)
+
+
+class Beater:
+    """This process's heartbeat thread: every RUN_PROGRESS_SECONDS after a run was added (and
+    after each beat since), one heartbeat of that attempt (``_beat_once``) until it is
+    removed. A run added and removed within one interval costs no query and no wake-up."""
+
+    _instance: Beater | None = None
+    _guard = threading.Lock()
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs: dict[int, tuple[int, float]] = {}  # run pk -> (attempt, next beat due)
+        self.pid = os.getpid()
+        self.wakeup = threading.Event()
+        self.wakes_at = 0.0
+        self.connected = False  # the thread has a database session open
+        self.thread = threading.Thread(target=self._loop, name="beeweb-beat", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def get(cls) -> Beater:
+        """The beater of this process (a forked child starts its own)."""
+        with cls._guard:
+            beater = cls._instance
+            if beater is None or beater.pid != os.getpid() or not beater.thread.is_alive():
+                beater = cls._instance = cls()
+            return beater
+
+    def add(self, run_id: int, attempt: int) -> None:
+        with self.lock:
+            due = time.monotonic() + settings.RUN_PROGRESS_SECONDS
+            self.runs[run_id] = (attempt, due)
+            # The thread wakes at least every interval, so it sees this due time in time
+            # and is not woken (only a shorter interval than it sleeps for wakes it).
+            if due < self.wakes_at:
+                self.wakeup.set()
+
+    def remove(self, run_id: int) -> None:
+        with self.lock:
+            self.runs.pop(run_id, None)
+            # A thread that beat holds a database session: it closes it now rather than
+            # at its next wake (a run that never beat costs no wake-up).
+            if not self.runs and self.connected:
+                self.wakeup.set()
+
+    def _loop(self) -> None:
+        wait = settings.RUN_PROGRESS_SECONDS
+        while True:
+            with self.lock:
+                self.wakes_at = time.monotonic() + wait
+            self.wakeup.wait(max(wait, 0.001))
+            self.wakeup.clear()
+            interval = settings.RUN_PROGRESS_SECONDS
+            now = time.monotonic()
+            with self.lock:
+                due = [(pk, attempt) for pk, (attempt, at) in self.runs.items() if at <= now]
+            for pk, attempt in due:
+                try:
+                    self.connected = True
+                    _beat_once(pk, attempt)
+                except DatabaseError as exc:  # a busy SQLite file, a lost connection
+                    log.debug("heartbeat of run %s skipped: %s", pk, exc)
+                    connection.close()
+                except Exception:  # the next interval tries again
+                    log.exception("heartbeat of run %s failed", pk)
+                with self.lock:
+                    if pk in self.runs and self.runs[pk][0] == attempt:
+                        self.runs[pk] = (attempt, time.monotonic() + interval)
+            with self.lock:
+                pending = [at for _, at in self.runs.values()]
+            if not pending and self.connected:
+                connection.close()  # no run to beat for: no database session held
+                self.connected = False
+            now = time.monotonic()
+            wait = min([interval, *(at - now for at in pending)])
 
 
 def _beat_once(run_id: int, attempt: int) -> None:

@@ -21,14 +21,17 @@ constraint still keeps a node to one run.
 
 from __future__ import annotations
 
+import json
+import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
+from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
-from experiments.models import Node, NodeLease, Run, TestbedNode
+from experiments.models import Node, NodeLease, Run, Testbed, TestbedNode
 from runners.launch import LaunchError, LaunchSpec
 
 POLL_SECONDS = 0.5
@@ -50,13 +53,45 @@ def nodes_for(run: Run) -> list[str]:
         names.update(host.name for host in spec.hosts)
     if run.target_id and run.target.node_id:
         names.add(run.target.node.hostname)
-    if not run.testbed.independent_storage:
-        names.update(
-            TestbedNode.objects.filter(testbed_id=run.testbed_id)
+    names.update(servers_of(run.testbed_id))
+    return sorted(n for n in names if n)
+
+
+# A testbed's storage and metadata servers (inventory, not the run's) are reused by this
+# process for at most this long (seconds); a change to the testbed's nodes made in this
+# process is seen at once (``forget_servers``, connected to TestbedNode's save and delete).
+SERVERS_MAX_AGE_S = 30.0
+_servers: dict[int, tuple[float, tuple[str, ...]]] = {}
+
+
+def servers_of(testbed_id: int, max_age_s: float | None = None) -> tuple[str, ...]:
+    """Hostnames of the storage and metadata servers a run on the testbed holds (none when
+    the testbed says its storage is independent), read again when this process's last
+    reading is older than ``max_age_s`` (default SERVERS_MAX_AGE_S)."""
+    max_age = SERVERS_MAX_AGE_S if max_age_s is None else max_age_s
+    cached = _servers.get(testbed_id)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] <= max_age:
+        return cached[1]
+    names: tuple[str, ...] = ()
+    if not Testbed.objects.filter(pk=testbed_id, independent_storage=True).exists():
+        names = tuple(
+            TestbedNode.objects.filter(testbed_id=testbed_id)
             .filter(Q(storage=True) | Q(metadata=True))
             .values_list("node__hostname", flat=True)
         )
-    return sorted(n for n in names if n)
+    _servers[testbed_id] = (now, names)
+    return names
+
+
+def forget_servers(sender=None, **kwargs) -> None:
+    """Drop what ``servers_of`` kept (a testbed's nodes or a node's name changed here)."""
+    _servers.clear()
+
+
+for _model in (TestbedNode, Node, Testbed):
+    post_save.connect(forget_servers, sender=_model, dispatch_uid=f"holding-{_model.__name__}")
+    post_delete.connect(forget_servers, sender=_model, dispatch_uid=f"holding-{_model.__name__}")
 
 
 def _stale_before():
@@ -72,68 +107,76 @@ def _live(run: Run, attempt: int, cutoff) -> bool:
     )
 
 
-def _earlier(run: Run) -> Q:
-    if run.queued_at is None:
-        return Q(pk__lt=run.pk)
-    return Q(queued_at__lt=run.queued_at) | Q(queued_at=run.queued_at, pk__lt=run.pk)
+def _in(values: list) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def _json_list(value) -> list:
+    """A JSON column as a raw cursor returns it: decoded (psycopg's jsonb) or text."""
+    if isinstance(value, str):
+        return json.loads(value)
+    return value or []
 
 
 def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
     """Hold all of ``names`` for this attempt of ``run`` or none; (held, why not). A run
     that cannot hold them is marked as waiting (``waiting_for``, ``nodes_held``) in the same
-    transaction."""
+    transaction.
+
+    Plain SQL statements (the ORM's compilation of these four costs more CPU than the
+    database spends on them, on every run): the node locks, the leases with whether their
+    holder is live, the earlier runs waiting, the insert."""
     if not names:
         return True, ""
+    ops = connection.ops
+    lease_table = ops.quote_name(NodeLease._meta.db_table)
+    run_table = ops.quote_name(Run._meta.db_table)
+    node_table = ops.quote_name(Node._meta.db_table)
     try:
-        with transaction.atomic():
+        with transaction.atomic(), connection.cursor() as cursor:
             # Lock the nodes in pk order: acquirers of overlapping nodes take turns.
-            nodes = dict(
-                Node.objects.select_for_update()
-                .filter(hostname__in=names)
-                .order_by("pk")
-                .values_list("hostname", "pk")
+            lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+            cursor.execute(
+                f"SELECT hostname, id FROM {node_table} WHERE hostname IN ({_in(names)}) "
+                f"ORDER BY id{lock}",
+                names,
             )
-            cutoff = _stale_before()
-            busy: dict[str, str] = {}
+            nodes = dict(cursor.fetchall())
+            cutoff = ops.adapt_datetimefield_value(_stale_before())
+            # Whether each lease's holder still holds it (``_live``), decided in the query:
+            # a holder's raw output can be megabytes, and only its liveness matters here.
+            cursor.execute(
+                f"SELECT l.id, l.hostname, l.attempt, l.run_id, CASE WHEN r.status = %s AND "
+                f"r.attempts = l.attempt AND r.heartbeat_at IS NOT NULL AND r.heartbeat_at "
+                f">= %s THEN 1 ELSE 0 END FROM {lease_table} l INNER JOIN {run_table} r ON "
+                f"r.id = l.run_id WHERE l.hostname IN ({_in(names)})",
+                [Run.Status.RUNNING, cutoff, *names],
+            )
+            holders: dict[str, int] = {}
             stale: list[int] = []
-            # Only what deciding and saying why needs: a holder's raw output can be megabytes.
-            leases = (
-                NodeLease.objects.select_related("run", "run__testbed")
-                .filter(hostname__in=names)
-                .only(
-                    "pk",
-                    "hostname",
-                    "attempt",
-                    "run__status",
-                    "run__attempts",
-                    "run__heartbeat_at",
-                    "run__label",
-                    "run__tool",
-                    "run__testbed__name",
-                )
-            )
-            for lease in leases:
-                holder = lease.run
-                if holder.pk == run.pk and lease.attempt == run.attempts:
+            for pk, hostname, attempt, run_id, live in cursor.fetchall():
+                if run_id == run.pk and attempt == run.attempts:
                     continue
-                if not _live(holder, lease.attempt, cutoff):
-                    stale.append(lease.pk)
+                if not live:
+                    stale.append(pk)
                     continue
-                busy[lease.hostname] = f"held by run {holder.pk} ({holder})"
+                holders[hostname] = run_id
             if stale:
-                NodeLease.objects.filter(pk__in=stale).delete()
-            wanted = set(names)
-            earlier = (
-                Run.objects.filter(_earlier(run), status=Run.Status.RUNNING)
-                .exclude(waiting_for="")
-                .exclude(pk=run.pk)
-                .filter(heartbeat_at__gte=cutoff)
-                .order_by("queued_at", "pk")
-                .only("pk", "nodes_held", "label", "tool", "testbed_id")
+                cursor.execute(f"DELETE FROM {lease_table} WHERE id IN ({_in(stale)})", stale)
+            if run.queued_at is None:
+                earlier, params = "r.id < %s", [run.pk]
+            else:
+                queued = ops.adapt_datetimefield_value(run.queued_at)
+                earlier = "(r.queued_at < %s OR (r.queued_at = %s AND r.id < %s))"
+                params = [queued, queued, run.pk]
+            cursor.execute(
+                f"SELECT r.id, r.nodes_held FROM {run_table} r WHERE {earlier} AND r.status "
+                f"= %s AND r.waiting_for <> '' AND r.id <> %s AND r.heartbeat_at >= %s "
+                f"ORDER BY r.queued_at, r.id",
+                [*params, Run.Status.RUNNING, run.pk, cutoff],
             )
-            for waiter in earlier:
-                for name in wanted.intersection(waiter.nodes_held or []):
-                    busy.setdefault(name, f"run {waiter.pk}, queued earlier, waits for it")
+            waiters = cursor.fetchall()
+            busy = _busy(holders, waiters, set(names))
             if busy:
                 why = "waiting for " + "; ".join(
                     f"node {name} ({busy[name]})" for name in sorted(busy)
@@ -144,18 +187,12 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
                     Run.objects.filter(pk=run.pk).update(waiting_for=why, nodes_held=names)
                     run.waiting_for, run.nodes_held = why, names
                 return False, why
-            now = timezone.now()
-            NodeLease.objects.bulk_create(
-                [
-                    NodeLease(
-                        hostname=name,
-                        node_id=nodes.get(name),
-                        run_id=run.pk,
-                        attempt=run.attempts,
-                        acquired_at=now,
-                    )
-                    for name in names
-                ]
+            now = ops.adapt_datetimefield_value(timezone.now())
+            rows = [(name, nodes.get(name), run.pk, run.attempts, now, "") for name in names]
+            cursor.execute(
+                f"INSERT INTO {lease_table} (hostname, node_id, run_id, attempt, acquired_at, "
+                "drop_result) VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows)),
+                [value for row in rows for value in row],
             )
     except IntegrityError:
         # Another run took one of the nodes meanwhile (no row lock on SQLite, or a node
@@ -164,10 +201,35 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
     return True, ""
 
 
+def _busy(holders: dict[str, int], waiters: list, wanted: set[str]) -> dict[str, str]:
+    """Why each busy node of ``wanted`` is busy: held by a live run (``holders``), or wanted
+    by a run queued earlier that waits for it (``waiters``, earliest first)."""
+    busy: dict[str, str] = {}
+    if holders:
+        runs = (
+            Run.objects.select_related("testbed")
+            .only("pk", "label", "tool", "testbed__name")
+            .in_bulk(set(holders.values()))
+        )
+        for hostname, run_id in holders.items():
+            holder = runs.get(run_id)
+            busy[hostname] = f"held by run {run_id} ({holder if holder else 'deleted'})"
+    for pk, held in waiters:
+        for name in wanted.intersection(_json_list(held)):
+            busy.setdefault(name, f"run {pk}, queued earlier, waits for it")
+    return busy
+
+
 def release(run: Run) -> int:
-    """Free the nodes this attempt of ``run`` holds; how many."""
-    count, _ = NodeLease.objects.filter(run_id=run.pk, attempt=run.attempts).delete()
-    return count
+    """Free the nodes this attempt of ``run`` holds; how many. (One DELETE: nothing refers
+    to a lease, so the ORM's delete would add only its collector's work.)"""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {connection.ops.quote_name(NodeLease._meta.db_table)} "
+            "WHERE run_id = %s AND attempt = %s",
+            [run.pk, run.attempts],
+        )
+        return cursor.rowcount
 
 
 def sweep() -> int:

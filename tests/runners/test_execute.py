@@ -300,3 +300,57 @@ def _alive(pid: int) -> bool:
         ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True
     ).stdout.strip()
     return bool(state) and not state.startswith("Z")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_heartbeat_thread_per_worker_beats_while_a_run_holds_its_nodes(alice, bench, settings):
+    """The worker's beater writes a heartbeat every RUN_PROGRESS_SECONDS while a run is in
+    ``_beating``, none after, and is the same thread for every run (not one per run)."""
+    settings.RUN_PROGRESS_SECONDS = 0.2
+    run = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1}).runs.get()
+    old = timezone.now() - timedelta(minutes=5)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, attempts=1, heartbeat_at=old)
+    run.refresh_from_db()
+    with execute._beating(run):
+        thread = execute.Beater.get().thread
+        time.sleep(0.8)
+        assert Run.objects.get(pk=run.pk).heartbeat_at > old
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=old)
+    time.sleep(0.6)
+    assert Run.objects.get(pk=run.pk).heartbeat_at == old, "no beat once the run left"
+    with execute._beating(run):
+        assert execute.Beater.get().thread is thread and thread.is_alive()
+    deadline = time.monotonic() + 5
+    while execute.Beater.get().connected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not execute.Beater.get().connected, "its database session closed while idle"
+
+
+@pytest.mark.django_db
+def test_a_reused_clock_measurement_is_recorded_with_its_age(alice, bench, monkeypatch):
+    """The executor measures the node's clock against the database at most every
+    CLOCK_MAX_AGE_S per worker process; a run that reuses a measurement records its age
+    (meta.clock.age_s), and a measurement older than the bound is taken again."""
+    from django.db import connection
+
+    from experiments import telemetry
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite shares this process's clock: nothing is measured")
+    telemetry._clock_cache.clear()
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1}, repetitions=3)
+    first, second, third = matrix.runs.order_by("repetition")
+
+    def clock(run: Run) -> dict:
+        assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+        (doc,) = telemetry.for_run(run)
+        return doc["meta"]["clock"]
+
+    measured = clock(first)
+    assert measured["age_s"] == 0.0 and measured["against"] == "database"
+    time.sleep(0.05)
+    reused = clock(second)
+    assert 0.05 <= reused["age_s"] <= telemetry.CLOCK_MAX_AGE_S
+    assert (reused["offset_s"], reused["rtt_s"]) == (measured["offset_s"], measured["rtt_s"])
+    monkeypatch.setattr(telemetry, "CLOCK_MAX_AGE_S", 0.0)  # the measurement is now too old
+    assert clock(third)["age_s"] == 0.0

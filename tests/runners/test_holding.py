@@ -84,9 +84,27 @@ def test_a_run_holds_its_launcher_clients_target_node_and_shared_servers(alice, 
     target = Target.objects.create(testbed=lab["tb2"], node=lab["t1"], raid_level="0")
     on_target = running(alice, lab["tb2"], "b1", target=target)
     assert holding.nodes_for(on_target) == ["b1", "s1", "t1"]
-    Testbed.objects.filter(pk=lab["tb1"].pk).update(independent_storage=True)
+    # A change saved in this process is seen at once (the signal drops the cached servers).
+    tb1 = Testbed.objects.get(pk=lab["tb1"].pk)
+    tb1.independent_storage = True
+    tb1.save()
     mpi.refresh_from_db()
     assert holding.nodes_for(mpi) == ["a1", "c1"]
+
+
+@pytest.mark.django_db
+def test_a_testbeds_servers_are_read_again_once_the_cached_reading_is_too_old(
+    alice, lab, monkeypatch
+):
+    """The storage and metadata servers a run holds are inventory: a worker reuses its
+    reading for SERVERS_MAX_AGE_S, so a change made elsewhere (another process; here a bulk
+    update, which sends no signal) shows within that bound, and not before."""
+    run = running(alice, lab["tb1"], "a1")
+    assert holding.nodes_for(run) == ["a1", "m1", "s1"]
+    Testbed.objects.filter(pk=lab["tb1"].pk).update(independent_storage=True)
+    assert holding.nodes_for(run) == ["a1", "m1", "s1"]  # the reading is fresh: reused
+    monkeypatch.setattr(holding, "SERVERS_MAX_AGE_S", 0.0)  # now the reading is too old
+    assert holding.nodes_for(run) == ["a1"]  # read again
 
 
 @pytest.mark.django_db
