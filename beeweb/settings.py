@@ -426,6 +426,11 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "false")
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fix-up closes the worker's database connection before and after every task
+# unless this is set: a new PostgreSQL session (connect, fork of a backend, authentication)
+# per run. Set, it closes them every this many tasks; in between, each task starts as a
+# Django request does (runners.tasks: CONN_MAX_AGE, health checks, errors close them).
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # Seconds between two janitor sweeps (beat); each worker also sweeps once when it starts.

@@ -159,14 +159,15 @@ def gunicorn(workers: int = 2, threads: int = 1):
 
 
 @contextmanager
-def celery_worker(queue: str):
-    """A real solo-pool Celery worker on ``queue``, as on benchmark nodes."""
+def celery_worker(queue: str, app: str = "beeweb"):
+    """A real solo-pool Celery worker on ``queue``, as on benchmark nodes (``app``: the
+    Celery application's module)."""
     log = open(DATA_DIR / "celery.log", "ab")
     proc = subprocess.Popen(
         [
             str(VENV_BIN / "celery"),
             "-A",
-            "beeweb",
+            app,
             "worker",
             "--pool=solo",
             "-Q",

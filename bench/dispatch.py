@@ -147,12 +147,41 @@ def _cpu(backend: int, helper: int | None) -> dict[str, float]:
     return used
 
 
-def profile(n: int) -> None:
+def worker_backends() -> dict[int, float]:
+    """CPU seconds so far of every other PostgreSQL backend of the bench database (the
+    worker's sessions: its executor, node agent and heartbeat thread)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+        pids = [pid for (pid,) in cursor.fetchall()]
+    used = {}
+    for pid in pids:
+        try:
+            used[pid] = _ticks(pid)
+        except OSError:
+            continue
+    return used
+
+
+def profile(n: int, without_summaries: bool = False, cpu_profile: bool = False) -> None:
     """Where a run's time goes, in this process: CPU time, queries and durable commits per
-    run (figures the machine's load does not change), then cProfile's breakdown."""
+    run (figures the machine's load does not change), then cProfile's breakdown.
+    ``without_summaries``: the configuration summaries' refresh is skipped (for accounting
+    only: what the rest of a run costs); ``cpu_profile``: cProfile counts CPU time
+    (time.thread_time) instead of wall time, which a loaded machine inflates."""
     import cProfile
     import pstats
     import uuid
+
+    if without_summaries:
+        from experiments import summaries
+
+        summaries._refresh = lambda run_ids, keys: None
+        print("(configuration summaries NOT refreshed: accounting of the rest only)")
 
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -206,14 +235,18 @@ def profile(n: int) -> None:
         f"{waits / count:.0f} voluntary context switches per run (executor, its backend, "
         "the reaper)"
     )
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.thread_time) if cpu_profile else cProfile.Profile()
     started = time.perf_counter()
     prof.enable()
     for run in runs[n:]:
         one(run)
     prof.disable()
     per_run = (time.perf_counter() - started) / len(runs[n:])
-    print(f"{per_run * 1000:.1f} ms per run in the executor (under cProfile)")
+    print(
+        f"{per_run * 1000:.1f} ms per run in the executor (wall, under cProfile; load "
+        f"average {os.getloadavg()[0]:.2f}); profile of "
+        + ("CPU time" if cpu_profile else "wall time")
+    )
     pstats.Stats(prof).sort_stats("cumulative").print_stats(35)
     matrix.delete()
 
@@ -222,11 +255,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--without-summaries",
+        action="store_true",
+        help="skip the configuration summaries' refresh (accounting only)",
+    )
+    parser.add_argument(
+        "--cpu-profile", action="store_true", help="--profile: cProfile counts CPU time"
+    )
     args = parser.parse_args()
     common.ensure_database()
     common.setup_django()
     if args.profile:
-        profile(min(args.runs, 50))
+        profile(min(args.runs, 50), args.without_summaries, args.cpu_profile)
         return
 
     from django.db.models import Count
@@ -237,9 +278,13 @@ def main() -> None:
     matrix = make_matrix(args.runs)
     queue = f"node.{socket.gethostname()}"
     load_before = os.getloadavg()[0]
-    with common.celery_worker(queue) as worker:
+    app = "bench.worker_without_summaries" if args.without_summaries else "beeweb"
+    if args.without_summaries:
+        print("(the worker does NOT refresh configuration summaries: accounting only)")
+    with common.celery_worker(queue, app) as worker:
         time.sleep(5)  # the worker connects to Redis and starts consuming
         cpu = tree_cpu(worker.pid)
+        backends = worker_backends()
         started = time.perf_counter()
         counts = launch(matrix)
         total = counts["queued"]
@@ -252,10 +297,22 @@ def main() -> None:
             time.sleep(0.2)
         elapsed = time.perf_counter() - started
         cpu = tree_cpu(worker.pid) - cpu
+        backends = {pid: used - backends.get(pid, 0.0) for pid, used in worker_backends().items()}
         rss = common.rss_kib(worker.pid) / 1024
     statuses = dict(matrix.runs.values_list("status").annotate(n=Count("id")).order_by())
-    ends = sorted(matrix.runs.exclude(finished_at=None).values_list("finished_at", flat=True))
+    spans = sorted(
+        matrix.runs.exclude(finished_at=None).values_list("started_at", "finished_at"),
+        key=lambda span: span[1],
+    )
+    ends = [end for _, end in spans]
     gaps = [(b - a).total_seconds() for a, b in zip(ends, ends[1:], strict=False)]
+    # Where the time between two run ends goes: from the claim until the raw output is
+    # stored (the tool and the node's readings), and from there until the next claim
+    # (parsing, storing, the adaptive decision, Celery's ack and the next message).
+    inside = [(end - start).total_seconds() for start, end in spans if start]
+    between = [
+        (b[0] - a[1]).total_seconds() for a, b in zip(spans, spans[1:], strict=False) if b[0]
+    ]
     print(
         f"Celery dispatch: {done}/{total} dd runs finished in {elapsed:.1f} s "
         f"({elapsed / max(done, 1) * 1000:.0f} ms per run; statuses {statuses}) through "
@@ -267,9 +324,19 @@ def main() -> None:
             f"{statistics.median(gaps) * 1000:.1f} ms [target <= 15 ms]; load average "
             f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after (2 cores, shared)"
         )
+    if inside and between:
+        print(
+            f"  of which: claim to raw output stored, median {statistics.median(inside) * 1000:.1f}"
+            f" ms; raw output stored to the next run's claim, median "
+            f"{statistics.median(between) * 1000:.1f} ms"
+        )
     print(
         f"  CPU of the worker and its processes (reaper, tools): "
         f"{cpu / max(done, 1) * 1000:.1f} ms per run"
+    )
+    print(
+        f"  CPU of the PostgreSQL backends of the worker's sessions: "
+        f"{sum(backends.values()) / max(done, 1) * 1000:.1f} ms per run"
     )
     print(f"celery worker RSS after the load: {rss:.0f} MB")
     failed = matrix.runs.exclude(status=Run.Status.SUCCEEDED).first()

@@ -15,6 +15,7 @@ import re
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,35 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
+_mount_table: tuple[str, list[dict[str, str]]] = ("", [])
+
+
+def _mounts() -> list[dict[str, str]]:
+    """This mount namespace's mounts, from /proc/self/mountinfo: read for every run, parsed
+    again only when its text changed (a mount or unmount)."""
+    global _mount_table
+    text = _read_text("/proc/self/mountinfo") or ""
+    if text == _mount_table[0]:
+        return _mount_table[1]
+    mounts = []
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if len(fields) < 6 or len(rest) < 2:
+            continue
+        options = fields[5].split(",") + (rest[2].split(",") if len(rest) > 2 else [])
+        mounts.append(
+            {
+                "mount_point": _unescape(fields[4]),
+                "fstype": rest[0],
+                "source": _unescape(rest[1]),
+                "options": ",".join(dict.fromkeys(options)),
+            }
+        )
+    _mount_table = (text, mounts)
+    return mounts
+
+
 def mount_of(path: Path | str) -> dict[str, str]:
     """The mount holding ``path`` (the topmost at the deepest mount point), from this mount
     namespace's /proc/self/mountinfo: mount point, file system type, source device and
@@ -91,21 +121,11 @@ def mount_of(path: Path | str) -> dict[str, str]:
     unreadable."""
     path = os.path.realpath(path)
     best: dict[str, str] = {}
-    for line in (_read_text("/proc/self/mountinfo") or "").splitlines():
-        left, _, right = line.partition(" - ")
-        fields, rest = left.split(), right.split()
-        if len(fields) < 6 or len(rest) < 2:
-            continue
-        point = _unescape(fields[4])
+    for mount in _mounts():
+        point = mount["mount_point"]
         inside = path == point or path.startswith(point.rstrip("/") + "/")
         if inside and len(point) >= len(best.get("mount_point", "")):
-            options = fields[5].split(",") + (rest[2].split(",") if len(rest) > 2 else [])
-            best = {
-                "mount_point": point,
-                "fstype": rest[0],
-                "source": _unescape(rest[1]),
-                "options": ",".join(dict.fromkeys(options)),
-            }
+            best = dict(mount)
     return best
 
 
@@ -161,12 +181,29 @@ def read(workdir: Path | str, version_argv: list[str] | None = None) -> dict[str
 
 
 _VERSIONS: dict[tuple, str | None] = {}
+# Where a command is found on PATH (inventory, not the run's) is reused for this long
+# (seconds): a search of PATH is a dozen stat calls, three times per run.
+WHICH_MAX_AGE_S = 60.0
+_found: dict[tuple[str, str], tuple[float, str | None]] = {}
+
+
+def which(name: str) -> str | None:
+    """``shutil.which(name)``, searched again when this process's last search for it (on
+    the same PATH) is older than WHICH_MAX_AGE_S."""
+    key = (name, os.environ.get("PATH", ""))
+    cached = _found.get(key)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] <= WHICH_MAX_AGE_S:
+        return cached[1]
+    path = shutil.which(name)
+    _found[key] = (now, path)
+    return path
 
 
 def tool_version(version_argv: tuple[str, ...]) -> str | None:
     """First line of the tool's version output, cached per worker process for as long as
     the binary stays the same file (path, inode, mtime): asking costs a process per run."""
-    path = shutil.which(version_argv[0])
+    path = which(version_argv[0])
     if not path:
         return None
     try:
@@ -182,9 +219,9 @@ def tool_version(version_argv: tuple[str, ...]) -> str | None:
 
 def beegfs_entry_info(workdir: Path | str) -> str | None:
     """The stripe pattern of the benchmark directory, when BeeGFS's CLI is installed."""
-    if shutil.which("beegfs"):
+    if which("beegfs"):
         code, text = _run(["beegfs", "entry", "info", "--", str(workdir)])
-    elif shutil.which("beegfs-ctl"):
+    elif which("beegfs-ctl"):
         code, text = _run(["beegfs-ctl", "--getentryinfo", "--", str(workdir)])
     else:
         return None

@@ -3,7 +3,22 @@
 from __future__ import annotations
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError
+from celery.signals import task_prerun
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
+
+
+@task_prerun.connect(dispatch_uid="beeweb-task-connections")
+def fresh_connections(sender=None, task=None, **kwargs) -> None:
+    """Before each task, what Django does before each request: close this thread's database
+    connections that are broken, outlived CONN_MAX_AGE or were left in a bad state, and
+    check the others once before use (CONN_HEALTH_CHECKS); the rest are reused. Celery's
+    own fix-up closes them only every CELERY_DB_REUSE_MAX tasks (beeweb.settings): a new
+    session per run cost a short run more than the run itself. Not for a task run eagerly
+    (inside a request or a test's transaction, whose connection is not the task's)."""
+    request = getattr(task or sender, "request", None)
+    if getattr(request, "is_eager", False) or connection.in_atomic_block:
+        return
+    close_old_connections()
 
 
 # Only transient errors (the database unreachable while claiming or storing) are retried;

@@ -118,3 +118,38 @@ def test_only_transient_errors_are_retried():
 
     assert set(execute_run.autoretry_for) == {OperationalError, InterfaceError}
     assert execute_run.acks_late is True
+
+
+def test_where_a_command_is_found_is_searched_again_once_too_old(tmp_path, monkeypatch):
+    """nodeconfig.which (the tool's and BeeGFS's CLIs) reuses a search of PATH for
+    WHICH_MAX_AGE_S: a command removed meanwhile shows as gone once the search is older."""
+    tool = tmp_path / "beeweb-which-test"
+    tool.write_text("#!/bin/sh\necho 'beeweb-which-test 1.0'\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    assert nodeconfig.which(tool.name) == str(tool)
+    assert nodeconfig.tool_version((tool.name, "--version")) == "beeweb-which-test 1.0"
+    tool.unlink()
+    assert nodeconfig.which(tool.name) == str(tool)  # a recent search: reused
+    assert nodeconfig.tool_version((tool.name, "--version")) is None  # the file is gone
+    monkeypatch.setattr(nodeconfig, "WHICH_MAX_AGE_S", 0.0)
+    assert nodeconfig.which(tool.name) is None
+
+
+def test_the_mount_table_is_parsed_again_when_it_changes(monkeypatch):
+    tables = iter(
+        [
+            "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n",
+            "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n",
+            "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n30 22 0:5 / /srv rw - xfs /dev/sdb rw\n",
+        ]
+    )
+    monkeypatch.setattr(nodeconfig, "_read_text", lambda path: next(tables))
+    assert nodeconfig.mount_of("/srv/bench")["mount_point"] == "/"
+    assert nodeconfig.mount_of("/srv/bench")["mount_point"] == "/"
+    assert nodeconfig.mount_of("/srv/bench") == {
+        "mount_point": "/srv",
+        "fstype": "xfs",
+        "source": "/dev/sdb",
+        "options": "rw",
+    }
