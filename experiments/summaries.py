@@ -13,7 +13,8 @@ them in the same transaction, in one of two ways:
   batch's, whatever the configuration's history. The exact median cannot be merged: a
   merged row's median becomes NULL, *pending* (a new row's is exact: its values are the
   batch's), until ``settle`` (the janitor, ``rebuild_summaries --settle``) or the next
-  recomputation fills it; ``medians`` computes pending ones for a reader meanwhile.
+  recomputation fills it; a reader meanwhile computes a shown configuration's median from
+  its values (experiments.comparison.computation).
 - **refresh** (``refresh``): anything else (a reparse or replacement of existing metrics, a
   metric edit, a verdict, parameter or configuration change, a delete) recomputes the
   touched configurations' rows from their runs in a few set-based statements (DELETE, then
@@ -377,7 +378,7 @@ def _merge_sql(table: str) -> str:
         f"{qn('min')} = {least}({old('min')}, {new('min')})",
         f"{qn('max')} = {greatest}({old('max')}, {new('max')})",
         f"{qn('run_id')} = {least}({old('run_id')}, {new('run_id')})",
-        # Pending: the merged values' median needs the values (settle, medians).
+        # Pending: the merged values' median needs the values (settle).
         f"{qn('median')} = NULL",
         *(
             f"{qn(c)} = COALESCE({old(c)} + {new(c)}, {old(c)}, {new(c)})"
@@ -450,21 +451,6 @@ def _median_select(keys: list[str], names: list[str]) -> tuple[str, tuple]:
         f"COUNT(*) OVER ({part}) AS _c FROM ({sql}) _g) _w GROUP BY {name}, _k"
     )
     return select, params
-
-
-def medians(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
-    """The exact medians of the (metric name, configuration key) ``pairs`` from their values
-    (what a reader of a pending median shows); changes nothing."""
-    wanted = set(pairs)
-    out: dict[tuple[str, str], float] = {}
-    for chunk in _chunks(sorted({key for _, key in wanted})):
-        select, params = _median_select(chunk, sorted({name for name, _ in wanted}))
-        with connection.cursor() as cursor:
-            cursor.execute(select, params)
-            for name, key, _count, median in cursor.fetchall():
-                if (name, key) in wanted:
-                    out[(name, key)] = median
-    return out
 
 
 # Pending medians one janitor sweep fills at most: rows, and values read.
