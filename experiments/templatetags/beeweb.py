@@ -6,6 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from django import template
+from django.template.defaultfilters import floatformat
+from django.utils.formats import localize
+from django.utils.html import escape
+from django.utils.safestring import SafeData, mark_safe
 
 register = template.Library()
 
@@ -135,3 +139,163 @@ def dimension_value(value, key: str = "") -> str:
     if isinstance(key, str) and key.startswith("param:"):
         return param(value, key[6:])
     return value
+
+
+# The comparison table's rows and the configuration differences, rendered in Python: at
+# 84 points and 574 difference rows the template loops cost ~60 ms of CPU per page (every
+# {{ p.x }} a variable lookup, every filter a call through the template engine). These give
+# exactly the HTML the template loops gave (tests/experiments/test_compare_render.py renders
+# both and compares them).
+
+
+def _text(value) -> str:
+    """A value as the template engine prints it with autoescaping on ({{ value }}):
+    localized (numbers), then escaped unless already safe."""
+    if type(value) is str:
+        return escape(value)
+    if value is None:
+        return "None"
+    if isinstance(value, SafeData):
+        return value
+    return escape(localize(value))
+
+
+@register.simple_tag
+def comparison_rows(result, metric, points):
+    """``{% comparison_rows result m pts %}``: the <tr> rows of one metric's table."""
+
+    e = _text
+    colours = result.colours
+    x_dim, y_dim = result.x_dim, result.y_dim
+    show_x, show_y = bool(result.x_label), bool(result.y_label)
+    peak = result.statistic == "peak"
+    verdicts, steady = result.has_verdicts, result.has_steady
+    baseline = bool(result.baseline_label)
+    unit = e(metric.unit)
+    out = []
+    add = out.append
+    for p in points:
+        add('<tr>\n<td><span class="swatch" style="background:')
+        add(e(lookup(colours, p.series)))
+        add('"></span>')
+        add(e(p.series))
+        add("</td>")
+        if show_x:
+            add(f"<td>{e(dimension_value(p.x, x_dim))}</td>")
+        if show_y:
+            add(f"<td>{e(dimension_value(p.y, y_dim))}</td>")
+        add("\n")
+        if peak:
+            if p.peak_of > 1:
+                add(
+                    f'<td>{e(p.peak_at or "—")} <span class="muted">(best of '
+                    f"{e(p.peak_of)})</span></td>"
+                )
+            else:
+                add(
+                    f'<td>{e(p.peak_at or "")} <span class="muted">(one point: no sweep)'
+                    "</span></td>"
+                )
+        mn, mx = num(p.min, 4), num(p.max, 4)
+        add('<td class="num"')
+        if p.why_n:
+            add(f' title="{e(p.why_n)}"')
+        add(f">{e(p.n)}</td>")
+        if p.approximate:
+            add(
+                '<td class="num" title="approximate: the study gives the value as '
+                '&quot;about&quot;">≈'
+            )
+        else:
+            add('<td class="num">')
+        add(
+            f'{num(p.mean, 4)}</td><td class="num">{num(p.median, 4)}</td><td class="num">'
+            f'{mn}</td><td class="num">{mx}</td><td class="num">{num(p.stddev, 3)}</td>\n'
+            f'<td class="num{" noisy" if p.noisy else ""}">'
+        )
+        add("—" if p.cv is None else f"{floatformat(p.cv_pct, 1)}%")
+        add('</td>\n<td class="num ci">')
+        if p.n < 3:
+            add(
+                '<span class="muted" title="A 95% confidence interval of fewer than three '
+                f'values says little; min–max {mn} – {mx}">n &lt; 3</span>'
+            )
+        elif p.ci_low is not None:
+            add(f"{num(p.ci_low, 4)} – {num(p.ci_high, 4)}")
+        else:
+            add("—")
+        add('</td>\n<td class="num"')
+        if p.limit_name:
+            add(
+                f' title="{e(p.limit_name)} ({e(p.limit_scope)}): {num(p.limit_value, 4)} '
+                f'{unit} ({e(p.limit_detail)})"'
+            )
+        add(">")
+        if p.efficiency is not None:
+            add(f'{floatformat(p.efficiency, 0)}% <span class="muted">of {e(p.limit_name)}')
+            if p.limit_scope and p.limit_scope != "testbed":
+                add(f" ({e(p.limit_scope)})")
+            add("</span>")
+        else:
+            add("—")
+        add("</td>\n")
+        if verdicts:
+            add(f'<td class="bottleneck">{e(p.bottleneck_text or "—")}</td>')
+        if steady:
+            add('<td class="num steady">')
+            if p.steady is not None:
+                add(f"{num(p.steady, 4)} / {num(p.whole, 4)}")
+                if p.steady_n < p.n:
+                    add(f' <span class="muted">({e(p.steady_n)} of {e(p.n)} runs)</span>')
+            else:
+                add("—")
+            add("</td>")
+        add("\n")
+        if baseline:
+            add(
+                f'<td class="num">{signed_pct(p.diff_pct)}</td>'
+                f'<td class="num">{e(pvalue(p.p_value))}</td>'
+            )
+        add("\n<td>")
+        if p.testbed == "(several)":
+            add('<span class="muted">several testbeds</span>')
+        for f in p.flags:
+            cls = (" cache" if "cache" in f else "") + (
+                " collapsed" if f[:9] == "collapsed" else ""
+            )
+            add(f'<span class="flag{cls}">{e(f)}</span>')
+        if p.why_n:
+            add(f'<span class="muted why-n">{e(p.why_n)}</span>')
+        add("</td>\n</tr>")
+    return mark_safe("".join(out))  # noqa: S308 - every value above is escaped
+
+
+@register.simple_tag
+def difference_rows(rows):
+    """``{% difference_rows d.rows %}``: the rows of a configuration differences table."""
+
+    e = _text
+    return mark_safe(  # noqa: S308 - every value is escaped
+        "".join(
+            f'<tr class="changed"><td>{e(r[0])}</td><td>{e(r[1])}</td><td>{e(r[2])}</td>'
+            f"<td>{e(r[3])}</td></tr>"
+            for r in rows
+        )
+    )
+
+
+@register.simple_tag
+def uuid_options(choices, selected):
+    """``{% uuid_options matrices spec.matrices %}``: the <option>s of a select of objects
+    by UUID, from (uuid, name) pairs, those whose UUID (as text) is in ``selected`` marked
+    selected. The comparison page lists every matrix (999 in the benchmark database): as a
+    template loop that took ~60 ms of CPU per page."""
+    e = _text
+    chosen = set(selected or ())
+    return mark_safe(  # noqa: S308 - every value is escaped
+        "".join(
+            f'<option value="{e(uuid)}"{" selected" if str(uuid) in chosen else ""}>'
+            f"{e(name)}</option>"
+            for uuid, name in choices
+        )
+    )

@@ -115,8 +115,9 @@ def builder_context(request: HttpRequest, spec: ComparisonSpec, result: Comparis
         "filter_key": filter_key,
         "filter_values": filter_values,
         "tools": Tool.choices,
-        "testbeds": Testbed.objects.only("uuid", "name"),
-        "matrices": Matrix.objects.only("uuid", "name"),
+        # (uuid, name) pairs in the models' order, rendered by {% uuid_options %}
+        "testbeds": Testbed.objects.values_list("uuid", "name"),
+        "matrices": Matrix.objects.values_list("uuid", "name"),
         "testbed_names": testbed_names,
         "norms": comparison.NORMALISATIONS.items(),
         "bottlenecks": comparison.BOTTLENECKS.items(),
