@@ -30,11 +30,17 @@ OLD_ROWS = (
     "</tr>{% endfor %}"
 )
 NEW_ROWS = "{% load beeweb %}{% comparison_rows result m pts %}"
+# The configuration differences as the template had them.
 OLD_DIFFERENCES = (
-    '{% for row in d.rows %}<tr class="changed"><td>{{ row.0 }}</td><td>{{ row.1 }}</td>'
-    "<td>{{ row.2 }}</td><td>{{ row.3 }}</td></tr>{% endfor %}"
+    "{% load beeweb %}"
+    "{% for d in ds %}\n"
+    '<details class="diff"{% if d.rows|length <= 12 %} open{% endif %}><summary>{{ d.series }} vs {{ d.baseline }}: {% if d.rows %}{{ d.rows|length }} difference{{ d.rows|length|pluralize }} ({{ d.areas }}){% else %}same hardware, testbed and tuning{% endif %}</summary>\n'
+    '{% if d.rows %}<div class="table-scroll"><table class="diff-table"><thead><tr><th>Area</th><th>Attribute</th><th>{{ d.series }}</th><th>{{ d.baseline }}</th></tr></thead><tbody>\n'
+    '{% for row in d.rows %}<tr class="changed"><td>{{ row.0 }}</td><td>{{ row.1 }}</td><td>{{ row.2 }}</td><td>{{ row.3 }}</td></tr>{% endfor %}</tbody></table></div>{% endif %}\n'
+    "</details>{% endfor %}"
 )
-NEW_DIFFERENCES = "{% load beeweb %}{% difference_rows d.rows %}"
+NEW_DIFFERENCES = "{% load beeweb %}{% differences ds %}"
+
 OLD_OPTIONS = (
     '{% for m in matrices %}<option value="{{ m.uuid }}"{% if m.uuid|stringformat:"s" in '
     "spec.matrices %} selected{% endif %}>{{ m.name }}</option>{% endfor %}"
@@ -161,12 +167,44 @@ def test_comparison_rows_of_no_points():
     assert render(NEW_ROWS, context) == ""
 
 
-def test_difference_rows_match_the_template_loop():
-    d = Difference("a <b>", "c & d", [["hardware", "CPU", "EPYC \"7763\"", "Xeon <x>"],
-                                      ["tuning", "numjobs", 4, None], ["run", "rw", "", "read"]])  # fmt: skip
-    old = render(OLD_DIFFERENCES, {"d": d})
-    assert old.count("<tr") == 3
-    assert render(NEW_DIFFERENCES, {"d": d}) == old
+def test_differences_match_the_template_loop():
+    rows = [
+        ["hardware", "CPU", 'EPYC "7763"', "Xeon <x>"],
+        ["tuning", "numjobs", 4, None],
+        ["run", "rw", "", "read"],
+    ]
+    items = [
+        Difference("a <b>", "c & d", rows),
+        Difference("one", "base", rows[:1]),
+        Difference("same", "base", []),
+        Difference("many", "base", [["tuning", f"key{i}", str(i), "x"] for i in range(13)]),
+        Difference("twelve", "base", [["testbed", f"key{i}", str(i), "x"] for i in range(12)]),
+    ]
+    old = render(OLD_DIFFERENCES, {"ds": items})
+    assert old.count("<details") == 5 and old.count(" open>") == 4
+    assert render(NEW_DIFFERENCES, {"ds": items}) == old
+    assert render(NEW_DIFFERENCES, {"ds": []}) == ""
+
+
+def test_json_data_is_json_script_without_spaces():
+    import json
+
+    from django.template.defaultfilters import json_script
+
+    value = {"a": [1, 2.5, None, "</script><!-- & 'x' \u00b7"], "b": {"c": True}}
+    ours = render('{% load beeweb %}{{ v|json_data:"x" }}', {"v": value})
+    theirs = str(json_script(value, "x"))
+
+    def body(html: str) -> str:
+        return html.split(">", 1)[1].rsplit("<", 1)[0]
+
+    assert (
+        ours.split(">", 1)[0] == theirs.split(">", 1)[0] == '<script id="x" type="application/json"'
+    )
+    assert json.loads(body(ours)) == json.loads(body(theirs)) == value
+    assert "<" not in body(ours) and ">" not in body(ours) and "&" not in body(ours)
+    assert body(ours) == body(theirs).replace(", ", ",").replace(": ", ":")
+    assert len(ours) < len(theirs)
 
 
 @pytest.mark.django_db
