@@ -182,7 +182,12 @@ def test_differences_match_the_template_loop():
     ]
     old = render(OLD_DIFFERENCES, {"ds": items})
     assert old.count("<details") == 5 and old.count(" open>") == 4
-    assert render(NEW_DIFFERENCES, {"ds": items}) == old
+    # The one deliberate change: the class of every row on the table body instead.
+    changed = old.replace('<tr class="changed">', "<tr>").replace(
+        "<tbody>", '<tbody class="changed">'
+    )
+    assert changed != old
+    assert render(NEW_DIFFERENCES, {"ds": items}) == changed
     assert render(NEW_DIFFERENCES, {"ds": []}) == ""
 
 
@@ -224,3 +229,24 @@ def test_uuid_options_match_the_template_loop(alice):
             set(selected) & {str(m.uuid) for m in chosen}
         )
         assert new == old
+
+
+def test_choice_options_match_the_template_loop():
+    old = (
+        '{% for key, label in dims %}<option value="{{ key }}"{% if key == spec.x %} selected'
+        "{% endif %}>{{ label }}</option>{% endfor %}"
+    )
+    new = "{% load beeweb %}{% choice_options dims spec.x %}"
+    dims = [("arch", "Architecture"), ("param:bs", 'Block <size> & "co"'), ("tool", "Tool")]
+    for x in ("", "param:bs", "tool", None, "other"):
+        context = {"dims": dims, "spec": {"x": x}}
+        assert render(new, context) == render(old, context)
+    assert render(new, {"dims": [], "spec": {}}) == ""
+
+
+def test_the_differences_tables_rows_are_highlighted():
+    """The rows' highlight now comes from their table body's class."""
+    from pathlib import Path
+
+    css = (Path(__file__).resolve().parents[2] / "static" / "beeweb.css").read_text()
+    assert ".changed td {" in css and "tr.changed td" not in css
