@@ -198,8 +198,16 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
     """Store the outcome in two transactions: the raw output (the run still shows as
     running) with the telemetry of the tool's run, committed before anything is parsed;
     then the parsed metrics, the final status and the release of the run's nodes, all or
-    nothing. Nothing when the run was deleted meanwhile."""
+    nothing. Nothing when the run was deleted meanwhile.
+
+    Durability: on PostgreSQL the first of the two commits without waiting for its WAL
+    flush (``_commit_unflushed``); the second, synchronous, commit flushes the WAL up to
+    its own record, so once the outcome is committed both are durable. The claim stays
+    synchronous: it holds the run's nodes before the tool touches them."""
+    outermost = not connection.in_atomic_block
     with transaction.atomic():
+        if outermost:
+            _commit_unflushed()
         if not update_run(
             run,
             raw_output=output[-MAX_OUTPUT_BYTES:],
@@ -230,6 +238,32 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
         log.warning("run %s was deleted while its output was parsed", run.pk)
         return
     run.__dict__[RELEASED] = True
+
+
+def _commit_unflushed() -> None:
+    """Let the current (outermost) transaction commit without waiting for the WAL flush
+    (PostgreSQL's ``synchronous_commit = off`` for this transaction only): it is visible to
+    every session at once and survives any crash of the worker; only a crash of the
+    PostgreSQL server within ~3 x wal_writer_delay (600 ms by default) can lose it. Used
+    for the raw output's commit, which the outcome's synchronous commit follows at once
+    on the same session. Why losing it there is safe:
+
+    - No durable commit by any session can depend on it and survive without it: a commit
+      that saw it comes later in the WAL, and flushing that commit flushes this one.
+    - The worker's next statement is the outcome's transaction, on the same session: a
+      server crash has killed that session, so the outcome cannot be committed without the
+      raw output (Django never reconnects inside a transaction). The task fails; the
+      executor's ``finally`` releases the nodes (its leases were committed, synchronously,
+      by the claim); the run is left *running* with its last durable heartbeat, and the
+      janitor requeues it once that heartbeat is stale, as after a worker killed just
+      before it stored the raw output. The tool has ended by then.
+    - The claim is not committed this way: a lost claim would leave the run *queued* and
+      its node leases gone while its tool runs, and another run could hold those nodes.
+
+    Nothing on SQLite (a commit there is what it is)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")
 
 
 def _kill_group(spawner: reaper.Reaper | None, pid: int) -> int | None:

@@ -354,3 +354,80 @@ def test_a_reused_clock_measurement_is_recorded_with_its_age(alice, bench, monke
     assert (reused["offset_s"], reused["rtt_s"]) == (measured["offset_s"], measured["rtt_s"])
     monkeypatch.setattr(telemetry, "CLOCK_MAX_AGE_S", 0.0)  # the measurement is now too old
     assert clock(third)["age_s"] == 0.0
+
+
+def _spy_synchronous_commit(monkeypatch) -> dict[str, list[str]]:
+    """Record PostgreSQL's synchronous_commit inside the claim's transaction (holding's
+    try_acquire), the raw output's (telemetry.save_deferred) and the outcome's
+    (parse_stored): the executor's own functions, wrapped; the database is real."""
+    from django.db import connection
+
+    from experiments import telemetry
+    from runners import holding
+
+    seen: dict[str, list[str]] = {"claim": [], "raw output": [], "outcome": []}
+
+    def spy(step, function):
+        def wrapped(*args, **kwargs):
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT current_setting('synchronous_commit')")
+                    seen[step].append(cursor.fetchone()[0])
+            else:
+                seen[step].append("sqlite")
+            return function(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(holding, "try_acquire", spy("claim", holding.try_acquire))
+    monkeypatch.setattr(telemetry, "save_deferred", spy("raw output", telemetry.save_deferred))
+    monkeypatch.setattr(execute, "parse_stored", spy("outcome", execute.parse_stored))
+    return seen
+
+
+@pytest.mark.django_db(transaction=True)
+def test_only_the_raw_output_commit_skips_the_wal_flush(alice, bench, monkeypatch):
+    """On PostgreSQL the raw output's transaction runs with synchronous_commit off; the
+    claim's (it holds the nodes) and the outcome's (whose flush makes both durable) with
+    the server's synchronous default; the setting does not outlive its transaction. On
+    SQLite nothing of the kind is issued. The run's result is the same."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    seen = _spy_synchronous_commit(monkeypatch)
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    with CaptureQueriesContext(connection) as queries:
+        assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    sets = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SET")]
+    if connection.vendor == "postgresql":
+        assert seen == {"claim": ["on"], "raw output": ["off"], "outcome": ["on"]}
+        assert sets == ["SET LOCAL synchronous_commit = off"]
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('synchronous_commit')")
+            assert cursor.fetchone()[0] == "on", "SET LOCAL ends with its transaction"
+    else:
+        assert seen == {"claim": ["sqlite"], "raw output": ["sqlite"], "outcome": ["sqlite"]}
+        assert sets == []
+    run.refresh_from_db()
+    assert run.exit_code == 0 and run.raw_output and run.metrics.exists()
+    assert summaries.differences() == []
+
+
+@pytest.mark.django_db
+def test_a_run_inside_a_callers_transaction_leaves_its_durability_alone(alice, bench):
+    """Executed inside a caller's transaction (an eager task; this test's own transaction),
+    the raw output's block is a savepoint: SET LOCAL there would last to the caller's
+    commit, so nothing is set."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    with CaptureQueriesContext(connection) as queries:
+        assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    assert not [q for q in queries.captured_queries if q["sql"].startswith("SET")]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('synchronous_commit')")
+            assert cursor.fetchone()[0] == "on"
