@@ -58,15 +58,20 @@ def _write(sql: str) -> bool:
 
 def durable_commits(queries: list[dict]) -> int:
     """Commits that wrote (each waits for the WAL to reach the disk): every COMMIT of a
-    transaction that wrote, and every write outside a transaction (autocommit)."""
+    transaction that wrote, and every write outside a transaction (autocommit); not a
+    transaction that set ``synchronous_commit = off`` (its flush is left to the next
+    synchronous commit)."""
     commits = 0
     in_tx = wrote = False
+    unflushed = False
     for query in queries:
         sql = query["sql"].lstrip().upper()
         if sql.startswith("BEGIN"):
-            in_tx, wrote = True, False
+            in_tx, wrote, unflushed = True, False, False
+        elif sql.startswith("SET LOCAL SYNCHRONOUS_COMMIT = OFF"):
+            unflushed = True
         elif sql.startswith("COMMIT"):
-            commits += wrote
+            commits += wrote and not unflushed
             in_tx = False
         elif sql.startswith("ROLLBACK"):
             in_tx = False
