@@ -216,18 +216,24 @@ def profile(bodies: list[bytes], token: str, batch: int, without_summaries: bool
 
 def cleanup() -> None:
     """Delete the ingested runs, then VACUUM their tables so that the next run inserts into
-    reusable pages. (The metric indexes on (name, value) take random inserts; each run of
+    reusable pages. The configuration summaries of the deleted runs' configurations are
+    recomputed from the runs left, so the database's summaries stay exact for the other
+    benches. (The metric indexes on (name, value) take random inserts; each run of
     this script leaves them larger (31 MB after generate.py's 100,000 runs, 172 MB after ten
     runs), and inserts get dearer with them: REINDEX the tables, or generate again, before
     comparing figures.)"""
     common.setup_django()
-    from django.db import connection
+    from django.db import connection, transaction
 
+    from experiments import summaries
     from experiments.models import Metric, Run
 
-    ids = Run.objects.filter(client_key__startswith="bench-ingest-").values("id")
-    Metric.objects.filter(run__in=ids)._raw_delete(Metric.objects.db)
-    Run.objects.filter(client_key__startswith="bench-ingest-")._raw_delete(Run.objects.db)
+    ingested = Run.objects.filter(client_key__startswith="bench-ingest-")
+    with transaction.atomic():
+        keys = set(ingested.values_list("config_key", flat=True).distinct())
+        Metric.objects.filter(run__in=ingested.values("id"))._raw_delete(Metric.objects.db)
+        ingested._raw_delete(Run.objects.db)
+        summaries.refresh(keys=keys)
     with connection.cursor() as cursor:
         for model in (Run, Metric):
             cursor.execute(f"VACUUM {connection.ops.quote_name(model._meta.db_table)}")
