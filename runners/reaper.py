@@ -132,6 +132,7 @@ def serve(fd: int = 0, arm_pdeathsig: bool = False) -> int:
     children: dict[int, int | None] = {}  # pid -> its pidfd (None: polled)
 
     def on_signal(signum, frame):
+        _hold_signals()  # a second signal must not interrupt the stop
         raise _Stop
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -151,6 +152,12 @@ def serve(fd: int = 0, arm_pdeathsig: bool = False) -> int:
         pass
     _stop_all(children)
     return 0
+
+
+def _hold_signals() -> None:
+    """Block SIGTERM and SIGINT in this process from now on (they stay pending: the reaper
+    is stopping its tools and exits)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
 
 
 class _Stop(Exception):
@@ -174,7 +181,12 @@ def _loop(fd: int, children: dict[int, int | None], send) -> None:
             except OSError:
                 data = b""
             if not data:
-                return  # the worker died (or closed the reaper)
+                # The worker died (or closed the reaper). Its death signal may come too:
+                # from here on it must not interrupt the stop (a signal raising _Stop
+                # between this return and _stop_all would end the reaper with its tools
+                # still running).
+                _hold_signals()
+                return
             buffer += data
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)

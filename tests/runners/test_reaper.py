@@ -110,3 +110,49 @@ def test_the_worker_process_keeps_one_reaper():
     first.close()
     second = reaper.reaper()  # started again once the first ended
     assert second is not first and second.alive()
+
+
+DEATH_SIGNAL_AFTER_EOF = """
+import json, os, signal, socket, sys, time
+sys.path.insert(0, {root!r})
+from runners import reaper
+
+real = reaper._stop_all
+
+
+def late(children):
+    # The worker's death signal (PR_SET_PDEATHSIG) arriving just after its end-of-file.
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.2)
+    real(children)
+
+
+reaper._stop_all = late
+ours, theirs = socket.socketpair()
+request = {{"argv": ["sleep", "300"], "cwd": "/", "env": {{"PATH": {path!r}}}, "log": {log!r}}}
+ours.sendall(json.dumps(request).encode() + b"\\n")
+ours.shutdown(socket.SHUT_WR)  # the worker is gone once its request is read
+try:
+    outcome = "returned %s" % reaper.serve(theirs.fileno())
+except reaper._Stop:
+    outcome = "interrupted"
+pid = json.loads(ours.makefile().readline())["spawned"]
+try:
+    os.kill(pid, 0)
+    alive = True
+    os.killpg(pid, signal.SIGKILL)
+except ProcessLookupError:
+    alive = False
+print(outcome, "tool alive" if alive else "tool stopped")
+"""
+
+
+def test_the_worker_death_signal_after_its_end_of_file_does_not_stop_the_stop(tmp_path):
+    """A worker's death closes the reaper's socket and sends it SIGTERM at once: when the
+    signal comes just after the end-of-file, the reaper still stops the tools it started
+    (before, the signal's exception ended the reaper with the tool running)."""
+    code = DEATH_SIGNAL_AFTER_EOF.format(
+        root=str(ROOT), path=os.environ["PATH"], log=str(tmp_path / "log")
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["returned", "0", "tool", "stopped"], out.stderr
