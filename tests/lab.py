@@ -65,3 +65,23 @@ def add_run(tb, value, metric="write_bw", tuning=None, **params):
         ],
     )
     return run
+
+
+def add_alike(run: Run, status: str) -> Run:
+    """Another run of ``run``'s configuration (tool, parameters, testbed, target, tuning set,
+    data source) and matrix, with its stored verdict, without metrics."""
+    return Run.objects.create(
+        testbed_id=run.testbed_id,
+        tool=run.tool,
+        status=status,
+        params=run.params,
+        matrix_id=run.matrix_id,
+        target_id=run.target_id,
+        tuning_set_id=run.tuning_set_id,
+        published=run.published,
+        source=run.source,
+        bottleneck=run.bottleneck,
+        collapsed=run.collapsed,
+        write_steady=run.write_steady,
+        write_whole=run.write_whole,
+    )

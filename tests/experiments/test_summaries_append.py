@@ -20,7 +20,7 @@ from experiments.models import ConfigSummary, Metric, Run
 from experiments.results import replace_metrics
 from tests.experiments.test_comparison_summaries import SPECS, _comparable, _same
 from tests.experiments.test_comparison_summaries import lab as lab  # noqa: F401 (fixture)
-from tests.lab import make_testbed
+from tests.lab import add_alike, make_testbed
 
 VALUES = [1.0e9, 3.0e9, 2.0e9, 2.5e9, 0.5e9, 2.0e9, 7.0e9]
 
@@ -181,21 +181,7 @@ def test_comparison_with_pending_medians_gives_the_metric_rows_result(lab):  # n
     for run in list(Run.objects.order_by("pk")):
         values = list(Metric.objects.filter(run=run, primary=True).values("name", "value"))
         for factor in (1.25, 0.5):
-            copy = Run.objects.create(
-                testbed_id=run.testbed_id,
-                tool=run.tool,
-                status=run.status,
-                params=run.params,
-                tuning_set_id=run.tuning_set_id,
-                target_id=run.target_id,
-                matrix_id=run.matrix_id,
-                published=run.published,
-                source=run.source,
-                bottleneck=run.bottleneck,
-                collapsed=run.collapsed,
-                write_steady=run.write_steady,
-                write_whole=run.write_whole,
-            )
+            copy = add_alike(run, run.status)
             replace_metrics(
                 copy, [{**v, "value": v["value"] * factor, "unit": "B/s"} for v in values]
             )

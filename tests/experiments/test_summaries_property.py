@@ -19,7 +19,7 @@ from experiments import summaries
 from experiments.api.ingest import ingest
 from experiments.models import ConfigSummary, Matrix, Metric, Run, Target, TuningSet
 from experiments.results import replace_metrics
-from tests.lab import make_testbed
+from tests.lab import add_alike, make_testbed
 
 # Few distinct values: repetitions tie, configurations recur.
 VALUES = st.sampled_from([1e9, 1.5e9, 2e9, 2e9, 3.25e9, 0.5])
@@ -80,21 +80,7 @@ operation = st.one_of(
 
 
 def _repeat(run: Run, value: float) -> None:
-    copy = Run.objects.create(
-        testbed_id=run.testbed_id,
-        tool=run.tool,
-        status="imported",
-        params=run.params,
-        matrix_id=run.matrix_id,
-        target_id=run.target_id,
-        tuning_set_id=run.tuning_set_id,
-        published=run.published,
-        source=run.source,
-        bottleneck=run.bottleneck,
-        collapsed=run.collapsed,
-        write_steady=run.write_steady,
-        write_whole=run.write_whole,
-    )
+    copy = add_alike(run, "imported")
     replace_metrics(
         copy,
         [
