@@ -37,9 +37,9 @@ one must be exact).
 
 Concurrent appends to one configuration (several workers, the ingest's client threads)
 serialise on its row: the upsert locks it, rows in (name, key) order so that batches lock
-in one order and never deadlock. A recomputation is not an upsert: two transactions that
-both create a configuration's first row by recomputing (not appending) it at once fail one
-of them with a unique violation (PostgreSQL), as before appends existed.
+in one order and never deadlock. A recomputation that meets a row created by another
+transaction after its DELETE (a concurrent recomputation or first append of the same
+configuration) waits for it and recomputes that configuration again (``_recompute``).
 
 A run's configuration is ``Run.config_key`` (``config_key`` below), written by this module
 only: when a run's configuration changes, the key still stored names the configuration it
@@ -263,12 +263,34 @@ def _update(run_ids: set[int], keys: set[str], appends: set[int]) -> None:
         _append({pk for pk, key in joined.items() if key not in keys})
 
 
+# Rounds of a recomputation that met rows another transaction created meanwhile; each
+# round waits for those transactions, so a second round's snapshot already holds them.
+_RECOMPUTE_ROUNDS = 5
+
+
 def _recompute(keys: set[str]) -> None:
+    """Recompute the rows of ``keys`` from their runs: DELETE, then INSERT … SELECT.
+
+    On PostgreSQL another transaction may create one of these rows between the DELETE and
+    the INSERT (its own recomputation or an append of a configuration's first runs, which
+    the DELETE could not see): the INSERT then waits for it and, once it has committed,
+    meets its row. Such rows are taken (``ON CONFLICT DO UPDATE`` of nothing, which tells
+    them apart: ``xmax`` is not 0) and recomputed again in a new statement, whose snapshot
+    holds the other transaction's runs; a plain INSERT failed on a unique violation."""
     from experiments.models import ConfigSummary, Metric
 
     for chunk in _chunks(sorted(keys)):
-        ConfigSummary.objects.filter(config_key__in=chunk)._raw_delete(ConfigSummary.objects.db)
-        _insert(Metric.objects.filter(run__config_key__in=chunk))
+        todo = chunk
+        for _ in range(_RECOMPUTE_ROUNDS):
+            ConfigSummary.objects.filter(config_key__in=todo)._raw_delete(ConfigSummary.objects.db)
+            todo = _insert(Metric.objects.filter(run__config_key__in=todo), upsert=True)
+            if not todo:
+                break
+        else:
+            raise RuntimeError(
+                f"summaries: {len(todo)} configurations kept changing under their "
+                f"recomputation ({_RECOMPUTE_ROUNDS} rounds)"
+            )
 
 
 def _select(metrics) -> tuple[str, tuple]:
@@ -332,15 +354,29 @@ def _select(metrics) -> tuple[str, tuple]:
     return select, params
 
 
-def _insert(metrics) -> None:
+def _insert(metrics, upsert: bool = False) -> list[str]:
+    """Insert the summary rows of ``metrics``. With ``upsert`` on PostgreSQL, a row that
+    exists already (another transaction's, committed since this one's DELETE) is left as it
+    is, locked; the keys of such rows are returned, to be recomputed again."""
     from experiments.models import ConfigSummary
 
     qn = connection.ops.quote_name
     select, params = _select(metrics)
     table = qn(ConfigSummary._meta.db_table)
     columns = ", ".join(qn(c) for c in COLUMNS)
+    sql = f"INSERT INTO {table} ({columns}) {select}"
+    if not (upsert and connection.vendor == "postgresql"):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+        return []
+    n = qn("n")
+    sql += (
+        f" ON CONFLICT ({qn('name')}, {qn('config_key')}) DO UPDATE SET {n} = {table}.{n}"
+        f" RETURNING {qn('config_key')}, xmax::text <> '0'"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table} ({columns}) {select}", params)
+        cursor.execute(sql, params)
+        return sorted({key for key, taken in cursor.fetchall() if taken})
 
 
 # Columns an append adds up (counts and sums; ``n`` and ``total`` too).

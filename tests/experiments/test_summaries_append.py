@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 import threading
+import time
 
 import pytest
 from django.core.management import call_command
@@ -256,3 +257,63 @@ def test_concurrent_appends_lose_nothing(alice):
     summaries.settle()
     assert summaries.differences(limit=0) == []
     assert not ConfigSummary.objects.filter(median__isnull=True).exists()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent writers: PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first", ["append", "recompute"])
+def test_a_recompute_meeting_a_new_row_of_another_transaction(alice, first):
+    """A configuration with no summary row yet: one transaction creates its row (an append of
+    its first run, or a recomputation) and commits only after another has started to
+    recompute the same configuration (a metric stored and reparsed in one batch). The
+    second one's DELETE could not see the first one's row and its INSERT meets it: it waits,
+    takes the row and recomputes it again (a unique violation before); the row ends exact."""
+    testbed = make_testbed(alice, "lab", "x86_64", "0")
+    created = threading.Event()
+    errors: list[BaseException] = []
+
+    def recomputed(run: Run, value: float) -> None:
+        with summaries.batch():
+            replace_metrics(run, [{"name": "write_bw", "value": value / 3, "unit": "B/s"}])
+            replace_metrics(run, [{"name": "write_bw", "value": value, "unit": "B/s"}])
+
+    def one() -> None:
+        try:
+            with transaction.atomic():
+                if first == "append":
+                    _store(testbed, 1.0e9)
+                else:
+                    run = Run.objects.create(
+                        testbed=testbed, tool="fio", status="imported", params={"threads": 4}
+                    )
+                    recomputed(run, 1.0e9)
+                created.set()
+                time.sleep(1.0)  # the other transaction's INSERT is waiting by now
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            created.set()
+        finally:
+            connections.close_all()
+
+    def two() -> None:
+        try:
+            assert created.wait(30)
+            with transaction.atomic():
+                run = Run.objects.create(
+                    testbed=testbed, tool="fio", status="imported", params={"threads": 4}
+                )
+                recomputed(run, 3.0e9)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=one), threading.Thread(target=two)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    row = ConfigSummary.objects.get(name="write_bw")
+    assert (row.n, row.total, row.min, row.max) == (2, 4.0e9, 1.0e9, 3.0e9)
+    assert summaries.differences(limit=0) == []
