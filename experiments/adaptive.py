@@ -22,8 +22,10 @@ matrix and cell, so at most one extra run is created for one missing result.
 
 A cell with a cancelled run gets no repetition added (whoever cancelled it wants the cell
 to stop; "re-run failed" sends the cancelled runs again, and the cell goes on from there).
-Runs failed by the janitor (their worker died) and runs cancelled before they started do not
-pass through here; their cell keeps its last state until another of its runs ends.
+Runs that end without their worker's hook (failed or cancelled by the janitor because their
+worker died, cancelled before they started) are decided by :func:`after_ended`, on the signal
+``runs_ended`` that the janitor and the cancel send: one decision per cell, as if its last
+run had ended.
 
 Each decision is stored as the cell's :class:`~experiments.models.CellState` (state, n, CV
 and a sentence saying why), which the matrix page and the comparison read.
@@ -34,9 +36,11 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from experiments.matrices import TARGET_AXIS, TUNING_PREFIX, preview_command
 from experiments.models import CellState, Matrix, Metric, Run
@@ -154,6 +158,11 @@ def cell_values(tool: str, run_ids: list[int]) -> tuple[str, list[float]]:
         "name", "value"
     ):
         by_name[name].append(value)
+    return _judged(tool, by_name)
+
+
+def _judged(tool: str, by_name: dict[str, list[float]]) -> tuple[str, list[float]]:
+    """``cell_values``'s choice among a cell's primary metrics (name: values)."""
     if not by_name:
         return "", []
     spec = registry.BY_NAME.get(tool)
@@ -197,47 +206,139 @@ def after_run(run_id: int) -> Decision | None:
         return None
 
 
-def _decide_cell(run: Run) -> Decision | None:
-    with transaction.atomic():
-        matrix = Matrix.objects.select_for_update().filter(pk=run.matrix_id).first()
-        if matrix is None or not matrix.adaptive:
-            return None
-        rows = list(
-            Run.objects.filter(matrix=matrix, cell_key=run.cell_key).values_list(
-                "pk", "status", "repetition"
+def after_ended(run_ids: Iterable[int]) -> int:
+    """Decide the cells of runs that ended without their worker's hook: failed or cancelled
+    by the janitor (their worker died), cancelled before they started or while their worker
+    was gone (experiments.matrices.cancel_runs). One decision per cell, from the state of
+    all its runs; the number of cells decided. A cell whose runs were cancelled gets no
+    run added; one whose last pending run the janitor failed is short, or gets its next
+    repetition when enough runs succeeded and they disagree."""
+    ids = sorted(set(run_ids))
+    cells: dict[int, dict[str, str]] = defaultdict(dict)
+    for start in range(0, len(ids), _CHUNK):
+        for matrix_id, cell_key, tool in (
+            Run.objects.filter(
+                pk__in=ids[start : start + _CHUNK],
+                matrix__max_repetitions__isnull=False,
+                matrix__target_cv__isnull=False,
+                status__in=Run.TERMINAL,
             )
+            .exclude(cell_key="")
+            .order_by()
+            .values_list("matrix_id", "cell_key", "tool")
+        ):
+            cells[matrix_id][cell_key] = tool
+    decided = 0
+    for matrix_id, tools in sorted(cells.items()):
+        try:
+            decided += len(_decide_cells(matrix_id, tools))
+        except BrokerUnavailable as exc:
+            log.warning(
+                "matrix %s: the next repetitions of its cells were not sent: %s", matrix_id, exc
+            )
+    return decided
+
+
+def on_runs_ended(sender, run_ids, **kwargs) -> None:
+    """Receiver of experiments.models.runs.runs_ended (connected in the app's ready)."""
+    after_ended(run_ids)
+
+
+# Cells per statement when many are decided at once (a whole matrix cancelled).
+_CHUNK = 500
+
+
+def _decide_cell(run: Run) -> Decision | None:
+    return _decide_cells(run.matrix_id, {run.cell_key: run.tool}).get(run.cell_key)
+
+
+def _decide_cells(matrix_id: int, tools: dict[str, str]) -> dict[str, Decision]:
+    """Decide the cells ``tools`` (cell key: tool) of an adaptive matrix under its lock:
+    store each one's state and create and dispatch the repetitions the decisions add."""
+    with transaction.atomic():
+        matrix = Matrix.objects.select_for_update().filter(pk=matrix_id).first()
+        if matrix is None or not matrix.adaptive:
+            return {}
+        keys = sorted(tools)
+        rows: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
+        for start in range(0, len(keys), _CHUNK):
+            for pk, key, status, repetition in Run.objects.filter(
+                matrix=matrix, cell_key__in=keys[start : start + _CHUNK]
+            ).values_list("pk", "cell_key", "status", "repetition"):
+                rows[key].append((pk, status, repetition))
+        cell_of = {
+            pk: key
+            for key, cell in rows.items()
+            for pk, status, _ in cell
+            if status == Run.Status.SUCCEEDED
+        }
+        values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        succeeded = sorted(cell_of)
+        for start in range(0, len(succeeded), _CHUNK):
+            for pk, name, value in Metric.objects.filter(
+                run_id__in=succeeded[start : start + _CHUNK], primary=True
+            ).values_list("run_id", "name", "value"):
+                values[cell_of[pk]][name].append(value)
+        decisions: dict[str, Decision] = {}
+        states: dict[str, CellState] = {}
+        added: list[int] = []
+        for key in keys:
+            cell = rows.get(key)
+            if not cell:
+                continue
+            metric, judged = _judged(tools[key], values.get(key, {}))
+            decision = decide(
+                judged,
+                runs=len(cell),
+                pending=sum(1 for _, status, _ in cell if status in PENDING),
+                minimum=matrix.repetitions,
+                maximum=matrix.max_repetitions,
+                target_cv=matrix.target_cv,
+                may_add=not any(status == Run.Status.CANCELLED for _, status, _ in cell),
+            )
+            runs = len(cell)
+            if decision.add:
+                repetition = max((r or 0) for _, _, r in cell) + 1
+                pk = _next_repetition(matrix, key, repetition)
+                if pk is not None:
+                    runs += 1
+                    added.append(pk)
+            decisions[key] = decision
+            states[key] = CellState(
+                matrix=matrix,
+                cell_key=key,
+                state=decision.state,
+                n=decision.n,
+                runs=runs,
+                cv=decision.cv,
+                metric=metric,
+                reason=decision.reason[:300],
+            )
+        _store_states(matrix, states)
+        if added:
+            dispatch(added, revert=False)
+    return decisions
+
+
+def _store_states(matrix: Matrix, states: dict[str, CellState]) -> None:
+    """Write the cells' states: the existing rows updated, the others created."""
+    fields = ["state", "n", "runs", "cv", "metric", "reason", "updated"]
+    now = timezone.now()
+    keys = sorted(states)
+    existing: dict[str, int] = {}
+    for start in range(0, len(keys), _CHUNK):
+        existing.update(
+            CellState.objects.filter(
+                matrix=matrix, cell_key__in=keys[start : start + _CHUNK]
+            ).values_list("cell_key", "pk")
         )
-        succeeded = [pk for pk, status, _ in rows if status == Run.Status.SUCCEEDED]
-        metric, values = cell_values(run.tool, succeeded)
-        decision = decide(
-            values,
-            runs=len(rows),
-            pending=sum(1 for _, status, _ in rows if status in PENDING),
-            minimum=matrix.repetitions,
-            maximum=matrix.max_repetitions,
-            target_cv=matrix.target_cv,
-            may_add=not any(status == Run.Status.CANCELLED for _, status, _ in rows),
-        )
-        runs = len(rows)
-        if decision.add:
-            repetition = max((r or 0) for _, _, r in rows) + 1
-            added = _next_repetition(matrix, run.cell_key, repetition)
-            if added is not None:
-                runs += 1
-                dispatch([added], revert=False)
-        CellState.objects.update_or_create(
-            matrix=matrix,
-            cell_key=run.cell_key,
-            defaults={
-                "state": decision.state,
-                "n": decision.n,
-                "runs": runs,
-                "cv": decision.cv,
-                "metric": metric,
-                "reason": decision.reason[:300],
-            },
-        )
-    return decision
+    for state in states.values():
+        state.updated = now
+        state.pk = existing.get(state.cell_key)
+    CellState.objects.bulk_update(
+        [s for s in states.values() if s.pk is not None], fields, batch_size=_CHUNK
+    )
+    CellState.objects.bulk_create([s for s in states.values() if s.pk is None], batch_size=_CHUNK)
 
 
 def _next_repetition(matrix: Matrix, cell_key: str, repetition: int) -> int | None:

@@ -8,6 +8,8 @@ class ExperimentsConfig(AppConfig):
     verbose_name = "Experiments"
 
     def ready(self) -> None:
-        from experiments import summaries
+        from experiments import adaptive, summaries
+        from experiments.models.runs import runs_ended
 
         summaries.connect()
+        runs_ended.connect(adaptive.on_runs_ended, dispatch_uid="experiments.adaptive")

@@ -37,6 +37,7 @@ from experiments.models import (
     TuningSet,
 )
 from experiments.models.matrices import MAX_ORDER_SEED
+from experiments.models.runs import runs_ended
 from experiments.validators import work_path_problem
 from runners import registry, slurm
 from runners.dispatch import dispatch
@@ -1141,10 +1142,19 @@ def cancel_runs(runs) -> dict[str, int]:
     """Cancel queued runs at once; ask running ones to stop (their worker kills the process
     group within a second or two). A running run whose worker stopped sending heartbeats
     (killed, or its node down) is cancelled at once too: no worker is left to do it, and
-    the janitor never sends a run with a cancel request again."""
+    the janitor never sends a run with a cancel request again. The adaptive cells of the
+    runs cancelled at once are decided (experiments.adaptive.after_ended)."""
     now = timezone.now()
     stale = now - timezone.timedelta(seconds=settings.RUN_STALE_SECONDS)
     with transaction.atomic():
+        # Their adaptive cells are decided below (a worker's hook decides the others').
+        ended = list(
+            runs.filter(
+                Q(status__in=[Run.Status.PLANNED, Run.Status.QUEUED])
+                | Q(status=Run.Status.RUNNING)
+                & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
+            ).values_list("pk", flat=True)
+        )
         queued = runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).update(
             status=Run.Status.CANCELLED,
             finished_at=now,
@@ -1168,6 +1178,7 @@ def cancel_runs(runs) -> dict[str, int]:
             )
         )
         running = runs.filter(status=Run.Status.RUNNING).update(cancel_requested=True, updated=now)
+    runs_ended.send(sender=Run, run_ids=ended)
     return {"cancelled": queued + orphaned, "stopping": running}
 
 

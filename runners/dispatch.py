@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from experiments.models import Run, Worker
+from experiments.models.runs import runs_ended
 from runners import holding
 from runners.execute import update_run
 
@@ -139,7 +140,10 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
       that this worker's previous process was running) is cancelled when a cancel was
       requested, else requeued, or failed after RUN_MAX_ATTEMPTS;
     - queued runs whose message the broker lost are sent again (see ``_lost_messages``);
-    - node leases whose run no longer holds them are deleted (``runners.holding.sweep``).
+    - node leases whose run no longer holds them are deleted (``runners.holding.sweep``);
+    - the adaptive cells of the runs it failed or cancelled for good are decided
+      (``runs_ended``, on which experiments.adaptive decides: no worker's hook
+      passes them).
 
     A run with a cancel request is never sent again."""
     stale_seconds = settings.RUN_STALE_SECONDS if stale_seconds is None else stale_seconds
@@ -148,6 +152,7 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
     if restarted_worker:
         orphaned |= Q(worker=restarted_worker)
     requeue: list[int] = []
+    ended: list[int] = []  # failed or cancelled for good: their adaptive cells are decided
     failed = cancelled = 0
     with transaction.atomic():
         for run in Run.objects.select_for_update(skip_locked=True).filter(
@@ -172,6 +177,7 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
                     error=f"{reason}; cancelled as requested, not run again",
                 )
                 cancelled += 1
+                ended.append(run.pk)
             elif run.attempts < settings.RUN_MAX_ATTEMPTS:
                 update_run(
                     run, error=f"{reason}; requeued", status=Run.Status.FAILED, waiting_for=""
@@ -186,7 +192,10 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
                     error=f"{reason}; gave up after {run.attempts} attempts",
                 )
                 failed += 1
+                ended.append(run.pk)
     holding.sweep()
+    if ended:
+        runs_ended.send(sender=Run, run_ids=ended)
     counts = {"requeued": 0, "failed": failed, "cancelled": cancelled, "redispatched": 0}
     for key, ids in (("requeued", requeue), ("redispatched", _lost_messages(now))):
         # The broker may be down: what could not be sent stays queued, and a later sweep

@@ -56,6 +56,13 @@ def refresh_summaries(run_ids) -> None:
     summaries_stale.send(sender=Run, run_ids=run_ids)
 
 
+# Sent with ``run_ids`` by what ends runs without their worker's hook (the janitor failing or
+# cancelling a run for good, a cancel of runs not started or whose worker is gone), after its
+# transaction; experiments.adaptive decides their adaptive cells on it (connected when the
+# app is ready), so neither the janitor nor the matrices import the adaptive decisions.
+runs_ended = Signal()
+
+
 class RunQuerySet(models.QuerySet):
     def visible_to(self, user) -> RunQuerySet:
         """Every signed-in user reads the lab's runs; anonymous visitors read nothing."""

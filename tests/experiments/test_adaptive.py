@@ -10,6 +10,7 @@ import threading
 import pytest
 from django.db import connection
 from django.urls import reverse
+from django.utils import timezone
 
 from experiments import adaptive, matrices
 from experiments.comparison import ComparisonSpec, compute
@@ -425,3 +426,62 @@ def test_a_cell_with_a_cancelled_run_gets_no_more(adaptive_matrix):
     decision = adaptive.after_run(runs[2].pk)
     assert (decision.state, decision.add) == (SHORT, False)
     assert Run.objects.filter(matrix=adaptive_matrix, params__count=2).count() == 3
+
+
+# --- Runs that end without their worker's hook ------------------------------------------------
+
+
+def test_the_janitor_decides_the_cell_of_a_run_it_fails_for_good(
+    adaptive_matrix, settings, django_capture_on_commit_callbacks
+):
+    """A noisy cell's added fourth run dies with its worker on its last attempt: the janitor
+    fails it and decides the cell, which gets its fifth (it would otherwise have waited as
+    'measuring: 1 more run to come' for ever)."""
+    from runners.dispatch import janitor
+
+    runs = _cell(adaptive_matrix, 2)
+    with django_capture_on_commit_callbacks(execute=False):
+        for run, value in zip(runs, (100, 200, 50), strict=True):
+            _finish(run, value)
+            adaptive.after_run(run.pk)
+    fourth = Run.objects.get(matrix=adaptive_matrix, params__count=2, repetition=4)
+    assert CellState.objects.get(cell_key=runs[0].cell_key).runs == 4
+    Run.objects.filter(pk=fourth.pk).update(
+        status=Run.Status.RUNNING,
+        heartbeat_at=timezone.now() - timezone.timedelta(hours=1),
+        attempts=settings.RUN_MAX_ATTEMPTS,
+        worker="gone@node",
+    )
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        counts = janitor(stale_seconds=60)
+    assert counts["failed"] == 1
+    state = CellState.objects.get(cell_key=runs[0].cell_key)
+    assert (state.state, state.n, state.runs) == (MEASURING, 3, 5), state.reason
+    assert "run 5 of at most 5 added" in state.reason
+    fifth = Run.objects.get(matrix=adaptive_matrix, params__count=2, repetition=5)
+    assert fifth.status == Run.Status.QUEUED and len(sent) == 1
+
+
+def test_cancelling_queued_runs_decides_their_cells(adaptive_matrix):
+    """Cancelling a matrix whose cells still had queued runs: each cell's state says it is
+    short of runs, none stays 'measuring' and none gets a run added."""
+    stable, noisy = _cell(adaptive_matrix, 1), _cell(adaptive_matrix, 2)
+    pairs = [(stable[0], 100), (stable[1], 101), (noisy[0], 100), (noisy[1], 200)]
+    for run, value in pairs:
+        _finish(run, value)
+        adaptive.after_run(run.pk)
+    waiting = CellState.objects.filter(matrix=adaptive_matrix)
+    assert {s.state for s in waiting} == {MEASURING}
+    Run.objects.filter(pk__in=[stable[2].pk, noisy[2].pk]).update(status=Run.Status.QUEUED)
+    counts = matrices.cancel_runs(adaptive_matrix.runs.all())
+    assert counts == {"cancelled": 2, "stopping": 0}
+    states = {s.cell_key: s for s in CellState.objects.filter(matrix=adaptive_matrix)}
+    for cell in (stable, noisy):
+        state = states[cell[0].cell_key]
+        assert (state.state, state.n, state.runs) == (SHORT, 2, 3), state.reason
+        assert "1 failed or cancelled; re-run them" in state.reason
+    assert Run.objects.filter(matrix=adaptive_matrix).count() == 6
+    # Deciding the cells again changes nothing.
+    assert adaptive.after_ended([stable[2].pk, noisy[2].pk]) == 2
+    assert CellState.objects.filter(matrix=adaptive_matrix).count() == 2
+    assert {s.reason for s in CellState.objects.all()} == {s.reason for s in states.values()}
