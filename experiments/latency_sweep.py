@@ -231,6 +231,42 @@ def figure(chart: Chart) -> dict[str, Any]:
     }
 
 
+def table(chart: Chart) -> list[dict[str, Any]]:
+    """The chart's points as data (JSON exports): the swept value, the runs pooled, their
+    mean IOPS and mean percentiles in seconds (None where no run reported one)."""
+    return [
+        {
+            chart.swept: p.x,
+            "runs": p.runs,
+            "iops": p.iops_mean(),
+            **{f"{stat}_s": p.pct_mean(stat) for stat in STATS},
+        }
+        for p in sorted(chart.points.values(), key=lambda p: p.x)
+    ]
+
+
+def export(context: dict[str, Any]) -> dict[str, Any]:
+    """The latency charts of a page's context (``comparison_context``, or a share link's
+    frozen copy of it) as a JSON export holds them: data, no plotly figures."""
+    if not context:
+        return {}
+    return {
+        "swept": context["swept"],
+        "of": context["of"],
+        "varying": context["varying"],
+        "hidden": context["hidden"],
+        "charts": [
+            {
+                "direction": f.get("direction", ""),
+                "label": f["label"],
+                "missing": f["missing"],
+                "points": f.get("points", []),
+            }
+            for f in context["figures"]
+        ],
+    }
+
+
 def _context(runs: list[Run], swept: str, of: str) -> dict[str, Any]:
     """Template context of experiments/_latency_sweep.html: the figures (charts of at least
     two points), what tells the charts apart, how many were left out; empty if none."""
@@ -246,6 +282,8 @@ def _context(runs: list[Run], swept: str, of: str) -> dict[str, Any]:
                 "figure": figure(c),
                 "missing": c.missing(),
                 "label": c.label(),
+                "direction": c.direction,
+                "points": table(c),
                 "data_id": f"latency-sweep-data-{i}",
             }
             for i, c in enumerate(shown_charts, 1)

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from django.utils import timezone
 
-from experiments import comparison
+from experiments import comparison, latency_sweep
 from experiments.comparison import ComparisonResult, ComparisonSpec
 from experiments.models import Report, Run, ShareLink
 
@@ -58,6 +58,8 @@ def snapshot(report: Report, result: ComparisonResult | None = None) -> dict:
         "title": report.title,
         "description": report.description,
         "result": result.to_json(),
+        # The page's latency charts (iodepth / numjobs on x), frozen with the rest.
+        "latency_sweep": latency_sweep.comparison_context(spec, Run.objects.all()),
     }
 
 

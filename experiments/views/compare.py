@@ -179,13 +179,15 @@ def compare(request: HttpRequest) -> HttpResponse:
 @require_safe
 def compare_print(request: HttpRequest) -> HttpResponse:
     spec = _spec(request)
-    result = comparison.compute(spec, Run.objects.visible_to(request.user))
+    runs = Run.objects.visible_to(request.user)
+    result = comparison.compute(spec, runs)
     return render(
         request,
         "experiments/comparison_print.html",
         {
             "title": spec.describe(),
             "result": result,
+            "latency_sweep": latency_sweep.comparison_context(spec, runs),
             "spec": spec,
             "charts_json": charts_payload(result),
             "source": "live data",
@@ -212,8 +214,14 @@ def csv_cell(value: Any) -> Any:
 
 
 def export_response(
-    result: ComparisonResult, fmt: str, filename: str, extra: dict | None = None
+    result: ComparisonResult,
+    fmt: str,
+    filename: str,
+    extra: dict | None = None,
+    sweep: dict | None = None,
 ) -> HttpResponse:
+    """The comparison as CSV (its table) or JSON (the whole result, and the latency charts'
+    data under ``latency_sweep`` when the page shows them: ``sweep`` is their context)."""
     if fmt not in ("csv", "json"):
         raise Http404("Export as csv or json.")
     if fmt == "csv":
@@ -224,6 +232,8 @@ def export_response(
             writer.writerow([csv_cell(v) for v in row])
         return response
     body = {**(extra or {}), "result": result.to_json()}
+    if sweep:
+        body["latency_sweep"] = latency_sweep.export(sweep)
     response = JsonResponse(body, json_dumps_params={"indent": 1})
     response["Content-Disposition"] = f'attachment; filename="{filename}.json"'
     return response
@@ -236,5 +246,9 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
         return HttpResponseBadRequest(
             "\n".join(spec.errors), content_type="text/plain; charset=utf-8"
         )
-    result = comparison.compute(spec, Run.objects.visible_to(request.user))
-    return export_response(result, fmt, "beeweb-comparison", {"query": spec.to_query()})
+    runs = Run.objects.visible_to(request.user)
+    result = comparison.compute(spec, runs)
+    sweep = latency_sweep.comparison_context(spec, runs) if fmt == "json" else {}
+    return export_response(
+        result, fmt, "beeweb-comparison", {"query": spec.to_query()}, sweep=sweep
+    )

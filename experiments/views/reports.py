@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from experiments import comparison
+from experiments import comparison, latency_sweep
 from experiments.comparison import ComparisonResult, ComparisonSpec
 from experiments.models import Report, Run, ShareLink
 from experiments.reports import (
@@ -62,11 +62,13 @@ def report_new(request: HttpRequest) -> HttpResponse:
 
 def _report_context(request: HttpRequest, report: Report) -> dict:
     spec = report_spec(report)
-    result = comparison.compute(spec, Run.objects.visible_to(request.user))
+    runs = Run.objects.visible_to(request.user)
+    result = comparison.compute(spec, runs)
     return {
         "report": report,
         "spec": spec,
         "result": result,
+        "latency_sweep": latency_sweep.comparison_context(spec, runs),
         "charts_json": charts_payload(result),
         "can_edit": report.can_edit(request.user),
         "links": report.share_links.all(),
@@ -200,12 +202,21 @@ def _share_view(view):
     return wrapped
 
 
-def _share_data(request: HttpRequest, link: ShareLink) -> tuple[ComparisonResult, bool]:
+def _share_data(request: HttpRequest, link: ShareLink) -> tuple[ComparisonResult, dict, bool]:
+    """The comparison and its latency charts a share link shows: frozen as shared, or live
+    (a signed-in colleague, over the runs they may see); and whether live."""
     live = request.GET.get("live") == "1" and request.user.is_authenticated
     if live:
         spec = ComparisonSpec.from_query(link.snapshot.get("query", ""))
-        return comparison.compute(spec, Run.objects.visible_to(request.user)), True
-    return ComparisonResult.from_json(link.snapshot.get("result", {})), False
+        runs = Run.objects.visible_to(request.user)
+        return (
+            comparison.compute(spec, runs),
+            latency_sweep.comparison_context(spec, runs),
+            True,
+        )
+    # Links made before the latency charts were frozen with the rest have none.
+    frozen = link.snapshot.get("latency_sweep") or {}
+    return ComparisonResult.from_json(link.snapshot.get("result", {})), frozen, False
 
 
 def _private(response: HttpResponse) -> HttpResponse:
@@ -220,7 +231,7 @@ def _private(response: HttpResponse) -> HttpResponse:
 @_share_view
 def share(request: HttpRequest, key: str) -> HttpResponse:
     link = _active_link(key)
-    result, live = _share_data(request, link)
+    result, sweep, live = _share_data(request, link)
     base = reverse("experiments:share", args=[key])
     return _private(
         render(
@@ -229,6 +240,7 @@ def share(request: HttpRequest, key: str) -> HttpResponse:
             {
                 "link": link,
                 "result": result,
+                "latency_sweep": sweep,
                 "live": live,
                 "charts_json": charts_payload(result),
                 "title": link.snapshot.get("title") or link.report.title,
@@ -252,7 +264,7 @@ def share(request: HttpRequest, key: str) -> HttpResponse:
 @_share_view
 def share_print(request: HttpRequest, key: str) -> HttpResponse:
     link = _active_link(key)
-    result, live = _share_data(request, link)
+    result, sweep, live = _share_data(request, link)
     return _private(
         render(
             request,
@@ -261,6 +273,7 @@ def share_print(request: HttpRequest, key: str) -> HttpResponse:
                 "title": link.snapshot.get("title") or link.report.title,
                 "description": link.snapshot.get("description", ""),
                 "result": result,
+                "latency_sweep": sweep,
                 "charts_json": charts_payload(result),
                 "source": "live data" if live else "data as shared",
             },
@@ -273,7 +286,7 @@ def share_print(request: HttpRequest, key: str) -> HttpResponse:
 @_share_view
 def share_export(request: HttpRequest, key: str, fmt: str) -> HttpResponse:
     link = _active_link(key)
-    result, live = _share_data(request, link)
+    result, sweep, live = _share_data(request, link)
     return _private(
         export_response(
             result,
@@ -284,5 +297,6 @@ def share_export(request: HttpRequest, key: str, fmt: str) -> HttpResponse:
                 "query": link.snapshot.get("query", ""),
                 "data": "live" if live else "frozen",
             },
+            sweep=sweep,
         )
     )

@@ -221,6 +221,19 @@ def test_the_comparison_shows_the_chart_when_its_x_axis_is_iodepth(alice, alice_
     alike), whatever the comparison's series; none when the x axis is another parameter."""
     from django.urls import reverse
 
+    _two_testbeds_swept(alice)
+    url = reverse("experiments:compare")
+    html = alice_client.get(f"{url}?metric=read_iops&x=param:iodepth&series=").content.decode()
+    figures = chart_data(html)
+    assert [f["data"][0]["y"] for f in figures] == [[1000, 4000], [2000, 8000]]
+    assert [f["data"][1]["y"] for f in figures] == [[0.1, 0.4], [0.1, 0.4]]
+    assert "The charts differ in testbed" in html
+    assert "the fio runs of this comparison" in html
+    html = alice_client.get(f"{url}?metric=read_iops&x=param:bs").content.decode()
+    assert 'id="latency-sweep"' not in html
+
+
+def _two_testbeds_swept(alice) -> None:
     for name, scale in (("qd-a", 1), ("qd-b", 2)):
         tb = make_testbed(alice, name, "x86_64", "0")
         for depth in (1, 4):
@@ -238,15 +251,74 @@ def test_the_comparison_shows_the_chart_when_its_x_axis_is_iodepth(alice, alice_
                     {"name": "read_lat", "value": 1e-4 * depth, "unit": "s", "stat": "p50"},
                 ],
             )
-    url = reverse("experiments:compare")
-    html = alice_client.get(f"{url}?metric=read_iops&x=param:iodepth&series=").content.decode()
-    figures = chart_data(html)
-    assert [f["data"][0]["y"] for f in figures] == [[1000, 4000], [2000, 8000]]
-    assert [f["data"][1]["y"] for f in figures] == [[0.1, 0.4], [0.1, 0.4]]
-    assert "The charts differ in testbed" in html
-    assert "the fio runs of this comparison" in html
-    html = alice_client.get(f"{url}?metric=read_iops&x=param:bs").content.decode()
-    assert 'id="latency-sweep"' not in html
+
+
+def test_reports_share_links_print_pages_and_exports_carry_the_charts(alice, alice_client, client):
+    """The latency charts travel with the comparison: the report page, its printable page,
+    a share link (frozen as shared: a later run does not change them; live for a signed-in
+    colleague), its printable page and JSON export, and the comparison's own JSON export
+    and printable page. A link made before charts were frozen shows none."""
+    from django.urls import reverse
+
+    from experiments.models import Report
+    from experiments.reports import create_share_link
+
+    _two_testbeds_swept(alice)
+    query = "metric=read_iops&x=param:iodepth&series="
+    report = Report.objects.create(owner=alice, title="queue depth", query=query)
+    link = create_share_link(report, alice)
+    expected = [[1000, 4000], [2000, 8000]]
+
+    def iops(html: str) -> list:
+        return [f["data"][0]["y"] for f in chart_data(html)]
+
+    assert iops(alice_client.get(report.get_absolute_url()).content.decode()) == expected
+    printed = alice_client.get(reverse("experiments:report_print", args=[report.uuid]))
+    assert iops(printed.content.decode()) == expected
+    compare_print = alice_client.get(f"{reverse('experiments:compare_print')}?{query}")
+    assert iops(compare_print.content.decode()) == expected
+
+    # A later run at iodepth 16 joins qd-a's chart live, not in the frozen link.
+    tb = Run.objects.filter(testbed__name="qd-a").first().testbed
+    later = Run.objects.create(
+        owner=alice,
+        testbed=tb,
+        tool="fio",
+        status="succeeded",
+        params={"rw": "randread", "bs": "4k", "iodepth": 16},
+    )
+    replace_metrics(later, [{"name": "read_iops", "value": 9000.0, "unit": "op/s"}])
+    share = reverse("experiments:share", args=[link.key])
+    frozen = client.get(share)
+    assert frozen.status_code == 200 and iops(frozen.content.decode()) == expected
+    assert "The charts differ in testbed" in frozen.content.decode()
+    shared_print = client.get(reverse("experiments:share_print", args=[link.key]))
+    assert iops(shared_print.content.decode()) == expected
+    live = alice_client.get(f"{share}?live=1").content.decode()
+    assert iops(live) == [[1000, 4000, 9000], [2000, 8000]]
+
+    body = client.get(reverse("experiments:share_export", args=[link.key, "json"])).json()
+    charts = body["latency_sweep"]["charts"]
+    assert body["latency_sweep"]["swept"] == "iodepth"
+    assert [c["label"] for c in charts] == ["testbed qd-a", "testbed qd-b"]
+    assert charts[0]["points"] == [
+        {"iodepth": 1.0, "runs": 1, "iops": 1000.0, "p50_s": 1e-4, "p99_s": None, "p99.9_s": None},
+        {"iodepth": 4.0, "runs": 1, "iops": 4000.0, "p50_s": 4e-4, "p99_s": None, "p99.9_s": None},
+    ]
+    export = alice_client.get(f"{reverse('experiments:compare_export', args=['json'])}?{query}")
+    assert [len(c["points"]) for c in export.json()["latency_sweep"]["charts"]] == [3, 2]
+    csv = alice_client.get(f"{reverse('experiments:compare_export', args=['csv'])}?{query}")
+    assert csv.status_code == 200  # the CSV is the comparison's table alone
+
+    # A link frozen before the charts were: none, and no error.
+    del link.snapshot["latency_sweep"]
+    link.save(update_fields=["snapshot"])
+    old = client.get(share).content.decode()
+    assert (
+        'id="latency-sweep"' not in old
+        and "latency_sweep"
+        not in client.get(reverse("experiments:share_export", args=[link.key, "json"])).json()
+    )
 
 
 def pooled_percentile(jobs: list[dict], direction: str, p: float) -> float:
