@@ -54,6 +54,7 @@ def main() -> None:
     backend = [0]
     measuring = [False]
     depth = [0]
+    by_statement: dict[str, float] = defaultdict(float)
 
     @contextlib.contextmanager
     def step(name: str):
@@ -90,8 +91,13 @@ def main() -> None:
     ingest.summaries = summaries
 
     def statements(execute, sql, params, many, context):
-        with step("other statements"):
-            return execute(sql, params, many, context)
+        before = spent["other statements"]
+        try:
+            with step("other statements"):
+                return execute(sql, params, many, context)
+        finally:
+            if measuring[0]:
+                by_statement[" ".join(sql.split())[:90]] += spent["other statements"] - before
 
     handler = WSGIHandler()
 
@@ -152,6 +158,8 @@ def main() -> None:
     for name in ("runs COPY", "metrics COPY", "summaries", "FK checks", "commit"):
         print(f"  {name:18} {spent[name] / n * 1000:6.1f} ms")
     print(f"  {'other statements':18} {spent['other statements'] / n * 1000:6.1f} ms")
+    for sql, seconds in sorted(by_statement.items(), key=lambda kv: -kv[1])[:6]:
+        print(f"    {seconds / n * 1000:6.1f} ms  {sql}")
     print(f"  {'total':18} {total / n * 1000:6.1f} ms")
 
 

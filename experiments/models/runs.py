@@ -108,7 +108,12 @@ class Run(OwnedModel, PublishedModel):
         Status.PUBLISHED,
     }
 
-    testbed = models.ForeignKey(Testbed, on_delete=models.PROTECT, related_name="runs")
+    # No index of its own: exp_run_testbed_created_id (testbed, -created, -id) leads with it
+    # (lookups by testbed, the PROTECT check of a testbed's delete); one index fewer to keep
+    # per ingested run (issue 17).
+    testbed = models.ForeignKey(
+        Testbed, on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
     tuning_set = models.ForeignKey(
         TuningSet, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
     )
@@ -135,12 +140,15 @@ class Run(OwnedModel, PublishedModel):
     notes = models.TextField(blank=True)
 
     # Execution (runs of a matrix). The Run row exists before its task is queued.
+    # No index of its own: exp_run_matrix_status (matrix, status) leads with it (a matrix's
+    # runs, its delete's cascade).
     matrix = models.ForeignKey(
         "experiments.Matrix",
         null=True,
         blank=True,
         on_delete=models.CASCADE,
         related_name="runs",
+        db_index=False,
     )
     cell_key = models.CharField(
         max_length=64,
@@ -201,10 +209,11 @@ class Run(OwnedModel, PublishedModel):
     # The bottleneck verdict and the tool's steadiness (experiments.bottleneck.summary), kept
     # up to date whenever the run's telemetry is stored (experiments.telemetry.save) so that a
     # comparison counts and filters verdicts without unpacking any series.
+    # Indexed by exp_run_bottleneck (Meta): equality only (db_index=True would add a
+    # varchar_pattern_ops copy for LIKE on PostgreSQL, which nothing asks).
     bottleneck = models.CharField(
         max_length=8,
         blank=True,
-        db_index=True,
         help_text="disk, cpu, network, none (latency-bound), unknown; empty: no telemetry.",
     )
     bottleneck_evidence = models.TextField(blank=True)
@@ -262,6 +271,8 @@ class Run(OwnedModel, PublishedModel):
             models.Index(fields=["matrix", "status"], name="exp_run_matrix_status"),
             # Configuration summaries: the runs of the configurations a change touches.
             models.Index(fields=["config_key"], name="exp_run_config_key"),
+            # Comparison filtered by a stored verdict (run__bottleneck=…).
+            models.Index(fields=["bottleneck"], name="exp_run_bottleneck"),
         ]
 
     def __str__(self) -> str:
@@ -555,11 +566,13 @@ class Metric(models.Model):
     class Meta:
         ordering = ["run", "name", "stat", "iteration"]
         indexes = [
-            # Comparison: Metric.objects.filter(name=…, primary=True) joined to runs.
-            models.Index(fields=["name", "primary", "run"], name="exp_metric_name_primary"),
             # Runs table sorted by a metric (experiments.runs_table): a page walks the primary
             # values of one metric in order, (value, run) being the keyset; at 100,000 runs
-            # ~1 ms instead of a lookup per run and a sort of them all.
+            # ~1 ms instead of a lookup per run and a sort of them all. Also every lookup of
+            # one metric's primary rows (Metric.objects.filter(name=…, primary=True): the
+            # comparison from metric rows, units, link limits), which had an index of their
+            # own, (name, primary, run), until its upkeep was found to cost ~3 ms of
+            # PostgreSQL CPU per 500-run bulk request (issue 17).
             models.Index(
                 fields=["name", "value", "run"],
                 condition=models.Q(primary=True),
