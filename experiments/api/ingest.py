@@ -716,11 +716,17 @@ def _existing(user, keys: set[str]) -> dict[str, uuidlib.UUID]:
     if connection.vendor != "postgresql":
         runs = Run.objects.filter(owner=user, client_key__in=keys)
         return dict(runs.values_list("client_key", "uuid"))
+    # One index lookup per key, whatever the statistics say: with ``client_key = ANY(%s)``
+    # the planner, told by statistics gathered before the user's keyed runs existed that no
+    # run has a key, scanned every keyed run of the user and filtered (19 ms for 20,000 of
+    # them, growing with each request; 0.6 ms this way). OFFSET 0 keeps the lateral
+    # subquery a parameterised index scan on (owner, client_key).
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT client_key, uuid FROM {connection.ops.quote_name(Run._meta.db_table)} "
-            "WHERE owner_id = %s AND client_key = ANY(%s)",
-            [user.pk, list(keys)],
+            "SELECT _k.key, _r.uuid FROM unnest(%s::text[]) AS _k(key) CROSS JOIN LATERAL "
+            f"(SELECT uuid FROM {connection.ops.quote_name(Run._meta.db_table)} "
+            "WHERE owner_id = %s AND client_key = _k.key OFFSET 0) _r",
+            [list(keys), user.pk],
         )
         return dict(cursor.fetchall())
 
