@@ -226,7 +226,7 @@ def cleanup() -> None:
     from django.db import connection, transaction
 
     from experiments import summaries
-    from experiments.models import Metric, Run
+    from experiments.models import ConfigSummary, Metric, Run
 
     ingested = Run.objects.filter(client_key__startswith="bench-ingest-")
     with transaction.atomic():
@@ -235,7 +235,9 @@ def cleanup() -> None:
         ingested._raw_delete(Run.objects.db)
         summaries.refresh(keys=keys)
     with connection.cursor() as cursor:
-        for model in (Run, Metric):
+        # The summaries too: each request of the run updated its configurations' rows and
+        # the recomputation above replaced them (dead rows the next run's upserts read).
+        for model in (Run, Metric, ConfigSummary):
             cursor.execute(f"VACUUM {connection.ops.quote_name(model._meta.db_table)}")
 
 
