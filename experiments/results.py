@@ -26,7 +26,7 @@ stores the same metrics and parameters whichever way it came in:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter
 from types import SimpleNamespace
@@ -39,7 +39,7 @@ from django.utils import timezone
 from experiments import summaries
 from experiments.input_checks import json_problem
 from experiments.models import Metric, Run
-from experiments.models.runs import Tool
+from experiments.models.runs import Tool, store_row, update_row
 from runners.parsers import ParseError, ParseResult, parse
 
 # The most raw output a run stores (the executor keeps the end of longer output).
@@ -200,7 +200,13 @@ def apply(run: Any, parsed: Parsed) -> None:
     run.command = run.command or parsed.command
 
 
-def _store(run: Run, tool: str | None, *, keep_on_error: bool) -> str | None:
+def _store(
+    run: Run,
+    tool: str | None,
+    *,
+    keep_on_error: bool,
+    outcome: Callable[[Run], dict[str, Any]] | None = None,
+) -> str | None:
     launch = launched(run)
     parsed = derive(
         run.raw_output,
@@ -208,27 +214,64 @@ def _store(run: Run, tool: str | None, *, keep_on_error: bool) -> str | None:
         options=launch.options,
         params=launch.params,
     )
-    with transaction.atomic(), summaries.batch():
+    if parsed.error and keep_on_error:
+        run.parse_error = parsed.error
+        fields: dict[str, Any] = {"parse_error": parsed.error}
+    else:
+        apply(run, parsed)
+        fields = {name: getattr(run, name) for name in PARSED_FIELDS}
+    if outcome is not None:
+        fields.update(outcome(run))
+    fields["updated"] = timezone.now()
+    with transaction.atomic():
         if parsed.error and keep_on_error:
-            run.parse_error = parsed.error
-            fields = {"parse_error": parsed.error}
+            stored = update_row(run.pk, fields)
         else:
-            apply(run, parsed)
-            fields = {name: getattr(run, name) for name in PARSED_FIELDS}
-        fields["updated"] = run.updated = timezone.now()
-        if not Run.objects.filter(pk=run.pk).update(**fields):
-            return parsed.error or None  # deleted meanwhile
-        if not (parsed.error and keep_on_error):
-            replace_metrics(run, parsed.metrics)
+            stored = _store_with_metrics(run, fields, parsed.metrics)
+        if stored:
+            for name, value in fields.items():
+                setattr(run, name, value)
     return parsed.error or None
 
 
-def parse_stored(run: Run, tool: str | None = None) -> str | None:
+def _store_with_metrics(run: Run, fields: dict[str, Any], rows: list) -> bool:
+    """Write ``fields`` of ``run`` (its parsed fields applied to it) and replace its metrics
+    by ``rows``, with the summaries of its configuration; False when the run was deleted
+    meanwhile. The usual case, a run stored for the first time (no metric row yet: the
+    executor's, an import's), costs one UPDATE that also sets its configuration key and says
+    what it had (``store_row``), the rows' INSERT and the summaries' append; a run that had
+    metrics (a reparse, a requeued attempt) has them replaced as ``replace_metrics`` does."""
+    key = summaries.key_of(run)
+    for row in rows:
+        row.run_id = run.pk
+    with transaction.atomic(savepoint=False), summaries.batch():
+        stored = store_row(run.pk, fields, key)
+        if stored is None:
+            return False
+        if stored.metrics:
+            _replace(run, rows, {True} if stored.primary else {False})
+            return True
+        insert(Metric, rows)
+        if summaries.config_key(*stored.columns) != key:
+            # The run in hand is older than its row (a configuration column changed since
+            # it was read): the key from the row, as the summaries' own update would set it.
+            summaries.append([run.pk])
+        elif any(row.primary for row in rows):
+            summaries.append_keyed([run.pk])
+    return True
+
+
+def parse_stored(
+    run: Run,
+    tool: str | None = None,
+    outcome: Callable[[Run], dict[str, Any]] | None = None,
+) -> str | None:
     """Parse the raw output just stored on ``run`` (saved before this is called, so a parse
     never loses it) with ``tool``, else the run's own or the detected one, and store what it
     yields, replacing whatever an earlier output yielded (an earlier attempt's); the parse
-    error, or None."""
-    return _store(run, tool, keep_on_error=False)
+    error, or None. ``outcome(run)``, called once the parsed fields are set on ``run``, gives
+    more fields to write with them (the executor's status and error) in the same UPDATE."""
+    return _store(run, tool, keep_on_error=False, outcome=outcome)
 
 
 def reparse(run: Run) -> str | None:
@@ -310,14 +353,20 @@ def replace_metrics(run: Run, metrics: Iterable[dict[str, Any]] | list[SimpleNam
             .values_list("primary", flat=True)
             .distinct()
         )
-        if had:
-            Metric.objects.filter(run_id=run.pk).delete()
-        insert(Metric, rows)
-        if True in had:
-            summaries.refresh(run_ids=[run.pk])
-        elif any(row.primary for row in rows):
-            summaries.append([run.pk])
+        _replace(run, rows, had)
     return rows
+
+
+def _replace(run: Run, rows: list, had: set[bool]) -> None:
+    """``replace_metrics``' work inside its batch, ``had`` the primary flags of the run's
+    metric rows before."""
+    if had:
+        Metric.objects.filter(run_id=run.pk).delete()
+    insert(Metric, rows)
+    if True in had:
+        summaries.refresh(run_ids=[run.pk])
+    elif any(row.primary for row in rows):
+        summaries.append([run.pk])
 
 
 def insert(model, rows: list) -> None:

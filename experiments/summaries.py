@@ -217,6 +217,18 @@ def append(run_ids: Iterable[int]) -> None:
         _update(set(), set(), run_ids)
 
 
+def append_keyed(run_ids: Iterable[int]) -> None:
+    """``append`` of runs whose stored configuration key is known to be up to date (written
+    by the caller in this transaction: ``experiments.results`` sets it with the run's parsed
+    fields): merged at once, even inside ``batch()``, without reading the keys back. A
+    recomputation of the same configuration later in the batch starts from its runs, so it
+    supersedes the merge; the caller must not also ``append`` these runs."""
+    run_ids = set(run_ids)
+    if run_ids:
+        with transaction.atomic(savepoint=False):
+            _append(run_ids)
+
+
 def add(runs: Iterable[Any]) -> None:
     """Summaries of runs just stored with their metrics, each with its ``config_key`` set
     before it was inserted (``key_of``; the bulk ingest): merged into their configurations'

@@ -22,10 +22,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from experiments.models import Metric, Node, Run, RunTelemetry
+from experiments.models import Node, Run, RunTelemetry
+from experiments.models.runs import update_row
 from runners.telemetry import FORMAT, Sampler, read_fio_logs
 
 log = logging.getLogger(__name__)
@@ -433,34 +434,9 @@ def refresh_verdict(run: Run, docs: list[dict[str, Any]] | None = None) -> dict[
 
 
 def _write_verdict(run_id: int, values: dict[str, Any]) -> None:
-    """``Run.objects.filter(pk=run_id).update(**values)`` as two plain statements: whether
-    the run has a headline metric (then, as that update does, its configuration summaries
-    are refreshed in this transaction: the verdict columns are summarised), and the
-    UPDATE. The ORM's compilation of the two cost more than the rest of a verdict."""
-    from experiments.models.runs import refresh_summaries
-
-    ops = connection.ops
-    metric = Metric._meta
-    # No savepoint of its own: the callers' (``save``) undoes it with the row.
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT 1 FROM {ops.quote_name(metric.db_table)} WHERE "
-            f"{ops.quote_name(metric.get_field('run').column)} = %s AND "
-            f"{ops.quote_name(metric.get_field('primary').column)} LIMIT 1",
-            [run_id],
-        )
-        summarised = cursor.fetchone() is not None
-        columns, params = [], []
-        for name, value in values.items():
-            field = Run._meta.get_field(name)
-            columns.append(f"{ops.quote_name(field.column)} = %s")
-            params.append(field.get_db_prep_save(value, connection))
-        cursor.execute(
-            f"UPDATE {ops.quote_name(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s",
-            [*params, run_id],
-        )
-        if summarised:
-            refresh_summaries(run_ids=[run_id])
+    """``Run.objects.filter(pk=run_id).update(**values)`` as one plain statement that keeps
+    that update's summaries rule (``update_row``: the verdict columns are summarised)."""
+    update_row(run_id, values)
 
 
 def export(row: RunTelemetry, cores: bool = True) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from experiments import telemetry
 from experiments.models import Run, Worker
-from experiments.models.runs import SUMMARY_FIELDS
+from experiments.models.runs import update_row
 from experiments.results import MAX_OUTPUT_BYTES, parse_stored, record_launch
 from runners import agent, holding, nodeconfig, nodepolicy, reaper, slurm
 from runners.launch import LaunchError, LaunchSpec
@@ -114,7 +114,7 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         # What run.save(update_fields=CLAIMED_FIELDS) writes (no summarised field among
         # them), as one plain UPDATE.
         run.updated = now
-        _update_row(run.pk, {name: getattr(run, name) for name in CLAIMED_FIELDS})
+        update_row(run.pk, {name: getattr(run, name) for name in CLAIMED_FIELDS})
         return run
 
 
@@ -162,36 +162,15 @@ def staged(run: Run) -> bool:
 
 
 def update_run(run: Run, **fields: Any) -> int:
-    """Write fields of the run (and those staged); 0 when its row no longer exists
-    (deleted meanwhile)."""
+    """Write fields of the run (and those staged), as one plain UPDATE that keeps the
+    configuration summaries' rule (``experiments.models.runs.update_row``); 0 when its row
+    no longer exists (deleted meanwhile)."""
     fields = {**run.__dict__.pop("_staged", {}), **fields}
     fields.setdefault("updated", timezone.now())
-    if SUMMARY_FIELDS.intersection(fields):
-        count = Run.objects.filter(pk=run.pk).update(**fields)  # refreshes the summaries
-    else:
-        count = _update_row(run.pk, fields)
+    count = update_row(run.pk, fields)
     for key, value in fields.items():
         setattr(run, key, value)
     return count
-
-
-def _update_row(run_id: int, fields: dict[str, Any]) -> int:
-    """``Run.objects.filter(pk=run_id).update(**fields)`` for fields that no configuration
-    summary reads, as one plain UPDATE (values prepared by their fields, as the ORM does):
-    the executor writes its run several times per run, and compiling each UPDATE cost
-    more CPU than the database spends on it."""
-    ops = connection.ops
-    columns, params = [], []
-    for name, value in fields.items():
-        field = Run._meta.get_field(name)
-        columns.append(f"{ops.quote_name(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {ops.quote_name(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s",
-            [*params, run_id],
-        )
-        return cursor.rowcount
 
 
 def _finish(run: Run, status: str, output: str, exit_code: int | None, error: str) -> None:
@@ -222,14 +201,22 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
         # Alone: a run holding its own node only has no other node's document.
         # A first attempt has no earlier row of this node to replace.
         telemetry.save_deferred(run, alone=not agent.others_held(run), first=run.attempts == 1)
+
+    def outcome(parsed: Run) -> dict[str, Any]:
+        """The status and error, written with the parsed fields (one UPDATE)."""
+        if status == Run.Status.SUCCEEDED and parsed.parse_error:
+            return {
+                "status": Run.Status.FAILED,
+                "error": f"the output could not be parsed: {parsed.parse_error}",
+            }
+        return {"status": status, "error": error}
+
     try:
         with transaction.atomic():
             if output.strip():
-                parse_stored(run)
-            if status == Run.Status.SUCCEEDED and run.parse_error:
-                status = Run.Status.FAILED
-                error = f"the output could not be parsed: {run.parse_error}"
-            update_run(run, status=status, error=error)
+                parse_stored(run, outcome=outcome)
+            else:
+                update_run(run, **outcome(run))
             holding.release(run)
     except IntegrityError:
         # Foreign keys are checked as the transaction commits: a run deleted meanwhile.

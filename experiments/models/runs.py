@@ -594,3 +594,98 @@ class Metric(models.Model):
             deleted = super().delete(*args, **kwargs)
             refresh_summaries(run_ids=[self.run_id])
         return deleted
+
+
+# --- One run's row in one plain statement ---------------------------------------------------
+
+
+def _set_clause(fields: dict) -> tuple[list[str], list]:
+    """SET items and parameters of ``fields`` (model field names), each value prepared by its
+    field as the ORM's UPDATE prepares it."""
+    quote = connection.ops.quote_name
+    columns, params = [], []
+    for name, value in fields.items():
+        field = Run._meta.get_field(name)
+        columns.append(f"{quote(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    return columns, params
+
+
+def _has_metric(primary: bool) -> str:
+    """SQL: whether the run of the row being updated has a metric row (a primary one)."""
+    quote = connection.ops.quote_name
+    run, metric = Run._meta.db_table, Metric._meta.db_table
+    column = quote(Metric._meta.get_field("run").column)
+    where = f" AND {quote(metric)}.{quote('primary')}" if primary else ""
+    return (
+        f"EXISTS (SELECT 1 FROM {quote(metric)} WHERE {quote(metric)}.{column} = "
+        f"{quote(run)}.{quote('id')}{where})"
+    )
+
+
+def update_row(run_id: int, fields: dict) -> int:
+    """``Run.objects.filter(pk=run_id).update(**fields)`` as one plain UPDATE (the executor
+    and the verdict write one run many times, and compiling the ORM's statements cost more
+    CPU than the database spends on them); 1, or 0 when the row does not exist.
+
+    ``RunQuerySet.update``'s rule, in the same statement: when ``fields`` hold a column the
+    configuration summaries read and the run has a headline metric (``RETURNING EXISTS``,
+    read before the update changes anything), its summaries are refreshed in this
+    transaction."""
+    quote = connection.ops.quote_name
+    columns, params = _set_clause(fields)
+    sql = f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s"
+    summarised = bool(SUMMARY_FIELDS.intersection(fields))
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        if not summarised:
+            cursor.execute(sql, [*params, run_id])
+            return cursor.rowcount
+        cursor.execute(f"{sql} RETURNING {_has_metric(primary=True)}", [*params, run_id])
+        row = cursor.fetchone()
+        if row is not None and row[0]:
+            refresh_summaries(run_ids=[run_id])
+        return 0 if row is None else 1
+
+
+class StoredRow:
+    """What ``store_row`` found: whether the run had metric rows (a headline one) before,
+    and its configuration columns as the update left them (SUMMARY_KEY_COLUMNS' order)."""
+
+    __slots__ = ("metrics", "primary", "columns")
+
+    def __init__(self, metrics: bool, primary: bool, columns: tuple) -> None:
+        self.metrics, self.primary, self.columns = bool(metrics), bool(primary), columns
+
+
+def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
+    """``update_row`` for a run whose metrics are about to be stored (experiments.results),
+    also writing its configuration key ``key`` when it has no metric row at all (a first
+    store: no summary counts it yet, so no configuration is left); a run that has some keeps
+    the key its summaries last saw, and their refresh moves it. One statement that also
+    returns what the store needs to know: the metric rows it had, and its configuration
+    columns (to check ``key``). None when the row does not exist."""
+    quote = connection.ops.quote_name
+    columns, params = _set_clause(fields)
+    key_column = quote("config_key")
+    columns.append(f"{key_column} = CASE WHEN {_has_metric(False)} THEN {key_column} ELSE %s END")
+    params.append(key)
+    returning = ", ".join(
+        [
+            _has_metric(False),
+            _has_metric(True),
+            *(quote(Run._meta.get_field(c).column) for c in SUMMARY_KEY_COLUMNS),
+        ]
+    )
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s "
+            f"RETURNING {returning}",
+            [*params, run_id],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        stored = StoredRow(row[0], row[1], tuple(row[2:]))
+        if stored.primary and SUMMARY_FIELDS.intersection(fields):
+            refresh_summaries(run_ids=[run_id])
+        return stored
