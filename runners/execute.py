@@ -34,6 +34,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models.expressions import Col
 from django.utils import timezone
 
 from experiments import telemetry
@@ -59,13 +60,7 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
     same transaction (one durable commit on the fast path), the run's first try at holding
     its nodes (``runners.holding``): ``held(run)`` says whether it holds them already."""
     with transaction.atomic():
-        # Raw SQL for the same row and lock: the ORM compiles this query of ~70 columns
-        # for every run, at twice the CPU of the rest of the claim's reads.
-        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-        table = connection.ops.quote_name(Run._meta.db_table)
-        run = next(
-            iter(Run.objects.raw(f"SELECT * FROM {table} WHERE id = %s{lock}", [run_id])), None
-        )
+        run = _locked_run(run_id)
         if run is None:
             log.warning("run %s no longer exists; delivery ignored", run_id)
             return None
@@ -116,6 +111,52 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         run.updated = now
         update_row(run.pk, {name: getattr(run, name) for name in CLAIMED_FIELDS})
         return run
+
+
+def _locked_run(run_id: int) -> Run | None:
+    """``Run.objects.select_for_update().filter(pk=run_id).first()`` as one plain SELECT of
+    the row's columns, converted by the converters the ORM would apply, worked out once per
+    process (``_read_plan``): the ORM compiled this query of ~60 columns for every run, and
+    a raw queryset works out its column mapping and converters for every run too."""
+    sql, names, converters = _read_plan(connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = list(row)
+    for index, expression, functions in converters:
+        value = values[index]
+        for function in functions:
+            value = function(value, expression, connection)
+        values[index] = value
+    return Run.from_db(connection.alias, names, values)
+
+
+_READ_PLANS: dict[str, tuple[str, list[str], list[tuple[int, Any, list]]]] = {}
+
+
+def _read_plan(vendor: str) -> tuple[str, list[str], list[tuple[int, Any, list]]]:
+    plan = _READ_PLANS.get(vendor)
+    if plan is None:
+        quote = connection.ops.quote_name
+        table = Run._meta.db_table
+        fields = Run._meta.concrete_fields
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        sql = (
+            f"SELECT {', '.join(quote(f.column) for f in fields)} FROM {quote(table)} "
+            f"WHERE {quote(Run._meta.pk.column)} = %s{lock}"
+        )
+        converters = []
+        for index, field in enumerate(fields):
+            column = Col(table, field)
+            functions = connection.ops.get_db_converters(column) + column.get_db_converters(
+                connection
+            )
+            if functions:
+                converters.append((index, column, functions))
+        plan = _READ_PLANS[vendor] = (sql, [f.attname for f in fields], converters)
+    return plan
 
 
 # What claim() changes (the rest of the row stays as it is).
