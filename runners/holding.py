@@ -26,7 +26,7 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
@@ -132,72 +132,79 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
     lease_table = ops.quote_name(NodeLease._meta.db_table)
     run_table = ops.quote_name(Run._meta.db_table)
     node_table = ops.quote_name(Node._meta.db_table)
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            # Lock the nodes in pk order: acquirers of overlapping nodes take turns.
-            lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    # No savepoint inside the claim's transaction: a node taken meanwhile (no row lock on
+    # SQLite, or a node without a Node row) shows as a conflict the insert skips, not as an
+    # error to roll back.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        # Lock the nodes in pk order: acquirers of overlapping nodes take turns.
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        cursor.execute(
+            f"SELECT hostname, id FROM {node_table} WHERE hostname IN ({_in(names)}) "
+            f"ORDER BY id{lock}",
+            names,
+        )
+        nodes = dict(cursor.fetchall())
+        cutoff = ops.adapt_datetimefield_value(_stale_before())
+        # Whether each lease's holder still holds it (``_live``), decided in the query:
+        # a holder's raw output can be megabytes, and only its liveness matters here.
+        cursor.execute(
+            f"SELECT l.id, l.hostname, l.attempt, l.run_id, CASE WHEN r.status = %s AND "
+            f"r.attempts = l.attempt AND r.heartbeat_at IS NOT NULL AND r.heartbeat_at "
+            f">= %s THEN 1 ELSE 0 END FROM {lease_table} l INNER JOIN {run_table} r ON "
+            f"r.id = l.run_id WHERE l.hostname IN ({_in(names)})",
+            [Run.Status.RUNNING, cutoff, *names],
+        )
+        holders: dict[str, int] = {}
+        stale: list[int] = []
+        for pk, hostname, attempt, run_id, live in cursor.fetchall():
+            if run_id == run.pk and attempt == run.attempts:
+                continue
+            if not live:
+                stale.append(pk)
+                continue
+            holders[hostname] = run_id
+        if stale:
+            cursor.execute(f"DELETE FROM {lease_table} WHERE id IN ({_in(stale)})", stale)
+        if run.queued_at is None:
+            earlier, params = "r.id < %s", [run.pk]
+        else:
+            queued = ops.adapt_datetimefield_value(run.queued_at)
+            earlier = "(r.queued_at < %s OR (r.queued_at = %s AND r.id < %s))"
+            params = [queued, queued, run.pk]
+        cursor.execute(
+            f"SELECT r.id, r.nodes_held FROM {run_table} r WHERE {earlier} AND r.status "
+            f"= %s AND r.waiting_for <> '' AND r.id <> %s AND r.heartbeat_at >= %s "
+            f"ORDER BY r.queued_at, r.id",
+            [*params, Run.Status.RUNNING, run.pk, cutoff],
+        )
+        waiters = cursor.fetchall()
+        busy = _busy(holders, waiters, set(names))
+        if busy:
+            why = "waiting for " + "; ".join(f"node {name} ({busy[name]})" for name in sorted(busy))
+            if why != run.waiting_for or run.nodes_held != names:
+                # Marked as waiting under the same locks: a later run that locks these
+                # nodes next sees this run waiting for them.
+                Run.objects.filter(pk=run.pk).update(waiting_for=why, nodes_held=names)
+                run.waiting_for, run.nodes_held = why, names
+            return False, why
+        now = ops.adapt_datetimefield_value(timezone.now())
+        rows = [(name, nodes.get(name), run.pk, run.attempts, now, "") for name in names]
+        cursor.execute(
+            f"INSERT INTO {lease_table} (hostname, node_id, run_id, attempt, acquired_at, "
+            "drop_result) VALUES "
+            + ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
+            + " ON CONFLICT (hostname) DO NOTHING RETURNING hostname",
+            [value for row in rows for value in row],
+        )
+        if len(cursor.fetchall()) < len(rows):
+            # Another run took one of the nodes meanwhile: nothing is taken (the leases
+            # just inserted go again).
             cursor.execute(
-                f"SELECT hostname, id FROM {node_table} WHERE hostname IN ({_in(names)}) "
-                f"ORDER BY id{lock}",
-                names,
+                f"DELETE FROM {lease_table} WHERE run_id = %s AND attempt = %s AND "
+                f"acquired_at = %s AND hostname IN ({_in(names)})",
+                [run.pk, run.attempts, now, *names],
             )
-            nodes = dict(cursor.fetchall())
-            cutoff = ops.adapt_datetimefield_value(_stale_before())
-            # Whether each lease's holder still holds it (``_live``), decided in the query:
-            # a holder's raw output can be megabytes, and only its liveness matters here.
-            cursor.execute(
-                f"SELECT l.id, l.hostname, l.attempt, l.run_id, CASE WHEN r.status = %s AND "
-                f"r.attempts = l.attempt AND r.heartbeat_at IS NOT NULL AND r.heartbeat_at "
-                f">= %s THEN 1 ELSE 0 END FROM {lease_table} l INNER JOIN {run_table} r ON "
-                f"r.id = l.run_id WHERE l.hostname IN ({_in(names)})",
-                [Run.Status.RUNNING, cutoff, *names],
-            )
-            holders: dict[str, int] = {}
-            stale: list[int] = []
-            for pk, hostname, attempt, run_id, live in cursor.fetchall():
-                if run_id == run.pk and attempt == run.attempts:
-                    continue
-                if not live:
-                    stale.append(pk)
-                    continue
-                holders[hostname] = run_id
-            if stale:
-                cursor.execute(f"DELETE FROM {lease_table} WHERE id IN ({_in(stale)})", stale)
-            if run.queued_at is None:
-                earlier, params = "r.id < %s", [run.pk]
-            else:
-                queued = ops.adapt_datetimefield_value(run.queued_at)
-                earlier = "(r.queued_at < %s OR (r.queued_at = %s AND r.id < %s))"
-                params = [queued, queued, run.pk]
-            cursor.execute(
-                f"SELECT r.id, r.nodes_held FROM {run_table} r WHERE {earlier} AND r.status "
-                f"= %s AND r.waiting_for <> '' AND r.id <> %s AND r.heartbeat_at >= %s "
-                f"ORDER BY r.queued_at, r.id",
-                [*params, Run.Status.RUNNING, run.pk, cutoff],
-            )
-            waiters = cursor.fetchall()
-            busy = _busy(holders, waiters, set(names))
-            if busy:
-                why = "waiting for " + "; ".join(
-                    f"node {name} ({busy[name]})" for name in sorted(busy)
-                )
-                if why != run.waiting_for or run.nodes_held != names:
-                    # Marked as waiting under the same locks: a later run that locks these
-                    # nodes next sees this run waiting for them.
-                    Run.objects.filter(pk=run.pk).update(waiting_for=why, nodes_held=names)
-                    run.waiting_for, run.nodes_held = why, names
-                return False, why
-            now = ops.adapt_datetimefield_value(timezone.now())
-            rows = [(name, nodes.get(name), run.pk, run.attempts, now, "") for name in names]
-            cursor.execute(
-                f"INSERT INTO {lease_table} (hostname, node_id, run_id, attempt, acquired_at, "
-                "drop_result) VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows)),
-                [value for row in rows for value in row],
-            )
-    except IntegrityError:
-        # Another run took one of the nodes meanwhile (no row lock on SQLite, or a node
-        # without a Node row): nothing was taken.
-        return False, "waiting for " + ", ".join(names) + " (taken meanwhile)"
+            return False, "waiting for " + ", ".join(names) + " (taken meanwhile)"
     return True, ""
 
 

@@ -298,3 +298,31 @@ def test_a_run_slow_to_store_its_outcome_keeps_beating_and_its_nodes(
     assert execute.execute(run.pk, queue(run), "w@test") == "succeeded"
     assert taken == [(False, f"waiting for node stor1 (held by run {run.pk} ({run}))")], taken
     assert NodeLease.objects.count() == 0, "released when the attempt ends"
+
+
+@pytest.mark.django_db
+def test_a_node_taken_meanwhile_takes_nothing_and_leaves_the_transaction_usable(
+    alice, lab, monkeypatch
+):
+    """Another run takes one of the nodes between the reads and the insert (possible on
+    SQLite, which locks no row, or for a node without a Node row): the insert skips it
+    (no error to roll back inside the claim's transaction), none of the run's leases stay,
+    and the other run keeps its node."""
+    from django.db import transaction
+
+    run = running(alice, lab["tb1"], "a1")
+    other = running(alice, lab["tb2"], "b1", queued=1)
+    busy = holding._busy
+
+    def meanwhile(holders, waiters, wanted):
+        NodeLease.objects.create(
+            hostname="s1", node=lab["s1"], run=other, attempt=1, acquired_at=timezone.now()
+        )
+        return busy(holders, waiters, wanted)
+
+    monkeypatch.setattr(holding, "_busy", meanwhile)
+    with transaction.atomic():
+        held, why = holding.try_acquire(run, holding.nodes_for(run))
+        assert not held and why.endswith("(taken meanwhile)")
+        assert leases() == {"s1": other.pk}, "nothing of the run's; the other's stays"
+        assert Run.objects.filter(pk=run.pk).exists(), "the transaction goes on"
