@@ -256,13 +256,20 @@ def store(run: Run, docs: list[dict[str, Any]]) -> None:
 
 
 def save(
-    run: Run, doc: dict[str, Any], refresh: bool = True, alone: bool = False, first: bool = False
+    run: Run,
+    doc: dict[str, Any],
+    refresh: bool = True,
+    alone: bool = False,
+    first: bool = False,
+    verdict: dict[str, Any] | None = None,
 ) -> RunTelemetry | None:
     """Store one node's document for ``run`` (replacing an earlier attempt's); None when the
     run was deleted meanwhile. ``refresh``: recompute the run's verdict (``store`` does it
     once for several documents); ``alone``: from this document only, without reading the
     rows back (the run has no other node's); ``first``: the run's first attempt, which has
-    no earlier row to replace (one INSERT)."""
+    no earlier row to replace (one INSERT). ``verdict``: receives the verdict's fields,
+    once the row is stored, instead of their own UPDATE: the caller writes them with its
+    update of the run in this transaction (the executor, with the raw output)."""
     if doc.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} document")
     data, cores = pack(doc)
@@ -287,12 +294,16 @@ def save(
                 # One plain INSERT … RETURNING id (what create() does, without compiling it).
                 results.insert(RunTelemetry, [row])
                 row._state.adding, row._state.db = False, RunTelemetry.objects.db
+            values = None
             if refresh:
-                refresh_verdict(run, [page_form(doc)] if alone else None)
+                docs = [page_form(doc)] if alone else None
+                values = refresh_verdict(run, docs, write=verdict is None)
     except IntegrityError:
         if not Run.objects.filter(pk=run.pk).exists():
             return None
         raise
+    if verdict is not None and values:
+        verdict.update(values)  # the row is stored (its savepoint released)
     return row
 
 
@@ -408,10 +419,13 @@ def stated_rates(hostnames: list[str]) -> dict[str, float]:
     return rates
 
 
-def refresh_verdict(run: Run, docs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def refresh_verdict(
+    run: Run, docs: list[dict[str, Any]] | None = None, write: bool = True
+) -> dict[str, Any]:
     """Recompute and store the run's verdict summary (Run.bottleneck, …) from all of its
     nodes' documents: a node's document can arrive after the others', and the verdict is
-    over all of them. Called by ``save``; ``manage.py refresh_verdicts`` for older runs."""
+    over all of them. Called by ``save``; ``manage.py refresh_verdicts`` for older runs.
+    ``write=False``: only computed (the caller writes it with its own update of the run)."""
     from experiments import bottleneck
 
     # The executor's run alone on its node (``docs`` in hand): its node's stated rates may
@@ -431,9 +445,10 @@ def refresh_verdict(run: Run, docs: list[dict[str, Any]] | None = None) -> dict[
         entry = found["steady"].get(f"{op}_bw", {})
         values[f"{op}_steady"] = entry.get("steady")
         values[f"{op}_whole"] = entry["whole"] if "steady" in entry else None
-    _write_verdict(run.pk, values)
-    for name, value in values.items():
-        setattr(run, name, value)
+    if write:
+        _write_verdict(run.pk, values)
+        for name, value in values.items():
+            setattr(run, name, value)
     return values
 
 
@@ -516,13 +531,15 @@ def _nothing() -> None:
     pass
 
 
-def save_deferred(run: Run, alone: bool = False, first: bool = False) -> None:
+def save_deferred(
+    run: Run, alone: bool = False, first: bool = False, verdict: dict[str, Any] | None = None
+) -> None:
     """Store the document ``recording(defer=True)`` kept on ``run`` (nothing without one),
-    inside a savepoint of the caller's transaction: a failure is logged and undone alone.
-    ``alone``, ``first``: as for ``save``."""
+    inside a savepoint of the caller's transaction: a failure is logged and undone alone
+    (``verdict`` then stays empty). ``alone``, ``first``, ``verdict``: as for ``save``."""
     doc = run.__dict__.pop(DEFERRED, None)
     if doc is not None:
-        _save_logged(run, doc, alone=alone, first=first)
+        _save_logged(run, doc, alone=alone, first=first, verdict=verdict)
 
 
 def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[str, Any] | None:
@@ -540,7 +557,7 @@ def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[s
         return None
 
 
-def _save_logged(run: Run, doc: dict[str, Any], **how: bool) -> None:
+def _save_logged(run: Run, doc: dict[str, Any], **how: Any) -> None:
     try:
         save(run, with_clock(doc), **how)
     except Exception:

@@ -228,20 +228,27 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
     with transaction.atomic():
         if outermost:
             _commit_unflushed()
+        # The tool's telemetry first, in a savepoint (a failure is logged and undone alone);
+        # its verdict is written with the raw output, in one UPDATE. Alone: a run holding
+        # its own node only has no other node's document. A first attempt has no earlier
+        # row of this node to replace.
+        verdict: dict[str, Any] = {}
+        telemetry.save_deferred(
+            run, alone=not agent.others_held(run), first=run.attempts == 1, verdict=verdict
+        )
         if not update_run(
             run,
             raw_output=output[-MAX_OUTPUT_BYTES:],
             exit_code=exit_code,
             finished_at=timezone.now(),
             heartbeat_at=timezone.now(),
+            **verdict,
         ):
             log.warning(
                 "run %s was deleted while it ran; its outcome (%s) is dropped", run.pk, status
             )
+            transaction.set_rollback(True)  # and its telemetry with it
             return
-        # Alone: a run holding its own node only has no other node's document.
-        # A first attempt has no earlier row of this node to replace.
-        telemetry.save_deferred(run, alone=not agent.others_held(run), first=run.attempts == 1)
 
     def outcome(parsed: Run) -> dict[str, Any]:
         """The status and error, written with the parsed fields (one UPDATE)."""

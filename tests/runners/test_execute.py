@@ -431,3 +431,79 @@ def test_a_run_inside_a_callers_transaction_leaves_its_durability_alone(alice, b
         with connection.cursor() as cursor:
             cursor.execute("SELECT current_setting('synchronous_commit')")
             assert cursor.fetchone()[0] == "on"
+
+
+def _run_updates(queries) -> list[str]:
+    return [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('UPDATE "experiments_run"')
+    ]
+
+
+@pytest.mark.django_db
+def test_a_short_runs_raw_output_and_verdict_are_one_update(alice, bench):
+    """Issue 17: the run's row is written three times in all (claim, raw output with the
+    telemetry's verdict, outcome with the parsed fields), and the verdict is the one its
+    stored telemetry gives."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from experiments import telemetry as stored
+
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    token = queue(run)
+    with CaptureQueriesContext(connection) as queries:
+        assert execute.execute(run.pk, token, "w@test") == Run.Status.SUCCEEDED
+    updates = _run_updates(queries)
+    assert len(updates) == 3, updates
+    assert '"raw_output"' in updates[1] and '"bottleneck"' in updates[1]
+    run.refresh_from_db()
+    verdict = (run.bottleneck, run.bottleneck_evidence, run.steady, run.collapsed)
+    assert verdict[0]
+    stored.refresh_verdict(run)
+    assert (run.bottleneck, run.bottleneck_evidence, run.steady, run.collapsed) == verdict
+    assert summaries.differences() == []
+
+
+@pytest.mark.django_db
+def test_telemetry_that_cannot_be_stored_leaves_no_verdict_and_the_outcome_whole(
+    alice, bench, monkeypatch
+):
+    """A failure while storing the telemetry (here its verdict) is undone alone: no row, no
+    verdict; the raw output, metrics and status are stored as usual."""
+    from experiments import telemetry as stored
+    from experiments.models import RunTelemetry
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no verdict today")
+
+    monkeypatch.setattr(stored, "refresh_verdict", broken)
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    run.refresh_from_db()
+    assert run.raw_output and run.exit_code == 0 and run.metrics.exists()
+    assert not RunTelemetry.objects.filter(run=run).exists() and run.bottleneck == ""
+    assert summaries.differences() == []
+
+
+@pytest.mark.django_db
+def test_a_run_deleted_before_its_raw_output_is_stored_leaves_no_telemetry(
+    alice, bench, monkeypatch
+):
+    from experiments.models import NodeLease, RunTelemetry
+
+    finish = execute._finish
+
+    def deleted_first(run, *args):
+        Run.objects.filter(pk=run.pk).delete()
+        return finish(run, *args)
+
+    monkeypatch.setattr(execute, "_finish", deleted_first)
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    execute.execute(run.pk, queue(run), "w@test")
+    assert not Run.objects.filter(pk=run.pk).exists()
+    assert not RunTelemetry.objects.exists() and not NodeLease.objects.exists()
