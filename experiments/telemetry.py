@@ -286,8 +286,12 @@ def save(
         # The row and the verdict in one transaction (a savepoint in the caller's).
         with transaction.atomic():
             # An earlier attempt's row is replaced; usually there is none (one INSERT).
-            rows = RunTelemetry.objects.filter(run_id=run.pk, hostname=doc["hostname"])
-            if not first and rows.update(**fields):
+            rows = (
+                None
+                if first
+                else RunTelemetry.objects.filter(run_id=run.pk, hostname=doc["hostname"])
+            )
+            if rows is not None and rows.update(**fields):
                 row = rows.get()
             else:
                 row = RunTelemetry(run_id=run.pk, hostname=doc["hostname"], **fields)
