@@ -123,9 +123,9 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
     that cannot hold them is marked as waiting (``waiting_for``, ``nodes_held``) in the same
     transaction.
 
-    Plain SQL statements (the ORM's compilation of these four costs more CPU than the
-    database spends on them, on every run): the node locks, the leases with whether their
-    holder is live, the earlier runs waiting, the insert."""
+    Plain SQL statements (the ORM's compilation of these costs more CPU than the database
+    spends on them, on every run): the node locks; the leases with whether their holder is
+    live and the earlier runs waiting, in one; the insert."""
     if not names:
         return True, ""
     ops = connection.ops
@@ -145,19 +145,31 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
         )
         nodes = dict(cursor.fetchall())
         cutoff = ops.adapt_datetimefield_value(_stale_before())
-        # Whether each lease's holder still holds it (``_live``), decided in the query:
-        # a holder's raw output can be megabytes, and only its liveness matters here.
+        if run.queued_at is None:
+            earlier, params = "r.id < %s", [run.pk]
+        else:
+            queued = ops.adapt_datetimefield_value(run.queued_at)
+            earlier = "(r.queued_at < %s OR (r.queued_at = %s AND r.id < %s))"
+            params = [queued, queued, run.pk]
+        # One statement, two answers (kind 0, then 1): the nodes' leases with whether each
+        # holder still holds it (``_live``, decided in the query: a holder's raw output can
+        # be megabytes, and only its liveness matters here), and the runs queued earlier
+        # that wait, earliest first.
         cursor.execute(
-            f"SELECT l.id, l.hostname, l.attempt, l.run_id, CASE WHEN r.status = %s AND "
+            f"SELECT 0, l.id, l.hostname, l.attempt, l.run_id, CASE WHEN r.status = %s AND "
             f"r.attempts = l.attempt AND r.heartbeat_at IS NOT NULL AND r.heartbeat_at "
-            f">= %s THEN 1 ELSE 0 END FROM {lease_table} l INNER JOIN {run_table} r ON "
-            f"r.id = l.run_id WHERE l.hostname IN ({_in(names)})",
-            [Run.Status.RUNNING, cutoff, *names],
+            f">= %s THEN 1 ELSE 0 END, NULL, NULL FROM {lease_table} l INNER JOIN "
+            f"{run_table} r ON r.id = l.run_id WHERE l.hostname IN ({_in(names)}) "
+            f"UNION ALL SELECT 1, r.id, NULL, NULL, NULL, NULL, r.nodes_held, r.queued_at "
+            f"FROM {run_table} r WHERE {earlier} AND r.status = %s AND r.waiting_for <> '' "
+            f"AND r.id <> %s AND r.heartbeat_at >= %s ORDER BY 1, 8, 2",
+            [Run.Status.RUNNING, cutoff, *names, *params, Run.Status.RUNNING, run.pk, cutoff],
         )
+        found = cursor.fetchall()
         holders: dict[str, int] = {}
         stale: list[int] = []
-        for pk, hostname, attempt, run_id, live in cursor.fetchall():
-            if run_id == run.pk and attempt == run.attempts:
+        for kind, pk, hostname, attempt, run_id, live, _, _ in found:
+            if kind or (run_id == run.pk and attempt == run.attempts):
                 continue
             if not live:
                 stale.append(pk)
@@ -165,19 +177,7 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
             holders[hostname] = run_id
         if stale:
             cursor.execute(f"DELETE FROM {lease_table} WHERE id IN ({_in(stale)})", stale)
-        if run.queued_at is None:
-            earlier, params = "r.id < %s", [run.pk]
-        else:
-            queued = ops.adapt_datetimefield_value(run.queued_at)
-            earlier = "(r.queued_at < %s OR (r.queued_at = %s AND r.id < %s))"
-            params = [queued, queued, run.pk]
-        cursor.execute(
-            f"SELECT r.id, r.nodes_held FROM {run_table} r WHERE {earlier} AND r.status "
-            f"= %s AND r.waiting_for <> '' AND r.id <> %s AND r.heartbeat_at >= %s "
-            f"ORDER BY r.queued_at, r.id",
-            [*params, Run.Status.RUNNING, run.pk, cutoff],
-        )
-        waiters = cursor.fetchall()
+        waiters = [(row[1], row[6]) for row in found if row[0]]
         busy = _busy(holders, waiters, set(names))
         if busy:
             why = "waiting for " + "; ".join(f"node {name} ({busy[name]})" for name in sorted(busy))
