@@ -295,14 +295,20 @@ def main() -> None:
         total = counts["queued"]
         done = 0
         deadline = started + 600
+        # The backends' last readings, taken while the runs go on: a session the worker
+        # closes (Celery's fix-up closes them every CELERY_DB_REUSE_MAX = 1,000 tasks) is
+        # gone from /proc by the end, and with it its CPU time.
+        seen: dict[int, float] = {}
         while time.perf_counter() < deadline:
             done = matrix.runs.filter(status__in=Run.TERMINAL).count()
+            seen.update(worker_backends())
             if done >= total:
                 break
             time.sleep(0.2)
         elapsed = time.perf_counter() - started
         cpu = tree_cpu(worker.pid) - cpu
-        backends = {pid: used - backends.get(pid, 0.0) for pid, used in worker_backends().items()}
+        seen.update(worker_backends())
+        backends = {pid: used - backends.get(pid, 0.0) for pid, used in seen.items()}
         rss = common.rss_kib(worker.pid) / 1024
     statuses = dict(matrix.runs.values_list("status").annotate(n=Count("id")).order_by())
     spans = sorted(
