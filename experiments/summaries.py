@@ -22,11 +22,15 @@ them in the same transaction, in one of two ways:
 
 The callers:
 
-- ``experiments.results.replace_metrics`` (executor, import, push, reparse, load_published):
-  an append when the run had no headline metric before, else a refresh; the bulk ingest
-  (``add``, one statement per batch);
-- ``RunQuerySet.update``, ``Run.save``, the ``Metric`` queryset's delete/update/bulk_create
-  and ``Metric.save``/``delete`` (so a verdict refresh, a test or a shell edit keeps them);
+- ``experiments.results`` (the executor's and an import's parse, reparse,
+  ``replace_metrics`` for load_published): an append when the run had no headline
+  metric before, else a refresh; a parse's first store sets the run's key with its parsed
+  fields (``experiments.models.runs.store_row``) and appends with ``append_keyed``; the
+  bulk ingest (``add``, one statement per batch);
+- ``RunQuerySet.update`` and its one-run form in plain SQL (``update_row``: the executor's
+  writes and the verdict's), ``Run.save``, the ``Metric`` queryset's
+  delete/update/bulk_create and ``Metric.save``/``delete`` (so a verdict refresh, a test or
+  a shell edit keeps them);
 - deletes of runs, whatever deletes them (a matrix, its owner, load_published's re-load),
   through Django's delete signals: the configurations are read before the rows go and
   recomputed after; a target's delete, which clears its runs' target, likewise.

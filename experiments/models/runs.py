@@ -629,17 +629,16 @@ def update_row(run_id: int, fields: dict) -> int:
     CPU than the database spends on them); 1, or 0 when the row does not exist.
 
     ``RunQuerySet.update``'s rule, in the same statement: when ``fields`` hold a column the
-    configuration summaries read and the run has a headline metric (``RETURNING EXISTS``,
-    read before the update changes anything), its summaries are refreshed in this
-    transaction."""
+    configuration summaries read and the run has a headline metric (``RETURNING EXISTS``:
+    the update changes no metric row), its summaries are refreshed in this transaction."""
     quote = connection.ops.quote_name
     columns, params = _set_clause(fields)
     sql = f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s"
-    summarised = bool(SUMMARY_FIELDS.intersection(fields))
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        if not summarised:
+    if not SUMMARY_FIELDS.intersection(fields):
+        with connection.cursor() as cursor:  # one statement: autocommit needs no BEGIN
             cursor.execute(sql, [*params, run_id])
             return cursor.rowcount
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(f"{sql} RETURNING {_has_metric(primary=True)}", [*params, run_id])
         row = cursor.fetchone()
         if row is not None and row[0]:
