@@ -226,12 +226,11 @@ def _store(
     # Inside a caller's transaction, no savepoint: nobody goes on after an error here.
     with transaction.atomic(savepoint=False):
         if parsed.error and keep_on_error:
-            stored = update_row(run.pk, fields)
+            update_row(run.pk, fields)
         else:
-            stored = _store_with_metrics(run, fields, parsed.metrics)
-        if stored:
-            for name, value in fields.items():
-                setattr(run, name, value)
+            _store_with_metrics(run, fields, parsed.metrics)
+    for name, value in fields.items():  # as written (or as it would have been: deleted)
+        setattr(run, name, value)
     return parsed.error or None
 
 
