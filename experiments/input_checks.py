@@ -14,6 +14,7 @@ request (400, or 404 for a path); ``experiments.api.parsers`` checks JSON bodies
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -113,10 +114,14 @@ def json_problem(
     return _locate(value, max_depth, where)
 
 
-def _storable(value: Any, max_depth: int, strings_checked: bool) -> bool:
+def _storable(
+    value: Any, max_depth: int, strings_checked: bool, float_bound: float = math.inf
+) -> bool:
     """Whether ``json_problem`` finds nothing; a value of any type JSON does not decode to
-    answers False, and ``_locate`` then decides."""
+    answers False, and ``_locate`` then decides. ``float_bound``: False for a float of that
+    magnitude or more too (not only for NaN and the infinities)."""
     search = _BAD_CHARS.search
+    low = -float_bound
     stack: list[tuple[Any, int]] = [([value], -1)]
     while stack:
         item, depth = stack.pop()
@@ -136,7 +141,7 @@ def _storable(value: Any, max_depth: int, strings_checked: bool) -> bool:
                 if not strings_checked and search(sub) is not None:
                     return False
             elif kind is float:
-                if sub - sub != 0.0:  # NaN or an infinity
+                if not low < sub < float_bound:  # NaN, an infinity (or the bound)
                     return False
             elif kind is int:
                 if not -INT_MAX - 1 <= sub <= INT_MAX:

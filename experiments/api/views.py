@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from experiments import matrices as matrix_ops
 from experiments import reports as report_ops
 from experiments.api import filters, serializers
-from experiments.api.ingest import MAX_REQUEST_BYTES, IngestError, ingest
+from experiments.api.ingest import MAX_REQUEST_BYTES, IngestError, gc_paused, ingest
 from experiments.api.pagination import RunCursorPagination
 from experiments.api.parsers import JSONLinesParser, StrictJSONParser
 from experiments.api.permissions import StaffWrites
@@ -489,7 +489,8 @@ class RunViewSet(
     @action(detail=False, methods=["post"])
     def bulk(self, request):
         try:
-            results = ingest(request.data, request.user)
+            with gc_paused():  # the parse of the body (request.data) too
+                results = ingest(request.data, request.user)
         except IngestError as exc:
             if exc.status == status.HTTP_400_BAD_REQUEST:
                 raise ValidationError({"detail": str(exc)}) from None

@@ -322,8 +322,13 @@ FINE = [
     '["caf\\u00e9", "\\ud83d\\ude00", "\\\\u0000 is text", "tab\\tnew\\nline"]',
     '{"a": 1, "a": 2}',
     '[{"a": [[[[[[[[[[1]]]]]]]]]]}]',
+    # Floats of 2**63 or more: parsed by json, not orjson (which reads big integers so).
+    '{"a": 9.3e18, "b": -9223372036854775808.0, "c": 123456789012345678901234.5, "d": 1e308}',
 ]
 REFUSED = [
+    '{"n": -9223372036854775809}',
+    '{"n": 123456789012345678901234567890}',
+    "[1e19, 10000000000000000000]",
     '{"n": NaN}',
     '{"n": -Infinity}',
     '{"n": 1e401}',
@@ -358,6 +363,34 @@ def test_fast_loads_refuses_as_loads_does(text):
     assert str(fast.value) == str(plain.value)
 
 
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values)
+def test_fast_loads_is_loads(value):
+    """orjson's parse (with json's where it would differ) gives loads' value or refusal."""
+    text = json.dumps(value)  # NaN, Infinity, lone surrogates, big integers: refused
+    try:
+        plain = loads(text)
+    except ValueError as exc:
+        with pytest.raises(ValueError) as fast:
+            fast_loads(text)
+        assert (type(fast.value), str(fast.value)) == (type(exc), str(exc))
+        return
+    fast = fast_loads(text)
+    assert json.dumps(fast) == json.dumps(plain)
+    assert repr(fast) == repr(plain)  # types too: 1 and 1.0
+
+
 def test_checked_json_text_is_json_dumps_for_jsonb():
     """What orjson writes for checked values reads back as what json.dumps writes."""
     value = {"f": 1e16, "t": 1e-7, "z": -0.0, "o": 1.0, "s": TEXT, "n": [None, True, 2**63 - 1]}
@@ -366,3 +399,111 @@ def test_checked_json_text_is_json_dumps_for_jsonb():
     unescaped = unescaped.replace("\\r", "\r").replace("\x00", "\\")
     assert json.loads(unescaped) == value
     assert not math.isnan(json.loads(unescaped)["f"])
+
+
+# --- Plain metrics and flat parameters -----------------------------------------------------
+
+# Mostly valid, so that lists of plain metrics come often, with each way to be otherwise.
+plain_metric = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(["write_bw", "read_lat", "elapsed", "write_bw", "nope", 1, None]),
+        "value": st.one_of(
+            st.floats(-1e301, 1e301),
+            st.integers(min_value=-(2**70), max_value=2**70),
+            st.sampled_from(
+                [True, None, "1", [1.0], math.nan, math.inf, 1e300, -1e300, 5e300, -2e300]
+            ),
+        ),
+    },
+    optional={
+        "stat": st.sampled_from(["value", "mean", "p99", "value", "nope", None, 1, ["mean"]]),
+        "unit": st.sampled_from(["B/s", "s", "IOPS", "B/s", None, 1]),
+        "iteration": st.sampled_from([None, 0, 2]),
+        "extra": st.sampled_from([{}, {"job": "a"}]),
+        "source_ref": st.sampled_from(["", "line 3"]),
+        "other": st.just(1),
+    },
+)
+not_a_metric = st.sampled_from([1, None, "x", [], ["name"]])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(plain_metric, plain_metric, plain_metric, not_a_metric), max_size=4))
+def test_plain_metrics_are_checked_as_each_metric_is(raw):
+    """``_plain_metrics``' tuples are those of the check of each metric, and a list it
+    declines is left to that check (which words the error)."""
+    fast = ingest_module.Item(0, {})
+    checked = ingest_module._metrics(fast, raw)
+    real = ingest_module._plain_metrics
+    try:
+        ingest_module._plain_metrics = lambda raw: None
+        slow = ingest_module.Item(0, {})
+        expected = ingest_module._metrics(slow, raw)
+    finally:
+        ingest_module._plain_metrics = real
+    assert (repr(checked), fast.errors) == (repr(expected), slow.errors)
+
+
+flat_values = st.dictionaries(
+    st.one_of(st.text(max_size=3), st.sampled_from(["\x00", "a\ud800"])),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**64), max_value=2**64),
+        st.floats(),
+        st.text(max_size=3),
+        st.sampled_from(["\x00", "\udfff", "tab\t"]),
+        st.lists(st.integers(), max_size=2),
+        st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+        st.just(object()),
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(flat_values)
+def test_flat_parameters_are_checked_as_json_problem_checks(params):
+    if ingest_module._flat_storable(params):
+        assert ingest_module._unstorable(params, "params") is None
+    else:  # nested, or refused: json_problem decides
+        nested = any(type(v) in (dict, list, object) for v in params.values())
+        assert nested or ingest_module._unstorable(params, "params") is not None
+
+
+def test_flat_parameters_refused_with_their_words():
+    for params, words in [
+        ({"a": "x\x00"}, "params.a: text contains a NUL character"),
+        ({"a\ud800": 1}, "params: a key contains a lone UTF-16 surrogate"),
+        ({"a": 2**63}, "params.a: the integer is out of range"),
+        ({"a": math.nan}, "params.a: the number is not finite"),
+    ]:
+        assert not ingest_module._flat_storable(params)
+        item = ingest_module.Item(0, {"testbed": "x", "tool": "fio", "params": params})
+        ingest_module._validate(item)
+        assert item.errors["params"].startswith(words), item.errors
+
+
+# --- The collector's pause -----------------------------------------------------------------
+
+
+def test_gc_paused_restores_the_collector():
+    import gc
+
+    assert gc.isenabled()
+    with ingest_module.gc_paused():
+        assert not gc.isenabled()
+        with ingest_module.gc_paused():  # another request's, in another thread
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError), ingest_module.gc_paused():
+        1 / 0  # noqa: B018
+    assert gc.isenabled()
+    gc.disable()  # left as it was found
+    try:
+        with ingest_module.gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
