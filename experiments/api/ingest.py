@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -762,12 +763,14 @@ class _KeyMemo:
 
     def __init__(self) -> None:
         self.keys: dict[tuple, str] = {}
+        # The key columns but the parameters: a value, or a tuple of values.
+        self.columns = attrgetter(*(c for c in summaries.KEY_COLUMNS if c != "params"))
 
     def __call__(self, run: Any) -> str:
         params = run.params
         try:
             memo = (
-                *(getattr(run, c) for c in summaries.KEY_COLUMNS if c != "params"),
+                self.columns(run),
                 tuple(params.items()),
                 tuple(map(type, params.values())),
             )
@@ -843,38 +846,56 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
     )
     existing = _existing(user, {c["key"] for c in cleaned if c.get("key")})
 
+    refusals: dict[int, str | None] = {}
+
+    def testbed_of(ref: str) -> tuple[int | None, str | None]:
+        testbed = testbeds.get(ref, False)
+        if testbed is False:
+            return None, f"no testbed {ref!r}"
+        if testbed is None:
+            return None, f"several testbeds are named {ref!r}: use its UUID"
+        # Published testbeds take no runs; others only from their operators.
+        if testbed.pk not in refusals:
+            refusals[testbed.pk] = testbed.runs_refused(user)
+        return testbed.pk, refusals[testbed.pk] or None
+
+    def tuning_of(ref: str) -> tuple[int | None, str | None]:
+        if not ref:
+            return None, None
+        tuning = tunings.get(ref, False)
+        if tuning is False:
+            return None, f"no tuning set {ref!r}"
+        if tuning is None:
+            return None, f"several tuning sets are named {ref!r}: use its UUID"
+        return tuning.pk, None
+
+    # Each reference's id or error, found once (a batch names one testbed 500 times).
+    testbed_refs: dict[str, tuple[int | None, str | None]] = {}
+    tuning_refs: dict[str, tuple[int | None, str | None]] = {}
+    user_id = user.pk
     now = timezone.now()
     defaults = _row_type()
     key_of = _KeyMemo()
     seen_keys: dict[str, Item] = {}
-    refusals: dict[int, str | None] = {}
     new: list[tuple[Item, dict[str, Any]]] = []
     for item, clean in zip(items, cleaned, strict=True):
         if item.errors:
             item.outcome = "invalid"
             continue
-        testbed = testbeds.get(clean["testbed"], False)
-        if testbed is False:
-            item.errors["testbed"] = f"no testbed {clean['testbed']!r}"
-        elif testbed is None:
-            item.errors["testbed"] = (
-                f"several testbeds are named {clean['testbed']!r}: use its UUID"
-            )
-        else:
-            # Published testbeds take no runs; others only from their operators.
-            if testbed.pk not in refusals:
-                refusals[testbed.pk] = testbed.runs_refused(user)
-            if refusals[testbed.pk]:
-                item.errors["testbed"] = refusals[testbed.pk]
-        tuning = None
-        if clean["tuning_set"]:
-            tuning = tunings.get(clean["tuning_set"], False)
-            if tuning is False:
-                item.errors["tuning_set"] = f"no tuning set {clean['tuning_set']!r}"
-            elif tuning is None:
-                item.errors["tuning_set"] = (
-                    f"several tuning sets are named {clean['tuning_set']!r}: use its UUID"
-                )
+        ref = clean["testbed"]
+        found = testbed_refs.get(ref)
+        if found is None:
+            found = testbed_refs[ref] = testbed_of(ref)
+        testbed_id, error = found
+        if error:
+            item.errors["testbed"] = error
+        ref = clean["tuning_set"]
+        found = tuning_refs.get(ref)
+        if found is None:
+            found = tuning_refs[ref] = tuning_of(ref)
+        tuning_id, error = found
+        if error:
+            item.errors["tuning_set"] = error
         if item.errors:
             item.outcome = "invalid"
             continue
@@ -889,9 +910,9 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             continue
         item.run = _run(
             defaults,
-            owner_id=user.pk,
-            testbed_id=testbed.pk,
-            tuning_set_id=tuning.pk if tuning else None,
+            owner_id=user_id,
+            testbed_id=testbed_id,
+            tuning_set_id=tuning_id,
             tool=clean["tool"] or Tool.OTHER,
             tool_version=clean["tool_version"],
             label=clean["label"],
