@@ -205,3 +205,44 @@ def test_existing_keys_found_one_index_lookup_each_whatever_the_statistics(api, 
     runs = [node for node in _scans(plan) if node.get("Relation Name") == Run._meta.db_table]
     assert runs and all("client_key" in node.get("Index Cond", "") for node in runs), plan
     assert not any(node.get("Rows Removed by Filter") for node in runs), plan
+
+def test_the_collector_runs_again_after_a_bulk_request(api, testbed, monkeypatch):
+    """The bulk view pauses the cyclic GC while it parses and stores; every way out (a
+    stored batch, a refused one, an error inside) leaves it enabled, and the parsed body is
+    let go of (freed by reference counting, not left to a collection)."""
+    import gc
+    import weakref
+
+    from experiments.api import views
+
+    class Items(list):  # (a list subclass: weak references to it can be taken)
+        pass
+
+    seen = []
+    real = views.ingest
+
+    def ingest(items, user):
+        assert not gc.isenabled()
+        seen.append(weakref.ref(items))
+        if len(items) > 1:
+            raise RuntimeError("inside")
+        return real(items, user)
+
+    monkeypatch.setattr(views, "ingest", ingest)
+    monkeypatch.setattr(views.StrictJSONParser, "parse", lambda self, *a, **k: Items(body))
+    body = [metric_item(1)]
+    gc.disable()  # no collection may free the body: only its reference count
+    try:
+        assert api.post("/api/runs/bulk/", []).status_code == 200
+        assert seen[0]() is None
+    finally:
+        gc.enable()
+    assert gc.isenabled()
+    body = {"not": "a list"}
+    monkeypatch.undo()
+    assert api.post("/api/runs/bulk/", body).status_code == 400
+    assert gc.isenabled()
+    monkeypatch.setattr(views, "ingest", ingest)
+    api.raise_request_exception = False
+    assert api.post("/api/runs/bulk/", [metric_item(2), metric_item(3)]).status_code == 500
+    assert gc.isenabled()
