@@ -619,15 +619,15 @@ class _CopyText:
             + ", ".join(
                 quote(metric.get_field(name).column)
                 for name in (
-                    "name",
+                    "run",
                     "value",
+                    "name",
                     "unit",
                     "stat",
                     "iteration",
                     "primary",
                     "extra",
                     "source_ref",
-                    "run",
                 )
             )
             + ")"
@@ -676,23 +676,57 @@ def _copy_text() -> _CopyText:
     return _COPY_TEXT[0]
 
 
-def _metric_lines(run_id: int, rows: list) -> list[str]:
-    """COPY lines of a run's metrics: tuples of ``_metrics`` (explicit) or parsed rows."""
-    tail = f"\t{run_id}"
+# The text of a plain metric's line after its value (``_metric_lines``): per name, unit,
+# statistic and primary flag of the vocabulary (a few thousand at most).
+_PLAIN_TAILS: dict[tuple, str] = {}
+
+
+def _float_texts(values: list[float]) -> list[str]:
+    """The COPY texts of finite floats (checked: ``_metrics``), in one orjson call: the
+    shortest text that reads back as the same float, as ``repr`` writes it but for the
+    form of exponents (``1e16``, not ``1e+16``; PostgreSQL reads either). (``repr`` took
+    1.3 ms for the 3,500 values of a request of 500 runs, this 0.1 ms.)"""
+    if not values:
+        return []
+    return orjson.dumps(values).decode().removeprefix("[").removesuffix("]").split(",")
+
+
+def _metric_lines(run_id: int, rows: list, texts: Iterator[str] | None = None) -> list[str]:
+    """COPY lines of a run's metrics (columns: run, value, name, unit, stat, iteration,
+    primary, extra, source_ref): tuples of ``_metrics`` (explicit) or parsed rows. A plain
+    metric's line (no iteration, extra or source_ref: nearly all) is the run's id, the
+    value, and a text kept per name, unit, statistic and flag. ``texts``: the tuples'
+    values' texts (``_float_texts``), next in the iterator; else found here."""
+    head = f"{run_id}\t"
     if rows and type(rows[0]) is tuple:
+        if texts is None:
+            texts = iter(_float_texts([row[1] for row in rows]))
         # Names, units and statistics are the vocabulary's (nothing to escape).
-        return [
-            f"{name}\t{value!r}\t{unit}\t{stat}\t{NULL if iteration is None else iteration}"
-            f"\t{'t' if primary else 'f'}\t{_checked_json_text(extra) if extra else '{}'}"
-            f"\t{_escaped(source_ref) if source_ref else ''}{tail}"
-            for (name, value, unit, stat, iteration, extra, source_ref), primary in zip(
-                rows, primary_flags(rows), strict=True
-            )
-        ]
+        lines = []
+        append = lines.append
+        tails = _PLAIN_TAILS
+        for (name, _, unit, stat, iteration, extra, source_ref), primary, value in zip(
+            rows, primary_flags(rows), texts, strict=False
+        ):
+            if iteration is None and not extra and not source_ref:
+                tail = tails.get((name, unit, stat, primary))
+                if tail is None:
+                    tail = tails[name, unit, stat, primary] = (
+                        f"{name}\t{unit}\t{stat}\t{NULL}\t{'t' if primary else 'f'}\t{{}}\t"
+                    )
+                append(f"{head}{value}\t{tail}")
+            else:
+                append(
+                    f"{head}{value}\t{name}\t{unit}\t{stat}"
+                    f"\t{NULL if iteration is None else iteration}\t{'t' if primary else 'f'}"
+                    f"\t{_checked_json_text(extra) if extra else '{}'}"
+                    f"\t{_escaped(source_ref) if source_ref else ''}"
+                )
+        return lines
     return [
-        f"{_escaped(m.name)}\t{float(m.value)!r}\t{_escaped(m.unit)}\t{_escaped(m.stat)}"
+        f"{head}{float(m.value)!r}\t{_escaped(m.name)}\t{_escaped(m.unit)}\t{_escaped(m.stat)}"
         f"\t{NULL if m.iteration is None else int(m.iteration)}\t{'t' if m.primary else 'f'}"
-        f"\t{_json_text(m.extra or {})}\t{_escaped(m.source_ref or '')}{tail}"
+        f"\t{_json_text(m.extra or {})}\t{_escaped(m.source_ref or '')}"
         for m in rows
     ]
 
@@ -718,12 +752,23 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> None:
         row_type = type(new[0][0].run)
         checked = plan.writer(row_type, checked=True)
         unchecked = plan.writer(row_type, checked=False)
+        # The explicit metrics' values, formatted at once, taken in the same order below.
+        texts = iter(
+            _float_texts(
+                [
+                    row[1]
+                    for item, _ in new
+                    if item.metrics and type(item.metrics[0]) is tuple
+                    for row in item.metrics
+                ]
+            )
+        )
         for pk, (item, clean) in zip(ids, new, strict=True):
             item.run.id = pk
             line = checked if clean["metrics"] is not None else unchecked
             lines.append(line(item.run))
             if item.metrics:
-                metrics.extend(_metric_lines(pk, item.metrics))
+                metrics.extend(_metric_lines(pk, item.metrics, texts))
         with cursor.cursor.copy(f"COPY {plan.target} FROM STDIN") as copy:
             copy.write("\n".join(lines) + "\n")
         if metrics:

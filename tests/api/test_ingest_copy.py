@@ -69,6 +69,14 @@ def items(prefix: str, testbed) -> list[dict]:
                 {"name": "write_lat", "value": 1e-300, "stat": "max"},
                 {"name": "write_lat", "value": 5e-324, "stat": "mean"},
                 {"name": "elapsed", "value": 12345678901234567890},
+                # Plain metrics of every form of float text (orjson's: 1e16, not 1e+16).
+                {"name": "read_bw", "value": -0.0},
+                {"name": "read_iops", "value": 1e16},
+                {"name": "write_iops", "value": 0.1},
+                {"name": "read_lat", "value": 1e-7, "stat": "p99"},
+                {"name": "read_lat", "value": 123456789.0, "stat": "mean"},
+                {"name": "read_lat", "value": -1.5e299, "stat": "max"},
+                {"name": "elapsed", "value": 2.2250738585072014e-308, "stat": "min"},
             ],
         },
         {
@@ -507,3 +515,15 @@ def test_gc_paused_restores_the_collector():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=20))
+def test_float_texts_read_back_as_the_floats(values):
+    """What PostgreSQL reads (as Python's float does: correctly rounded) is each value,
+    the sign of zero too; one text per value."""
+    texts = ingest_module._float_texts(values)
+    assert len(texts) == len(values)
+    for text, value in zip(texts, values, strict=True):
+        assert float(text) == value and math.copysign(1, float(text)) == math.copysign(1, value)
+        assert not set(text) & set("\t\n\\,")
