@@ -504,8 +504,9 @@ def _store(new: list[tuple[Item, dict[str, Any]]]) -> None:
         # Telemetry (validated above) in the same transaction: a run is stored with all of
         # its documents or not at all. Its verdict is computed once all are in.
         carried = {item.run.id: clean["telemetry"] for item, clean in new if clean["telemetry"]}
-        for run in Run.objects.filter(pk__in=carried).select_related("node"):
-            telemetry.store(run, carried[run.pk])
+        if carried:  # (most batches carry none: no queryset built for nothing)
+            for run in Run.objects.filter(pk__in=carried).select_related("node"):
+                telemetry.store(run, carried[run.pk])
 
 
 def _bulk_create(new: list[tuple[Item, dict[str, Any]]]) -> None:
