@@ -356,6 +356,12 @@ def primary_flags(metrics: list[tuple]) -> list[bool]:
     """Which of an item's metric tuples (``_metrics``) are primary: what
     ``experiments.results.mark_primary`` marks (one per name: iteration null, no detail key
     in extra, the first of stat value / mean / max that exists)."""
+    if len({m[0] for m in metrics}) == len(metrics):
+        for m in metrics:
+            if m[4] is not None or m[5]:
+                break
+        else:  # (nearly always) each name once, none with an iteration or extra
+            return [m[3] in RANKS for m in metrics]
     best: dict[str, tuple[int, int]] = {}
     for i, (name, _, _, stat, iteration, extra, _) in enumerate(metrics):
         if iteration is not None or (extra and not DETAIL_KEYS.isdisjoint(extra)):
@@ -540,7 +546,17 @@ NULL = "\\N"
 
 
 def _escaped(text: str) -> str:
+    # (A printable text holds no tab, newline or carriage return: two C calls, where the
+    # regex's search cost a call into the regex engine for each of thousands of texts.)
+    if text.isprintable() and "\\" not in text:
+        return text
     return text.translate(_COPY_ESCAPES) if _COPY_SPECIAL.search(text) else text
+
+
+def _escaped_json(text: str) -> str:
+    """``_escaped`` of a JSON text: json and orjson write no raw control character (they
+    escape them), so only backslashes need doubling."""
+    return text.replace("\\", "\\\\") if "\\" in text else text
 
 
 def _json_text(value: Any) -> str:
@@ -548,7 +564,7 @@ def _json_text(value: Any) -> str:
     # new run hold their empty default.
     if not value and type(value) in (dict, list):
         return "{}" if type(value) is dict else "[]"
-    return _escaped(json.dumps(value))
+    return _escaped_json(json.dumps(value))
 
 
 def _checked_json_text(value: Any) -> str:
@@ -559,9 +575,9 @@ def _checked_json_text(value: Any) -> str:
     if not value and type(value) in (dict, list):
         return "{}" if type(value) is dict else "[]"
     try:
-        return _escaped(orjson.dumps(value).decode())
+        return _escaped_json(orjson.dumps(value).decode())
     except TypeError:  # e.g. a key that is not a string
-        return _escaped(json.dumps(value))
+        return _escaped_json(json.dumps(value))
 
 
 def _formatter(field) -> Any:

@@ -527,3 +527,20 @@ def test_float_texts_read_back_as_the_floats(values):
     for text, value in zip(texts, values, strict=True):
         assert float(text) == value and math.copysign(1, float(text)) == math.copysign(1, value)
         assert not set(text) & set("\t\n\\,")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(), json_values)
+def test_copy_escapes_are_the_four_specials(text, value):
+    """COPY text: backslash, tab, newline and carriage return escaped, nothing else; JSON
+    texts (json's and orjson's) hold no raw control character, so only backslashes."""
+    assert ingest_module._escaped(text) == text.translate(ingest_module._COPY_ESCAPES)
+    for dumped in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+        escaped = dumped.translate(ingest_module._COPY_ESCAPES)
+        if not set(dumped) & {"\t", "\n", "\r"}:
+            assert ingest_module._escaped_json(dumped) == escaped
+    try:
+        dumped = ingest_module.orjson.dumps(value).decode()
+    except TypeError:  # (a lone surrogate, a big integer)
+        return
+    assert ingest_module._escaped_json(dumped) == dumped.translate(ingest_module._COPY_ESCAPES)
