@@ -98,3 +98,13 @@ def test_escapes_and_nesting(body, message):
         with pytest.raises(BadInput) as refused:
             loads(body)
         assert message in str(refused.value)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
+def test_clean_text_is_no_nul_and_no_lone_surrogate(text):
+    from experiments.input_checks import _BAD_CHARS, clean_text
+
+    assert clean_text(text) == (_BAD_CHARS.search(text) is None)
+    assert clean_text(text + "\x00") is False
+    assert clean_text("abc\ud800") is False and clean_text("abc") is True
