@@ -206,6 +206,7 @@ def test_existing_keys_found_one_index_lookup_each_whatever_the_statistics(api, 
     assert runs and all("client_key" in node.get("Index Cond", "") for node in runs), plan
     assert not any(node.get("Rows Removed by Filter") for node in runs), plan
 
+
 def test_the_collector_runs_again_after_a_bulk_request(api, testbed, monkeypatch):
     """The bulk view pauses the cyclic GC while it parses and stores; every way out (a
     stored batch, a refused one, an error inside) leaves it enabled, and the parsed body is
