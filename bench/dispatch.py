@@ -229,7 +229,9 @@ def profile(n: int, without_summaries: bool = False, cpu_profile: bool = False) 
     statuses = sorted(Run.objects.filter(pk__in=[r.pk for r in plain]).values_list("status"))
     if {status for (status,) in statuses} != {Run.Status.SUCCEEDED}:
         failed = Run.objects.filter(pk__in=[r.pk for r in plain]).exclude(status="succeeded")
-        raise SystemExit(f"not every run succeeded: {failed.values_list('status', 'error')[:3]}")
+        why = list(failed.values_list("status", "error")[:3])
+        matrix.delete()  # leave the generated data set as it was
+        raise SystemExit(f"not every run succeeded: {why}")
     used = {key: (after[key] - before[key]) / count * 1000 for key in after}
     print(
         f"{wall / count * 1000:.1f} ms per run in the executor (wall, load average "
