@@ -38,6 +38,7 @@ urlpatterns = [
     path("matrices/<uuid:uuid>/cancel/", matrices.matrix_cancel, name="matrix_cancel"),
     path("compare/", compare.compare, name="compare"),
     path("compare/print/", compare.compare_print, name="compare_print"),
+    path("compare/matrices/", compare.matrix_options, name="compare_matrix_options"),
     path("compare/export.<str:fmt>", compare.compare_export, name="compare_export"),
     path("reports/", reports.report_list, name="report_list"),
     path("reports/new/", reports.report_new, name="report_new"),

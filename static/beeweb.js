@@ -9,4 +9,9 @@
     var question = (button || form || {dataset: {}}).dataset.confirm;
     if (question && !window.confirm(question)) e.preventDefault();
   }, true);
+  // <input data-local>: a control of its own (the comparison's matrix search box) inside a
+  // form that reloads on "change": its changes stay with it.
+  document.addEventListener("change", function (e) {
+    if (e.target.closest && e.target.closest("[data-local]")) e.stopPropagation();
+  }, true);
 })();

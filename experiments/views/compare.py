@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_safe
 
 from experiments import comparison, dimensions, latency_sweep, parcoords
@@ -19,6 +20,8 @@ from experiments.comparison import ComparisonResult, ComparisonSpec
 from experiments.comparison.presets import PRESETS
 from experiments.models import ConfigSummary, Matrix, Run, Testbed
 from experiments.models.runs import Tool
+from experiments.templatetags.beeweb import uuid_options
+from experiments.utils import is_uuid
 
 PARAM_AXES = [
     "threads",
@@ -65,6 +68,39 @@ def available_metrics() -> list[str]:
 def _without(spec: ComparisonSpec, key: str, value: str) -> str:
     pairs = [(k, v) for k, v in spec.query_pairs() if not (k == key and v == value)]
     return urlencode(pairs)
+
+
+# The builder's matrix select lists the newest this many matrices (and those chosen); a
+# search box finds the others (``matrix_options``): a lab's history of matrices must not
+# weigh on every comparison page (999 options were 75 KB of a 291 KB page at 1,000,000 runs).
+MATRIX_CHOICES = 100
+
+
+def _matrix_choices(chosen: list[str], query: str = "") -> list[tuple]:
+    """(uuid, name) of the ``chosen`` matrices, then of the newest MATRIX_CHOICES others
+    (whose name contains ``query``, when given)."""
+    picked = (
+        list(Matrix.objects.filter(uuid__in=chosen).values_list("uuid", "name")) if chosen else []
+    )
+    others = Matrix.objects.exclude(uuid__in=[uuid for uuid, _ in picked])
+    if query:
+        others = others.filter(name__icontains=query)
+    newest = others.order_by("-created", "-id").values_list("uuid", "name")[:MATRIX_CHOICES]
+    return picked + list(newest)
+
+
+@require_safe
+def matrix_options(request: HttpRequest) -> HttpResponse:
+    """The matrix select's <option>s for the builder's search box (``q``): the chosen
+    matrices (``matrix``, kept selected), then the newest MATRIX_CHOICES whose name holds
+    ``q``."""
+    chosen = list(dict.fromkeys(m for m in request.GET.getlist("matrix") if is_uuid(m)))
+    query = request.GET.get("q", "").strip()[:160]
+    choices = _matrix_choices(chosen, query)
+    html = uuid_options(choices, chosen)
+    if query and len(choices) == len(chosen):
+        html += format_html("<option disabled>(no other matrix holds “{}”)</option>", query)
+    return HttpResponse(html)
 
 
 def builder_context(request: HttpRequest, spec: ComparisonSpec, result: ComparisonResult) -> dict:
@@ -115,9 +151,11 @@ def builder_context(request: HttpRequest, spec: ComparisonSpec, result: Comparis
         "filter_key": filter_key,
         "filter_values": filter_values,
         "tools": Tool.choices,
-        # (uuid, name) pairs in the models' order, rendered by {% uuid_options %}
+        # (uuid, name) pairs, rendered by {% uuid_options %}: testbeds in the models' order,
+        # the chosen matrices then the newest (a search box finds the others)
         "testbeds": Testbed.objects.values_list("uuid", "name"),
-        "matrices": Matrix.objects.values_list("uuid", "name"),
+        "matrices": _matrix_choices([str(m) for m in spec.matrices]),
+        "matrices_total": Matrix.objects.count(),
         "testbed_names": testbed_names,
         "norms": comparison.NORMALISATIONS.items(),
         "bottlenecks": comparison.BOTTLENECKS.items(),

@@ -8,12 +8,15 @@ several testbeds, size parameters on the axes, characters HTML must escape)."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
 from django.template import engines
+from django.urls import reverse
 
 from experiments.comparison.result import ComparisonResult, Difference, MetricInfo, Point
+from experiments.models import Matrix
 
 # The table's row loop as templates/experiments/_comparison_result.html had it.
 OLD_ROWS = (
@@ -250,3 +253,46 @@ def test_the_differences_tables_rows_are_highlighted():
 
     css = (Path(__file__).resolve().parents[2] / "static" / "beeweb.css").read_text()
     assert ".changed td {" in css and "tr.changed td" not in css
+
+
+@pytest.mark.django_db
+def test_the_matrix_select_lists_the_chosen_and_newest_and_a_search_finds_the_rest(
+    alice, alice_client
+):
+    """A lab's history of matrices does not weigh on every comparison page: the select lists
+    the chosen matrices and the newest MATRIX_CHOICES, and the search box's endpoint finds
+    any other by name (the chosen ones kept selected)."""
+    from experiments.views import compare
+
+    compare.MATRIX_CHOICES = 3
+    try:
+        matrices = [
+            Matrix.objects.create(owner=alice, name=f"sweep {i:02d}", tool="dd") for i in range(8)
+        ]
+        oldest = matrices[0]
+        page = alice_client.get(f"{reverse('experiments:compare')}?matrix={oldest.uuid}")
+        select = re.search(r'<select name="matrix".*?</select>', page.content.decode(), re.S)
+        names = re.findall(r"<option[^>]*>([^<]*)</option>", select.group(0))
+        assert names == ["sweep 00", "sweep 07", "sweep 06", "sweep 05"]
+        assert f'<option value="{oldest.uuid}" selected>' in select.group(0)
+        text = page.content.decode()
+        assert 'id="matrix-find"' in text and "the newest 4 of 8 listed" in text
+
+        url = reverse("experiments:compare_matrix_options")
+        found = alice_client.get(url, {"q": "sweep 0", "matrix": [str(oldest.uuid), "x"]})
+        assert re.findall(r">([^<]*)</option>", found.content.decode()) == [
+            "sweep 00", "sweep 07", "sweep 06", "sweep 05"
+        ]  # fmt: skip
+        one = alice_client.get(url, {"q": "EEP 02"}).content.decode()
+        assert re.findall(r">([^<]*)</option>", one) == ["sweep 02"]
+        none = alice_client.get(url, {"q": "<b>nothing</b>"}).content.decode()
+        assert "no other matrix holds “&lt;b&gt;nothing&lt;/b&gt;”" in none
+        from django.test import Client
+
+        assert Client().get(url, {"q": "sweep"}).status_code == 302  # login first
+    finally:
+        compare.MATRIX_CHOICES = 100
+
+    # Few matrices: all listed, no search box.
+    page = alice_client.get(reverse("experiments:compare")).content.decode()
+    assert 'id="matrix-find"' not in page and page.count("sweep 0") == 8
