@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 import statistics
 import sys
@@ -258,6 +259,42 @@ def profile(n: int, without_summaries: bool = False, cpu_profile: bool = False) 
     matrix.delete()
 
 
+def floor(argv: list[str], runs: int) -> None:
+    """The floor beside the figure, in the same run: the runs' own dd command spawned
+    ``runs`` times, its output and one metric stored as two rows by plain psycopg in one
+    durable transaction each (temporary tables): what a run costs without Celery, Django or
+    beeweb's bookkeeping. Median per run."""
+    import subprocess
+    import tempfile
+
+    import psycopg
+
+    times = []
+    scratch = tempfile.mkdtemp(prefix="dispatch-floor-", dir=common.DATA_DIR)
+    # The run's own working directory is gone: the same command, writing in a scratch one.
+    argv = [f"of={scratch}/dd.tmp" if a.startswith("of=") else a for a in argv]
+    with psycopg.connect(common.database_url()) as conn:
+        conn.execute("CREATE TEMP TABLE floor_run (id serial PRIMARY KEY, raw text)")
+        conn.execute("CREATE TEMP TABLE floor_metric (run_id int, name text, value float8)")
+        conn.commit()
+        for _ in range(runs):
+            started = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, check=True)
+            with conn.transaction():
+                (run_id,) = conn.execute(
+                    "INSERT INTO floor_run (raw) VALUES (%s) RETURNING id",
+                    [done.stderr.decode()],
+                ).fetchone()
+                conn.execute("INSERT INTO floor_metric VALUES (%s, 'write_bw', %s)", [run_id, 1.0])
+            times.append(time.perf_counter() - started)
+    shutil.rmtree(scratch, ignore_errors=True)
+    print(
+        f"  floor: the same dd spawned and two rows stored by plain psycopg, one commit per "
+        f"run, no framework: median {statistics.median(times) * 1000:.1f} ms per run "
+        f"({runs:,} runs)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1000)
@@ -355,7 +392,10 @@ def main() -> None:
     failed = matrix.runs.exclude(status=Run.Status.SUCCEEDED).first()
     if failed is not None:
         print(f"  e.g. run {failed.uuid}: {failed.status} {failed.error} {failed.parse_error}")
+    argv = matrix.runs.exclude(argv=[]).values_list("argv", flat=True).first()
     matrix.delete()  # leave the generated data set as it was
+    if argv:
+        floor(list(argv), min(args.runs, 1000))
 
 
 if __name__ == "__main__":

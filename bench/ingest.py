@@ -241,6 +241,114 @@ def cleanup() -> None:
             cursor.execute(f"VACUUM {connection.ops.quote_name(model._meta.db_table)}")
 
 
+def copy_floor(tag: str, batch: int, threads: int) -> None:
+    """The floor beside the figure, in the same run: PostgreSQL's own COPY of the very rows
+    the requests stored (their runs and metrics copied out, deleted, and copied in again by
+    plain psycopg on ``threads`` connections, ``batch`` runs per transaction, through the
+    same indexes and constraints; no validation, no summaries, no HTTP)."""
+    import psycopg
+
+    url = common.database_url()
+    with psycopg.connect(url, autocommit=True) as conn:
+
+        def columns(table: str, first: str) -> list[str]:
+            names = [
+                name
+                for (name,) in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+                    "ORDER BY ordinal_position",
+                    [table],
+                )
+            ]
+            return [f'"{n}"' for n in [first] + [n for n in names if n != first]]
+
+        def copy_out(sql: str, params: list) -> list[bytes]:
+            out = bytearray()
+            with conn.cursor() as cursor, cursor.copy(sql, params) as copy:
+                for chunk in copy:
+                    out += chunk
+            return bytes(out).splitlines(keepends=True)
+
+        run_cols = columns("experiments_run", "id")
+        metric_cols = columns("experiments_metric", "run_id")
+        keys = [f"bench-ingest-{tag}-%"]
+        where = "client_key LIKE %s"
+        run_lines = copy_out(
+            f"COPY (SELECT {', '.join(run_cols)} FROM experiments_run WHERE {where} "
+            "ORDER BY id) TO STDOUT",
+            keys,
+        )
+        metric_lines = copy_out(
+            f"COPY (SELECT {', '.join('m.' + c for c in metric_cols)} FROM experiments_metric m "
+            f"JOIN experiments_run r ON r.id = m.run_id WHERE r.{where} ORDER BY m.id) TO STDOUT",
+            keys,
+        )
+        by_run: dict[bytes, list[bytes]] = {}
+        for line in metric_lines:
+            by_run.setdefault(line.split(b"\t", 1)[0], []).append(line)
+        batches = []
+        for start in range(0, len(run_lines), batch):
+            runs = run_lines[start : start + batch]
+            metrics = [m for r in runs for m in by_run.get(r.split(b"\t", 1)[0], [])]
+            batches.append((b"".join(runs), b"".join(metrics)))
+        with conn.transaction():
+            conn.execute(
+                "DELETE FROM experiments_metric WHERE run_id IN "
+                f"(SELECT id FROM experiments_run WHERE {where})",
+                keys,
+            )
+            conn.execute(f"DELETE FROM experiments_run WHERE {where}", keys)
+        conn.execute("VACUUM experiments_run")
+        conn.execute("VACUUM experiments_metric")
+
+    queue = list(batches)
+    lock = threading.Lock()
+    errors: list[str] = []
+    sessions = [psycopg.connect(url) for _ in range(threads)]
+    pids = [s.info.backend_pid for s in sessions]
+
+    def load(session) -> None:
+        while True:
+            with lock:
+                if not queue or errors:
+                    return
+                runs, metrics = queue.pop()
+            try:
+                with session.transaction(), session.cursor() as cursor:
+                    with cursor.copy(
+                        f"COPY experiments_run ({', '.join(run_cols)}) FROM STDIN"
+                    ) as copy:
+                        copy.write(runs)
+                    with cursor.copy(
+                        f"COPY experiments_metric ({', '.join(metric_cols)}) FROM STDIN"
+                    ) as copy:
+                        copy.write(metrics)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(str(exc))
+                return
+
+    cpu_before = cpu_seconds(pids)
+    started = time.perf_counter()
+    workers = [threading.Thread(target=load, args=(s,)) for s in sessions]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(pids) - cpu_before
+    for s in sessions:
+        s.close()
+    if errors:
+        raise SystemExit(f"COPY floor failed: {errors[0]}")
+    n = len(run_lines)
+    print(
+        f"  floor: PostgreSQL's own COPY of the same {n:,} runs and {len(metric_lines):,} "
+        f"metrics ({threads} connections, {batch} runs per transaction, same indexes and "
+        f"constraints, no summaries): {n / elapsed:,.0f} runs/s; CPU "
+        f"{cpu / (n / batch) * 1000:.0f} ms per {batch} runs"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=40_000)
@@ -338,7 +446,7 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f}"
     )
     print(f"gunicorn RSS after the load: {rss:.0f} MB (master + {args.workers} workers)")
-
+    copy_floor(tag, args.batch, args.threads)
     cleanup()
 
 
