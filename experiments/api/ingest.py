@@ -504,15 +504,30 @@ def _store(new: list[tuple[Item, dict[str, Any]]]) -> None:
     runs = [item.run for item, _ in new]
     with transaction.atomic():
         (_copy if connection.vendor == "postgresql" else _bulk_create)(new)
-        # The batch's configuration summaries (set-based), before the telemetry below
-        # refreshes single runs' verdicts.
-        summaries.add(runs)
+        # The batch's configuration summaries, before the telemetry below refreshes single
+        # runs' verdicts: on PostgreSQL aggregated from the primary metrics' values held here.
+        summaries.add(
+            runs,
+            [_primaries(item.metrics) for item, _ in new]
+            if connection.vendor == "postgresql"
+            else None,
+        )
         # Telemetry (validated above) in the same transaction: a run is stored with all of
         # its documents or not at all. Its verdict is computed once all are in.
         carried = {item.run.id: clean["telemetry"] for item, clean in new if clean["telemetry"]}
         if carried:  # (most batches carry none: no queryset built for nothing)
             for run in Run.objects.filter(pk__in=carried).select_related("node"):
                 telemetry.store(run, carried[run.pk])
+
+
+def _primaries(rows: list) -> list[tuple]:
+    """An item's primary metrics as stored, ``(name, value, extra)`` (``summaries.add``):
+    tuples of ``_metrics`` (primary as ``primary_flags`` marks them) or parsed rows."""
+    if not rows:
+        return []
+    if type(rows[0]) is tuple:
+        return [(r[0], r[1], r[5]) for r, p in zip(rows, primary_flags(rows), strict=True) if p]
+    return [(m.name, m.value, m.extra) for m in rows if m.primary]
 
 
 def _bulk_create(new: list[tuple[Item, dict[str, Any]]]) -> None:

@@ -381,13 +381,19 @@ def source_expression():
     )
 
 
+# The directions of the steadiness columns (``<direction>_steady``, ``<direction>_whole``): a
+# metric named ``<direction>_…`` is averaged with them (``_steady``; the bulk ingest's summaries,
+# experiments.summaries.batch_rows, read the same list).
+STEADY_DIRECTIONS = ("write", "read")
+
+
 def _steady(key: str):
     """The run's ``<direction>_<key>`` column (B/s) for the direction of the metric's name
     (write_*, read_*); NULL for other metrics and runs without the tool's series."""
     return models.Case(
         *(
             models.When(name__startswith=f"{op}_", then=models.F(f"run__{op}_{key}"))
-            for op in ("write", "read")
+            for op in STEADY_DIRECTIONS
         ),
         default=models.Value(None, output_field=models.FloatField()),
         output_field=models.FloatField(),

@@ -136,11 +136,13 @@ def _plan_nodes(plan: dict):
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plan")
 @pytest.mark.django_db
 def test_bulk_append_reads_only_the_batchs_runs(alice):
-    """The upsert of a batch restricts the runs it joins to the batch's ids (issue 17: with
+    """The upsert of a batch (``_append``: here a bulk ingest inside ``summaries.batch()``,
+    which defers its append) restricts the runs it joins to the batch's ids (issue 17: with
     the ids on the metric rows alone, PostgreSQL hash-joined them to a scan of every run, 34
     of 75 ms at 100,000 runs). The run side must carry the restriction itself: with
     sequential scans and nested loops off (what the planner did not choose on a table this
-    small), a run scan without it reads every run's index entry."""
+    small), a run scan without it reads every run's index entry. The bulk ingest's own
+    upsert (rows computed in Python, ``summaries.batch_rows``) reads neither table."""
     make_testbed(alice, "lab", "x86_64", "0")
 
     def items(n: int, start: int) -> list[dict]:
@@ -157,6 +159,11 @@ def test_bulk_append_reads_only_the_batchs_runs(alice):
     ingest(items(60, 0), alice)
     with CaptureQueriesContext(connection) as captured:
         ingest(items(2, 100), alice)
+    upserts = [q["sql"] for q in captured.captured_queries if "ON CONFLICT" in q["sql"]]
+    assert len(upserts) == 1
+    assert Run._meta.db_table not in upserts[0] and Metric._meta.db_table not in upserts[0]
+    with CaptureQueriesContext(connection) as captured, summaries.batch():
+        ingest(items(2, 200), alice)
     upserts = [q["sql"] for q in captured.captured_queries if "ON CONFLICT" in q["sql"]]
     assert len(upserts) == 1
     with connection.cursor() as cursor:
@@ -359,4 +366,96 @@ def test_a_recompute_meeting_a_new_row_of_another_transaction(alice, first):
     assert errors == []
     row = ConfigSummary.objects.get(name="write_bw")
     assert (row.n, row.total, row.min, row.max) == (2, 4.0e9, 1.0e9, 3.0e9)
+    assert summaries.differences(limit=0) == []
+
+
+@pytest.mark.django_db
+def test_batch_rows_equal_the_sql_select(alice):
+    """``summaries.batch_rows`` (the bulk ingest's aggregation in Python) is the twin of
+    ``_select``: for a varied batch (published runs, every bottleneck kind and none,
+    collapsed runs, steadiness values on some directions, approximate values and extras
+    that are not JSON true, non-primary rows, a run without a key, ties, negative values,
+    a configuration of one run) every column equals what the SQL gives, the median
+    exactly, sums to ``_close``'s tolerance."""
+    testbed = make_testbed(alice, "lab", "x86_64", "0")
+    kinds = ["disk", "cpu", "network", "none", "unknown", ""]
+    approx = [{"approx": True}, {"approx": False}, {}, None, {"other": True}]
+    if connection.vendor == "postgresql":  # (SQLite's JSON reads 1 as true)
+        approx += [{"approx": 1}, {"approx": "true"}]
+    values = [3e9, -2.5, 0.0, 1e12 + 0.5, 7.25, 7.25, 1e-3, 4e9 / 3]
+    runs = []
+    for i in range(23):
+        published = i % 4 == 0
+        run = Run.objects.create(
+            testbed=testbed,
+            tool="fio" if i % 5 else "ior",
+            status="imported",
+            params={"threads": i % 3} if i != 22 else {"threads": 99},
+            published=published,
+            source="A study" if published and i % 8 else "",
+            bottleneck=kinds[i % len(kinds)],
+            collapsed=i % 3 == 1,
+            write_steady=None if i % 2 else 1e9 + i,
+            write_whole=None if i % 3 else 0.9e9 + i,
+            read_steady=None if i % 4 else 2e9 - i,
+            read_whole=2.1e9 + i if i % 5 else None,
+        )
+        rows = [
+            Metric(
+                run=run,
+                name=name,
+                value=values[(i + j) % len(values)] * (j + 1),
+                unit="B/s",
+                primary=not (i % 7 == 3 and name == "iops"),
+                extra=approx[(i + j) % len(approx)] or {},
+            )
+            for j, name in enumerate(["write_bw", "read_bw", "iops"])
+        ]
+        rows.append(Metric(run=run, name="write_bw", value=1.0, unit="B/s", iteration=1))
+        Metric.objects.bulk_create(rows)
+        runs.append(run)
+    Run.objects.filter(pk=runs[5].pk).update(config_key="")  # not summarised
+    runs = list(Run.objects.filter(pk__in=[r.pk for r in runs]).order_by("pk"))
+    metrics = Metric.objects.filter(run__in=runs)
+    primaries = [
+        [(m.name, m.value, m.extra) for m in metrics.filter(run=run, primary=True)] for run in runs
+    ]
+    computed = summaries.batch_rows(runs, primaries)
+    select, params = summaries._select(metrics)
+    with connection.cursor() as cursor:
+        cursor.execute(select, params)
+        expected = {(r[0], r[1]): r for r in cursor.fetchall()}
+    assert len(expected) > 10
+    assert {(r[0], r[1]) for r in computed} == set(expected)
+    for row in computed:
+        want = expected[row[0], row[1]]
+        for column, w, h in zip(summaries.COLUMNS, want, row, strict=True):
+            assert summaries._close(w, h), (row[0], row[1], column, w, h)
+            if column not in ("total", "m2", "steady_sum", "whole_sum"):
+                assert w == h, (row[0], row[1], column, w, h)  # exact
+    if connection.vendor == "postgresql":  # stored as the bulk ingest stores them
+        ConfigSummary.objects.all().delete()
+        summaries._upsert_rows(computed)
+        unkeyed = f"run {runs[5].pk}: has metrics but no configuration key (not summarised)"
+        assert summaries.differences(limit=0) == [unkeyed]
+
+
+@pytest.mark.django_db
+def test_batch_rows_decline_values_sql_would_overflow(alice):
+    """A batch holding a value beyond ±1e150 is left to the SQL (``_append``), whose float
+    errors (an overflowing square or sum) are PostgreSQL's; the rows equal a recomputation."""
+    make_testbed(alice, "lab", "x86_64", "0")
+    run = Run(id=1, config_key="k", published=False, collapsed=False, bottleneck="")
+    assert summaries.batch_rows([run], [[("write_bw", 1e200, {})]]) is None
+    assert summaries.batch_rows([run], [[("write_bw", float("nan"), {})]]) is None
+    run.write_steady = float("inf")
+    assert summaries.batch_rows([run], [[("write_bw", 1.0, {})]]) is None
+    assert summaries.batch_rows([run], [[("iops", 1.0, {})]]) is not None  # no steadiness
+    item = {"testbed": "lab", "tool": "fio", "params": {"threads": 4}}
+    ingest([{**item, "metrics": [{"name": "write_bw", "value": 1e200, "unit": "B/s"}]}], alice)
+    ingest([{**item, "metrics": [{"name": "read_bw", "value": 2.0, "unit": "B/s"}]}], alice)
+    assert sorted(ConfigSummary.objects.values_list("name", "total")) == [
+        ("read_bw", 2.0),
+        ("write_bw", 1e200),
+    ]
     assert summaries.differences(limit=0) == []
