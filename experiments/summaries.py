@@ -59,6 +59,7 @@ import math
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from django.db import connection, transaction
@@ -286,76 +287,90 @@ def batch_rows(runs: list[Any], primaries: Iterable[list[tuple]]) -> list[tuple]
     run's ``<direction>_steady`` / ``_whole`` for a metric named ``<direction>_…``,
     ``STEADY_DIRECTIONS``) the count of non-NULL values and their sum (NULL for none).
     Sums are added in the batch's order, not PostgreSQL's: equal to ``_close``'s tolerance.
-    None (the caller goes through SQL) when a value is not within ±``_SAFE``."""
+    None (the caller goes through SQL) when a value is not within ±``_SAFE``.
+
+    (Per metric only its value and run are collected; the runs' columns are counted per
+    group by C-level maps, and only those that some run of the batch sets.)"""
     from experiments.models.runs import STEADY_DIRECTIONS
 
-    prefixes = tuple((f"{op}_", f"{op}_steady", f"{op}_whole") for op in STEADY_DIRECTIONS)
-    kinds = {kind: i for i, kind in enumerate(KINDS)}
-    # Per (name, key): run ids, values, approx, published, collapsed counts, bottleneck
-    # counts, steady values, whole values.
-    groups: dict[tuple[str, str], list] = {}
-    safe = _SAFE
+    # Per configuration key, per metric name: values, runs, approximate values.
+    by_key: dict[str, dict[str, tuple[list, list, list]]] = {}
+    members = []
     for run, metrics in zip(runs, primaries, strict=True):
         key = run.config_key
         if not key or not metrics:
             continue
-        pk, pub, col = run.id, _flag(run.published), _flag(run.collapsed)
-        kind = kinds.get(run.bottleneck)
+        members.append(run)
+        groups = by_key.get(key)
+        if groups is None:
+            groups = by_key[key] = {}
         for name, value, extra in metrics:
-            value = float(value)
-            if not -safe <= value <= safe:  # (False for NaN too)
-                return None
-            group = groups.get((name, key))
+            group = groups.get(name)
             if group is None:
-                group = groups[name, key] = [pk, [], 0, 0, 0, [0] * len(KINDS), [], []]
-            elif pk < group[0]:
-                group[0] = pk
-            group[1].append(value)
-            if isinstance(extra, dict) and extra.get("approx") is True:
-                group[2] += 1
-            group[3] += pub
-            group[4] += col
-            if kind is not None:
-                group[5][kind] += 1
-            for prefix, steady, whole in prefixes:
-                if name.startswith(prefix):
-                    for column, values in ((steady, group[6]), (whole, group[7])):
-                        number = getattr(run, column)
-                        if number is not None:
-                            number = float(number)
-                            if not -safe <= number <= safe:
-                                return None
-                            values.append(number)
-                    break
+                group = groups[name] = ([], [], [0])
+            group[0].append(value)
+            group[1].append(run)
+            if extra and isinstance(extra, dict) and extra.get("approx") is True:
+                group[2][0] += 1
+    # The run columns counted (0/1 per run, ``_flag``; bottleneck kinds), those set.
+    counted = {
+        column: lambda runs, get=attrgetter(field): sum(map(_flag, map(get, runs)))
+        for column, field in (("pub_n", "published"), ("collapsed_n", "collapsed"))
+        if any(map(_flag, map(attrgetter(field), members)))
+    }
+    if any(run.bottleneck in KINDS for run in members):
+        for kind in KINDS:
+            counted[f"bn_{kind}"] = lambda runs, kind=kind: sum(
+                1 for run in runs if run.bottleneck == kind
+            )
+    directions = []  # (prefix, steady column, whole column) of directions some run has
+    for op in STEADY_DIRECTIONS:
+        columns = (f"{op}_steady", f"{op}_whole")
+        numbers = [x for c in columns for x in map(attrgetter(c), members) if x is not None]
+        if any(not -_SAFE <= float(x) <= _SAFE for x in numbers):  # (False for NaN)
+            return None
+        if numbers:
+            directions.append((f"{op}_", *columns))
+    zeros = dict.fromkeys(COLUMNS, 0)
+    in_order = itemgetter(*COLUMNS)
     rows = []
-    for (name, key), (pk, values, apx, pub, col, bns, steady, whole) in groups.items():
-        n = len(values)
-        total = sum(values)
-        mean = total / n
-        m2 = sum([(v - mean) * (v - mean) for v in values])
-        values.sort()
-        half = n // 2
-        median = values[half] if n % 2 else (values[half - 1] + values[half]) / 2
-        row = {
-            "name": name,
-            "config_key": key,
-            "run_id": pk,
-            "n": n,
-            "total": total,
-            "m2": m2,
-            "min": values[0],
-            "max": values[-1],
-            "median": median,
-            "approx_n": apx,
-            "pub_n": pub,
-            **{f"bn_{kind}": count for kind, count in zip(KINDS, bns, strict=True)},
-            "collapsed_n": col,
-            "steady_n": len(steady),
-            "steady_sum": sum(steady) if steady else None,
-            "whole_n": len(whole),
-            "whole_sum": sum(whole) if whole else None,
-        }
-        rows.append(tuple(row[column] for column in COLUMNS))
+    for key, groups in by_key.items():
+        for name, (values, group_runs, approx) in groups.items():
+            n = len(values)
+            values = list(map(float, values))
+            total = sum(values)
+            values.sort()
+            if total != total or values[0] < -_SAFE or values[-1] > _SAFE:  # NaN, or too large
+                return None
+            mean = total / n
+            half = n // 2
+            row = zeros.copy()
+            row.update(
+                name=name,
+                config_key=key,
+                run_id=min(run.id for run in group_runs),
+                n=n,
+                total=total,
+                m2=sum([(v - mean) * (v - mean) for v in values]),
+                min=values[0],
+                max=values[-1],
+                median=values[half] if n % 2 else (values[half - 1] + values[half]) / 2,
+                approx_n=approx[0],
+                steady_sum=None,
+                whole_sum=None,
+            )
+            for column, count in counted.items():
+                row[column] = count(group_runs)
+            for prefix, *columns in directions:
+                if name.startswith(prefix):
+                    for column, field in zip(("steady", "whole"), columns, strict=True):
+                        numbers = [
+                            float(x) for x in map(attrgetter(field), group_runs) if x is not None
+                        ]
+                        row[f"{column}_n"] = len(numbers)
+                        row[f"{column}_sum"] = sum(numbers) if numbers else None
+                    break
+            rows.append(in_order(row))
     return rows
 
 

@@ -33,7 +33,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, itemgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -503,31 +504,16 @@ def _store(new: list[tuple[Item, dict[str, Any]]]) -> None:
     batch's run ids."""
     runs = [item.run for item, _ in new]
     with transaction.atomic():
-        (_copy if connection.vendor == "postgresql" else _bulk_create)(new)
+        primaries = (_copy if connection.vendor == "postgresql" else _bulk_create)(new)
         # The batch's configuration summaries, before the telemetry below refreshes single
         # runs' verdicts: on PostgreSQL aggregated from the primary metrics' values held here.
-        summaries.add(
-            runs,
-            [_primaries(item.metrics) for item, _ in new]
-            if connection.vendor == "postgresql"
-            else None,
-        )
+        summaries.add(runs, primaries)
         # Telemetry (validated above) in the same transaction: a run is stored with all of
         # its documents or not at all. Its verdict is computed once all are in.
         carried = {item.run.id: clean["telemetry"] for item, clean in new if clean["telemetry"]}
         if carried:  # (most batches carry none: no queryset built for nothing)
             for run in Run.objects.filter(pk__in=carried).select_related("node"):
                 telemetry.store(run, carried[run.pk])
-
-
-def _primaries(rows: list) -> list[tuple]:
-    """An item's primary metrics as stored, ``(name, value, extra)`` (``summaries.add``):
-    tuples of ``_metrics`` (primary as ``primary_flags`` marks them) or parsed rows."""
-    if not rows:
-        return []
-    if type(rows[0]) is tuple:
-        return [(r[0], r[1], r[5]) for r, p in zip(rows, primary_flags(rows), strict=True) if p]
-    return [(m.name, m.value, m.extra) for m in rows if m.primary]
 
 
 def _bulk_create(new: list[tuple[Item, dict[str, Any]]]) -> None:
@@ -723,12 +709,22 @@ def _float_texts(values: list[float]) -> list[str]:
     return orjson.dumps(values).decode().removeprefix("[").removesuffix("]").split(",")
 
 
-def _metric_lines(run_id: int, rows: list, texts: Iterator[str] | None = None) -> list[str]:
+# A metric tuple's (``_metrics``) name, value and extra: what ``summaries.add`` reads.
+_NAME_VALUE_EXTRA = itemgetter(0, 1, 5)
+
+
+def _metric_lines(
+    run_id: int,
+    rows: list,
+    texts: Iterator[str] | None = None,
+    flags: list[bool] | None = None,
+) -> list[str]:
     """COPY lines of a run's metrics (columns: run, value, name, unit, stat, iteration,
     primary, extra, source_ref): tuples of ``_metrics`` (explicit) or parsed rows. A plain
     metric's line (no iteration, extra or source_ref: nearly all) is the run's id, the
     value, and a text kept per name, unit, statistic and flag. ``texts``: the tuples'
-    values' texts (``_float_texts``), next in the iterator; else found here."""
+    values' texts (``_float_texts``), next in the iterator; else found here. ``flags``: the
+    tuples' ``primary_flags``, if known."""
     head = f"{run_id}\t"
     if rows and type(rows[0]) is tuple:
         if texts is None:
@@ -738,7 +734,7 @@ def _metric_lines(run_id: int, rows: list, texts: Iterator[str] | None = None) -
         append = lines.append
         tails = _PLAIN_TAILS
         for (name, _, unit, stat, iteration, extra, source_ref), primary, value in zip(
-            rows, primary_flags(rows), texts, strict=False
+            rows, flags if flags is not None else primary_flags(rows), texts, strict=False
         ):
             if iteration is None and not extra and not source_ref:
                 tail = tails.get((name, unit, stat, primary))
@@ -763,12 +759,13 @@ def _metric_lines(run_id: int, rows: list, texts: Iterator[str] | None = None) -
     ]
 
 
-def _copy(new: list[tuple[Item, dict[str, Any]]]) -> None:
+def _copy(new: list[tuple[Item, dict[str, Any]]]) -> list[list[tuple]]:
     """PostgreSQL: the batch's runs and metrics in two COPYs (text built here); the run ids
     drawn from the table's sequence in one query first, the metrics' by the identity
-    default. Inside the caller's transaction."""
+    default. Inside the caller's transaction. Returns per run its primary metrics as
+    written, ``(name, value, extra)`` (``summaries.add``)."""
     if not new:
-        return
+        return []
     plan = _copy_text()
     # wrap_database_errors: a unique violation inside COPY is Django's IntegrityError.
     with connection.cursor() as cursor, connection.wrap_database_errors:
@@ -779,6 +776,7 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> None:
         ids = [pk for (pk,) in cursor.fetchall()]
         lines = []
         metrics = []
+        primaries: list[list[tuple]] = []
         # Items with explicit metrics: every JSON value of their rows was checked (params,
         # extra, the launch built of them); parsed ones hold the parser's parameters.
         row_type = type(new[0][0].run)
@@ -799,13 +797,22 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> None:
             item.run.id = pk
             line = checked if clean["metrics"] is not None else unchecked
             lines.append(line(item.run))
-            if item.metrics:
-                metrics.extend(_metric_lines(pk, item.metrics, texts))
+            rows = item.metrics
+            if not rows:
+                primaries.append([])
+            elif type(rows[0]) is tuple:
+                flags = primary_flags(rows)
+                metrics.extend(_metric_lines(pk, rows, texts, flags))
+                primaries.append(list(map(_NAME_VALUE_EXTRA, compress(rows, flags))))
+            else:
+                metrics.extend(_metric_lines(pk, rows, texts))
+                primaries.append([(m.name, m.value, m.extra) for m in rows if m.primary])
         with cursor.cursor.copy(f"COPY {plan.target} FROM STDIN") as copy:
             copy.write("\n".join(lines) + "\n")
         if metrics:
             with cursor.cursor.copy(f"COPY {plan.metrics} FROM STDIN") as copy:
                 copy.write("\n".join(metrics) + "\n")
+    return primaries
 
 
 # --- Rows --------------------------------------------------------------------------------------

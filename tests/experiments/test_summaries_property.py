@@ -44,7 +44,14 @@ bulk = st.fixed_dictionaries(
     {
         "op": st.just("ingest"),
         "runs": st.lists(
-            st.tuples(st.integers(0, len(PARAMS) - 1), VALUES), min_size=1, max_size=3
+            st.tuples(
+                st.integers(0, len(PARAMS) - 1),
+                VALUES,
+                st.one_of(st.none(), VALUES),  # read_bw, or none
+                st.booleans(),  # write_bw approximate
+            ),
+            min_size=1,
+            max_size=4,
         ),
     }
 )
@@ -122,14 +129,26 @@ def _apply(step: dict, lab: dict) -> None:
             new.tuning_set = None if step["tuning"] else lab["tuning"]
             new.save()
     elif op == "ingest":
+        # (The bulk ingest stores runs without verdict or publication: those come later.)
         items = [
             {
                 "testbed": lab["testbed"].name,
                 "tool": "fio",
                 "params": PARAMS[p],
-                "metrics": [{"name": "write_bw", "value": v, "unit": "B/s"}],
+                "metrics": [
+                    {"name": "write_bw", "value": v, "unit": "B/s", "extra": {"approx": approx}},
+                    {"name": "write_bw", "value": 7.0, "unit": "B/s", "iteration": 1},
+                    *(
+                        [
+                            {"name": "read_bw", "value": r, "unit": "B/s", "stat": "max"},
+                            {"name": "read_bw", "value": r / 2, "unit": "B/s"},
+                        ]
+                        if r is not None
+                        else []
+                    ),
+                ],
             }
-            for p, v in step["runs"]
+            for p, v, r, approx in step["runs"]
         ]
         assert {r["status"] for r in ingest(items, lab["owner"])} == {"created"}
     elif op == "settle":
