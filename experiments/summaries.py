@@ -59,9 +59,10 @@ import math
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
+import orjson
 from django.db import connection, transaction
 from django.db.models import Case, F, IntegerField, Value, When
 from django.db.models.signals import post_delete, pre_delete
@@ -275,8 +276,8 @@ def _flag(value: Any) -> int:
     return 1 if value is not None and value else 0
 
 
-def batch_rows(runs: list[Any], primaries: Iterable[list[tuple]]) -> list[tuple] | None:
-    """The summary rows (``COLUMNS`` order) of a batch of runs from the values stored, the
+def batch_rows(runs: list[Any], primaries: Iterable[list[tuple]]) -> list[dict] | None:
+    """The summary rows (dicts of ``COLUMNS``) of a batch of runs from the values stored, the
     Python twin of ``_select`` for those runs alone (change one, change the other;
     tests/experiments/test_summaries_append.py compares them): per (metric name, run's
     ``config_key``) of the primary metrics (``primaries``: per run, ``(name, value, extra)``)
@@ -332,7 +333,6 @@ def batch_rows(runs: list[Any], primaries: Iterable[list[tuple]]) -> list[tuple]
         if numbers:
             directions.append((f"{op}_", *columns))
     zeros = dict.fromkeys(COLUMNS, 0)
-    in_order = itemgetter(*COLUMNS)
     rows = []
     for key, groups in by_key.items():
         for name, (values, group_runs, approx) in groups.items():
@@ -370,7 +370,7 @@ def batch_rows(runs: list[Any], primaries: Iterable[list[tuple]]) -> list[tuple]
                         row[f"{column}_n"] = len(numbers)
                         row[f"{column}_sum"] = sum(numbers) if numbers else None
                     break
-            rows.append(in_order(row))
+            rows.append(row)
     return rows
 
 
@@ -612,28 +612,29 @@ def _append_sql(vendor: str, size: int) -> tuple[str, tuple, tuple[int, ...]]:
 
 @functools.lru_cache(maxsize=4)
 def _upsert_rows_sql(vendor: str) -> str:
-    """``_upsert_rows``'s statement (PostgreSQL): the rows as one array per column, each cast
-    to its column's type, unnested, sorted by (name, key) in the database's collation (the
-    order every append locks rows in), merged as ``_append`` merges (``_merge_sql``)."""
+    """``_upsert_rows``'s statement (PostgreSQL): the rows as one JSON array of objects,
+    read as rows of the summary table (``json_populate_recordset``: each value converted
+    to its column's type, a number from its shortest text, so exactly), sorted by (name,
+    key) in the database's collation (the order every append locks rows in), merged as
+    ``_append`` merges (``_merge_sql``). (Arrays per column cost ~2.4 ms of Python to
+    quote for 200 rows, the JSON text ~0.1 ms.)"""
     from experiments.models import ConfigSummary
 
     qn = connection.ops.quote_name
     table = qn(ConfigSummary._meta.db_table)
-    types = {f.column: f.db_type(connection) for f in ConfigSummary._meta.concrete_fields}
-    arrays = ", ".join(f"%s::{types[c]}[]" for c in COLUMNS)
+    columns = ", ".join(qn(c) for c in COLUMNS)
     return (
-        f"INSERT INTO {table} ({', '.join(qn(c) for c in COLUMNS)}) "
-        f"SELECT * FROM unnest({arrays}) _b WHERE true ORDER BY 1, 2 "
+        f"INSERT INTO {table} ({columns}) SELECT {columns} "
+        f"FROM json_populate_recordset(NULL::{table}, %s::json) _b WHERE true "
+        f"ORDER BY {qn('name')}, {qn('config_key')} "
         f"ON CONFLICT ({qn('name')}, {qn('config_key')}) DO UPDATE SET {_merge_sql(table)}"
     )
 
 
-def _upsert_rows(rows: list[tuple]) -> None:
+def _upsert_rows(rows: list[dict]) -> None:
     """Insert or merge summary rows computed in Python (``batch_rows``), in one statement."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            _upsert_rows_sql(connection.vendor), [list(c) for c in zip(*rows, strict=True)]
-        )
+        cursor.execute(_upsert_rows_sql(connection.vendor), [orjson.dumps(rows).decode()])
 
 
 def _append(run_ids: set[int]) -> None:

@@ -420,7 +420,8 @@ def test_batch_rows_equal_the_sql_select(alice):
     primaries = [
         [(m.name, m.value, m.extra) for m in metrics.filter(run=run, primary=True)] for run in runs
     ]
-    computed = summaries.batch_rows(runs, primaries)
+    stored = summaries.batch_rows(runs, primaries)
+    computed = [tuple(row[column] for column in summaries.COLUMNS) for row in stored]
     select, params = summaries._select(metrics)
     with connection.cursor() as cursor:
         cursor.execute(select, params)
@@ -435,7 +436,7 @@ def test_batch_rows_equal_the_sql_select(alice):
                 assert w == h, (row[0], row[1], column, w, h)  # exact
     if connection.vendor == "postgresql":  # stored as the bulk ingest stores them
         ConfigSummary.objects.all().delete()
-        summaries._upsert_rows(computed)
+        summaries._upsert_rows(stored)
         unkeyed = f"run {runs[5].pk}: has metrics but no configuration key (not summarised)"
         assert summaries.differences(limit=0) == [unkeyed]
 
