@@ -14,7 +14,9 @@ them in the same transaction, in one of two ways:
   merged row's median becomes NULL, *pending* (a new row's is exact: its values are the
   batch's), until ``settle`` (the janitor, ``rebuild_summaries --settle``) or the next
   recomputation fills it; a reader meanwhile computes a shown configuration's median from
-  its values (experiments.comparison.computation).
+  its values (experiments.comparison.computation). The bulk ingest's batches (``add``
+  with the values it wrote, PostgreSQL) are aggregated in Python (``batch_rows``, the twin
+  of the SQL ``_select``) and merged the same way, without reading the rows back.
 - **refresh** (``refresh``): anything else (a reparse or replacement of existing metrics, a
   metric edit, a verdict, parameter or configuration change, a delete) recomputes the
   touched configurations' rows from their runs in a few set-based statements (DELETE, then

@@ -437,6 +437,8 @@ def test_batch_rows_equal_the_sql_select(alice):
     if connection.vendor == "postgresql":  # stored as the bulk ingest stores them
         ConfigSummary.objects.all().delete()
         summaries._upsert_rows(stored)
+        # Stored exactly as computed (numbers through their JSON text).
+        assert sorted(ConfigSummary.objects.values_list(*summaries.COLUMNS)) == sorted(computed)
         unkeyed = f"run {runs[5].pk}: has metrics but no configuration key (not summarised)"
         assert summaries.differences(limit=0) == [unkeyed]
 
