@@ -52,6 +52,7 @@ from experiments.models.runs import Tool
 from experiments.results import (
     DETAIL_KEYS,
     MAX_OUTPUT_BYTES,
+    METRICS_GIVEN,
     PRIMARY_STAT_ORDER,
     apply,
     derive,
@@ -665,24 +666,73 @@ class _CopyText:
         last: list[Any] = [None] * len(template)
         texts: list[str] = [NULL] * len(template)
         immutable = (str, datetime)
+        # Per order of a row's attribute names (the same for nearly every row of a
+        # request): the column of each, or None. One lookup per row, not one per attribute.
+        plans: dict[tuple, list] = {}
+        params_at = position["params"]
+        launch_at = position["launch"]
+        json_format = formats[launch_at]
 
         def line(row: Any) -> str:
             values = template.copy()
-            for name, value in row.__dict__.items():
-                at = position.get(name)
+            fields = row.__dict__
+            names = tuple(fields)
+            plan = plans.get(names)
+            if plan is None:
+                plan = plans[names] = [position.get(name) for name in names]
+            launch = None
+            for at, value in zip(plan, fields.values(), strict=True):
                 if at is None:
                     continue
                 if value is None:
                     values[at] = NULL
                 elif value is last[at]:
                     values[at] = texts[at]
+                elif at == launch_at:
+                    launch = value  # once every other column is written
                 else:
                     values[at] = text = formats[at](value)
                     if type(value) in immutable:
                         last[at], texts[at] = value, text
+            if launch is not None:
+                values[launch_at] = _launch_text(launch, fields, values[params_at], json_format)
             return "\t".join(values)
 
         return line
+
+
+# A bulk-ingested run's ``launch`` as ``record_launch`` builds it: no parse options, the
+# parameters of the run, metrics given or not (its keys in this order).
+_LAUNCH_KEYS = ("parse_options", "params", METRICS_GIVEN)
+_LAUNCH_KEYS_PARSED = ("parse_options", "params")
+
+
+def _launch_text(launch: Any, fields: dict, params_text: str, json_format: Any) -> str:
+    """The COPY text of a run row's ``launch`` (``json_format`` of it), from the text of its
+    parameters column already written (``params_text``) when ``launch`` is what
+    ``record_launch`` makes of no parse options and these very parameters: the parameters
+    are serialised once, not twice. (json.dumps and orjson write the same text for the
+    same dict but for separators: the launch's are put as the writer puts them.)"""
+    if (
+        type(launch) is dict
+        and type(launch.get("params")) is dict
+        and launch["params"] is fields.get("params")
+        and not launch.get("parse_options", True)
+        and type(launch["parse_options"]) is dict
+    ):
+        if json_format is _checked_json_text:  # orjson's separators
+            comma, colon = ",", ":"
+        elif json_format is _json_text:  # json.dumps'
+            comma, colon = ", ", ": "
+        else:
+            return json_format(launch)
+        keys = tuple(launch)
+        head = f'{{"parse_options"{colon}{{}}{comma}"params"{colon}{params_text}'
+        if keys == _LAUNCH_KEYS and launch[METRICS_GIVEN] is True:
+            return f'{head}{comma}"{METRICS_GIVEN}"{colon}true}}'
+        if keys == _LAUNCH_KEYS_PARSED:
+            return f"{head}}}"
+    return json_format(launch)
 
 
 _COPY_TEXT: list[_CopyText] = []
