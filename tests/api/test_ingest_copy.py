@@ -24,7 +24,7 @@ from experiments.api.ingest import ingest, primary_flags
 from experiments.api.parsers import fast_loads
 from experiments.input_checks import loads
 from experiments.models import Metric, Run, RunTelemetry
-from experiments.results import DETAIL_KEYS, mark_primary, metric_rows
+from experiments.results import DETAIL_KEYS, mark_primary, metric_rows, record_launch
 from runners.parsers.base import METRIC_UNITS, STATS
 from tests.api.conftest import sample
 from tests.api.test_ingest_telemetry import documents
@@ -267,8 +267,8 @@ def test_a_batch_failing_inside_copy_stores_nothing(alice, testbed):
     real = ingest_module._run
     made = []
 
-    def colliding(defaults, **values):
-        row = real(defaults, **values)
+    def colliding(defaults, fresh, **values):
+        row = real(defaults, fresh, **values)
         if made:
             row.uuid = made[0].uuid
         made.append(row)
@@ -544,3 +544,74 @@ def test_copy_escapes_are_the_four_specials(text, value):
     except TypeError:  # (a lone surrogate, a big integer)
         return
     assert ingest_module._escaped_json(dumped) == dumped.translate(ingest_module._COPY_ESCAPES)
+
+
+# --- Launch text, UUIDs, text fields (issue 17: fewer Python steps per run) -----------------
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_launch_text_is_the_launch_formatted(checked):
+    """The launch column built from the parameters' text is the launch's own text, for
+    every launch; one that is not record_launch's of these parameters is formatted."""
+    fmt = ingest_module._checked_json_text if checked else ingest_module._json_text
+    params = {"threads": 4, "f": 1e16, "s": TEXT, "nested": {"a": [1, None, True]}}
+    row = SimpleNamespace(params=params)
+    cases = [
+        record_launch({}, params, {}, metrics_given=True),
+        record_launch({}, params, {}),
+        record_launch({}, params, {"op": "write"}, metrics_given=True),
+        record_launch({}, {}, {}, metrics_given=True),  # other parameters than the row's
+        record_launch({"params": {"a": 1}}, params, {}),
+        {"params": params, "parse_options": {}, "metrics_given": True},  # other order
+        {"parse_options": {}, "params": params, "metrics_given": False},
+        {"parse_options": [], "params": params},
+        {"parse_options": {}, "params": params, "other": 1},
+        {"params": params},
+    ]
+    for launch in cases:
+        text = ingest_module._launch_text(launch, vars(row), fmt(params), fmt)
+        assert text == fmt(launch), launch
+    empty = SimpleNamespace(params={})
+    launch = record_launch({}, empty.params, {}, metrics_given=True)
+    assert ingest_module._launch_text(launch, vars(empty), fmt({}), fmt) == fmt(launch)
+
+
+def test_uuid4s_are_uuid4s():
+    uuids = ingest_module._uuid4s(1000)
+    assert len(uuids) == len(set(uuids)) == 1000
+    assert all(type(u) is uuid.UUID for u in uuids)
+    assert {(u.version, u.variant) for u in uuids} == {(4, uuid.RFC_4122)}
+    assert ingest_module._uuid4s(0) == []
+
+
+def _texts_in_order(data: dict) -> tuple[dict, dict]:
+    """The text fields of an item and their errors as each field checked in turn gives."""
+    item = ingest_module.Item(0, data)
+    clean = {}
+    for name, limit in ingest_module.TEXT_LIMITS:
+        value = data.get(name)
+        clean[name] = "" if value in (None, "") else ingest_module._text(item, name, limit)
+    return clean, item.errors
+
+
+text_field = st.one_of(
+    st.none(),
+    st.just(""),
+    st.text(max_size=5),
+    st.sampled_from(["fio", "dd", "x" * 201, "a\x00", "\udc00", 1, ["a"], True]),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.sampled_from([n for n, _ in ingest_module.TEXT_LIMITS]), text_field))
+def test_text_fields_are_checked_as_each_in_turn(data):
+    """Only the given text fields are looked at first; any problem has them all checked in
+    their order: the same values, the same errors in the same order."""
+    item = ingest_module.Item(0, dict(data, params={}, metrics=[]))
+    clean = ingest_module._validate(item)
+    expected, errors = _texts_in_order(data)
+    # (_validate's defaults of these two, and a raw output that is not text, blanked)
+    for name in ("key", "status", "raw_output"):
+        expected.pop(name), clean.pop(name)
+    assert {n: clean[n] for n in expected} == expected
+    assert [(n, e) for n, e in item.errors.items() if n in errors] == list(errors.items())
