@@ -267,8 +267,8 @@ def test_a_batch_failing_inside_copy_stores_nothing(alice, testbed):
     real = ingest_module._run
     made = []
 
-    def colliding(defaults, fresh, **values):
-        row = real(defaults, fresh, **values)
+    def colliding(defaults, **values):
+        row = real(defaults, **values)
         if made:
             row.uuid = made[0].uuid
         made.append(row)
@@ -576,12 +576,15 @@ def test_launch_text_is_the_launch_formatted(checked):
     assert ingest_module._launch_text(launch, vars(empty), fmt({}), fmt) == fmt(launch)
 
 
-def test_uuid4s_are_uuid4s():
-    uuids = ingest_module._uuid4s(1000)
-    assert len(uuids) == len(set(uuids)) == 1000
-    assert all(type(u) is uuid.UUID for u in uuids)
+def test_uuid4_texts_are_uuid4s():
+    texts = ingest_module._uuid4_texts(2000)
+    assert len(set(texts)) == 2000
+    uuids = [uuid.UUID(text) for text in texts]
+    assert [str(u) for u in uuids] == texts
     assert {(u.version, u.variant) for u in uuids} == {(4, uuid.RFC_4122)}
-    assert ingest_module._uuid4s(0) == []
+    # Every variant digit comes: the two bits below the variant's are random.
+    assert {text[19] for text in texts} == set("89ab")
+    assert ingest_module._uuid4_texts(0) == []
 
 
 def _texts_in_order(data: dict) -> tuple[dict, dict]:
