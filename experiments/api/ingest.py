@@ -249,7 +249,7 @@ def _plain_metrics(raw: list) -> list[tuple] | None:
     plain = PLAIN_FIELDS
     try:
         for m in raw:
-            if type(m) is not dict or not m.keys() <= plain:
+            if type(m) is not dict or not plain.issuperset(m):
                 return None
             # KeyError: no name, no value, or not the vocabulary's; TypeError: unhashable.
             # (Subscripts: cheaper than method calls, thousands of times per request.)
