@@ -26,6 +26,7 @@ summaries are then stale for the ingested runs' configurations until they are de
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
@@ -127,11 +128,41 @@ def _ticks(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wsgi_post(handler, body: bytes, token: str) -> bytes:
+    """POST ``body`` to /api/runs/bulk/ through Django's WSGI ``handler`` in this process,
+    as gunicorn calls it (middleware, token authentication, the view); the answer's body,
+    or exit on any status but 200."""
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/api/runs/bulk/",
+        "SCRIPT_NAME": "",
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "HTTP_HOST": "127.0.0.1",
+        "HTTP_AUTHORIZATION": f"Token {token}",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+        "wsgi.version": (1, 0),
+    }
+    status = []
+    answer = b"".join(handler(environ, lambda s, h, exc_info=None: status.append(s)))
+    if not status[0].startswith("200"):
+        raise SystemExit(f"{status[0]}: {answer[:500]!r}")
+    return answer
+
+
 def profile(bodies: list[bytes], token: str, batch: int, without_summaries: bool) -> None:
     """CPU per request in this process and its PostgreSQL backend, queries per request, then
     cProfile of a few more requests (see the module's docstring)."""
     import cProfile
-    import io
     import pstats
 
     common.setup_django()
@@ -142,35 +173,11 @@ def profile(bodies: list[bytes], token: str, batch: int, without_summaries: bool
     from experiments import summaries
 
     if without_summaries:
-        summaries.add = lambda runs: None
+        summaries.add = lambda *args, **kwargs: None
     handler = WSGIHandler()
 
     def post(body: bytes) -> dict:
-        environ = {
-            "REQUEST_METHOD": "POST",
-            "PATH_INFO": "/api/runs/bulk/",
-            "SCRIPT_NAME": "",
-            "QUERY_STRING": "",
-            "SERVER_NAME": "127.0.0.1",
-            "SERVER_PORT": "80",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "CONTENT_TYPE": "application/json",
-            "CONTENT_LENGTH": str(len(body)),
-            "HTTP_HOST": "127.0.0.1",
-            "HTTP_AUTHORIZATION": f"Token {token}",
-            "wsgi.input": io.BytesIO(body),
-            "wsgi.url_scheme": "http",
-            "wsgi.errors": sys.stderr,
-            "wsgi.multithread": False,
-            "wsgi.multiprocess": True,
-            "wsgi.run_once": False,
-            "wsgi.version": (1, 0),
-        }
-        status = []
-        chunks = handler(environ, lambda s, h, exc_info=None: status.append(s))
-        answer = b"".join(chunks)
-        if not status[0].startswith("200"):
-            raise SystemExit(f"{status[0]}: {answer[:500]!r}")
+        answer = wsgi_post(handler, body, token)
         data = json.loads(answer)
         if data["invalid"] or not data["created"]:
             raise SystemExit(f"not created: {data['results'][:2]}")

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common  # noqa: E402
-from bench.ingest import _ticks, cleanup, payloads  # noqa: E402
+from bench.ingest import _ticks, cleanup, payloads, wsgi_post  # noqa: E402
 
 
 def main() -> None:
@@ -40,7 +40,6 @@ def main() -> None:
     common.ensure_database()
     token = common.bench_token()
     common.setup_django()
-    import io
 
     import psycopg
     from django.core.handlers.wsgi import WSGIHandler
@@ -108,30 +107,7 @@ def main() -> None:
     handler = WSGIHandler()
 
     def post(body: bytes) -> None:
-        environ = {
-            "REQUEST_METHOD": "POST",
-            "PATH_INFO": "/api/runs/bulk/",
-            "SCRIPT_NAME": "",
-            "QUERY_STRING": "",
-            "SERVER_NAME": "127.0.0.1",
-            "SERVER_PORT": "80",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "CONTENT_TYPE": "application/json",
-            "CONTENT_LENGTH": str(len(body)),
-            "HTTP_HOST": "127.0.0.1",
-            "HTTP_AUTHORIZATION": f"Token {token}",
-            "wsgi.input": io.BytesIO(body),
-            "wsgi.url_scheme": "http",
-            "wsgi.errors": sys.stderr,
-            "wsgi.multithread": False,
-            "wsgi.multiprocess": True,
-            "wsgi.run_once": False,
-            "wsgi.version": (1, 0),
-        }
-        status = []
-        answer = b"".join(handler(environ, lambda s, h, exc_info=None: status.append(s)))
-        if not status[0].startswith("200"):
-            raise SystemExit(f"{status[0]}: {answer[:500]!r}")
+        wsgi_post(handler, body, token)
 
     try:
         post(bodies[0])  # warm
