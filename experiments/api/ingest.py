@@ -997,6 +997,19 @@ def _existing(user, keys: set[str]) -> dict[str, uuidlib.UUID]:
         return dict(cursor.fetchall())
 
 
+def _resolved(item: Item, field: str, clean: dict, known: dict, lookup) -> int | None:
+    """The id ``clean[field]`` (a reference) names, looked up once per request and
+    reference (``known``); its error goes to the item."""
+    ref = clean[field]
+    found = known.get(ref)
+    if found is None:
+        found = known[ref] = lookup(ref)
+    pk, error = found
+    if error:
+        item.errors[field] = error
+    return pk
+
+
 def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
     items = [Item(i, d if isinstance(d, dict) else {}) for i, d in enumerate(raw_items)]
     cleaned: list[dict[str, Any]] = []
@@ -1050,20 +1063,8 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
         if item.errors:
             item.outcome = "invalid"
             continue
-        ref = clean["testbed"]
-        found = testbed_refs.get(ref)
-        if found is None:
-            found = testbed_refs[ref] = testbed_of(ref)
-        testbed_id, error = found
-        if error:
-            item.errors["testbed"] = error
-        ref = clean["tuning_set"]
-        found = tuning_refs.get(ref)
-        if found is None:
-            found = tuning_refs[ref] = tuning_of(ref)
-        tuning_id, error = found
-        if error:
-            item.errors["tuning_set"] = error
+        testbed_id = _resolved(item, "testbed", clean, testbed_refs, testbed_of)
+        tuning_id = _resolved(item, "tuning_set", clean, tuning_refs, tuning_of)
         if item.errors:
             item.outcome = "invalid"
             continue
