@@ -167,12 +167,15 @@ class Stack:
 
     def node_workers(self, lab, logdir: Path, env: dict | None = None) -> dict:
         """One worker per node of a network-namespace lab (queue node.<hostname>, that
-        hostname), reaching the database and broker through the lab's gateway."""
+        hostname), reaching the database and broker through the lab's gateway. They are the
+        stack's: ``close`` stops them before it gives the broker's database back. (A lab
+        lives for a whole test module; workers left running to its end took the next test's
+        messages from the same Redis database and failed them on their dropped database.)"""
         env = {**self.env, **(env or {})}
         for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
             if key in env:
                 env[key] = lab.via_gateway(env[key])
-        return {
+        workers = {
             node.hostname: lab.popen(
                 node,
                 worker_argv(f"node.{node.hostname}", f"{node.hostname}@{node.hostname}"),
@@ -184,6 +187,8 @@ class Stack:
             )
             for node in lab.nodes
         }
+        self.procs.extend(workers.values())
+        return workers
 
     def shell(self, code: str, env: dict | None = None) -> str:
         return self.manage("shell", "-v", "0", "-c", code, env=env).stdout.strip()
