@@ -408,30 +408,20 @@ def _validate(item: Item) -> dict[str, Any]:
         unknown = set(data) - ITEM_FIELDS
         errors["item"] = f"unknown fields: {', '.join(sorted(map(str, unknown)))}"
     # The text fields: each absent one empty, each given one checked (what _text does,
-    # inline): most are absent, so only the given ones are looked at. On a problem, all
-    # again in their order, for the errors to come in it.
+    # inline): most are absent, so only the given ones are looked at. On a problem, every
+    # field through _text, in their order, for the errors to come in it.
     clean: dict[str, Any] = _NO_TEXTS.copy()
     get = data.get
-    limits = TEXT_LIMIT
-    for name in limits.keys() & data.keys():
+    for name in TEXT_LIMIT.keys() & data.keys():
         value = data[name]
         if value is None or value == "":
             continue
-        if type(value) is str and len(value) <= limits[name] and clean_text(value):
+        if type(value) is str and len(value) <= TEXT_LIMIT[name] and clean_text(value):
             clean[name] = value
         else:
+            for field_name, limit in TEXT_LIMITS:
+                clean[field_name] = _text(item, field_name, limit)
             break
-    else:
-        limits = None
-    if limits is not None:
-        for name, limit in TEXT_LIMITS:
-            value = get(name)
-            if value is None or value == "":
-                clean[name] = ""
-            elif type(value) is str and len(value) <= limit and clean_text(value):
-                clean[name] = value
-            else:
-                clean[name] = _text(item, name, limit)  # the error
     clean["key"] = clean["key"] or None
     status = clean["status"] = clean["status"] or Run.Status.IMPORTED
     clean["started_at"] = _when(item, "started_at") if get("started_at") is not None else None
@@ -451,7 +441,7 @@ def _validate(item: Item) -> dict[str, Any]:
     params = get("params", {})
     if params is None:
         params = {}
-    if type(params) is not dict and not isinstance(params, dict):
+    if not isinstance(params, dict):
         errors["params"] = "must be an object"
         params = {}
     problem = None if _flat_storable(params) else _unstorable(params, "params")
