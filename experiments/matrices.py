@@ -1146,36 +1146,30 @@ def cancel_runs(runs) -> dict[str, int]:
     runs cancelled at once are decided (experiments.adaptive.after_ended)."""
     now = timezone.now()
     stale = now - timezone.timedelta(seconds=settings.RUN_STALE_SECONDS)
+    not_started = Q(status__in=[Run.Status.PLANNED, Run.Status.QUEUED])
+    orphan = Q(status=Run.Status.RUNNING) & (
+        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True)
+    )
     with transaction.atomic():
         # Their adaptive cells are decided below (a worker's hook decides the others').
-        ended = list(
-            runs.filter(
-                Q(status__in=[Run.Status.PLANNED, Run.Status.QUEUED])
-                | Q(status=Run.Status.RUNNING)
-                & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
-            ).values_list("pk", flat=True)
-        )
-        queued = runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).update(
+        ended = list(runs.filter(not_started | orphan).values_list("pk", flat=True))
+        queued = runs.filter(not_started).update(
             status=Run.Status.CANCELLED,
             finished_at=now,
             error="cancelled before it started",
             dispatch_token=None,
             updated=now,
         )
-        orphaned = (
-            runs.filter(status=Run.Status.RUNNING)
-            .filter(Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
-            .update(
-                status=Run.Status.CANCELLED,
-                cancel_requested=True,
-                finished_at=now,
-                error=(
-                    "cancelled while its worker was gone (no heartbeat for more than "
-                    f"{settings.RUN_STALE_SECONDS} s); it is not run again"
-                ),
-                dispatch_token=None,
-                updated=now,
-            )
+        orphaned = runs.filter(orphan).update(
+            status=Run.Status.CANCELLED,
+            cancel_requested=True,
+            finished_at=now,
+            error=(
+                "cancelled while its worker was gone (no heartbeat for more than "
+                f"{settings.RUN_STALE_SECONDS} s); it is not run again"
+            ),
+            dispatch_token=None,
+            updated=now,
         )
         running = runs.filter(status=Run.Status.RUNNING).update(cancel_requested=True, updated=now)
     runs_ended.send(sender=Run, run_ids=ended)
