@@ -149,20 +149,11 @@ def decide(
     )
 
 
-def cell_values(tool: str, run_ids: list[int]) -> tuple[str, list[float]]:
-    """The metric a cell is judged on and its value per succeeded run: the primary metric
-    most of the runs have, ties broken by the tool's own order of metrics (the one a
-    comparison opens on first: write_bw before read_bw), then by name."""
-    by_name: dict[str, list[float]] = defaultdict(list)
-    for name, value in Metric.objects.filter(run_id__in=run_ids, primary=True).values_list(
-        "name", "value"
-    ):
-        by_name[name].append(value)
-    return _judged(tool, by_name)
-
-
 def _judged(tool: str, by_name: dict[str, list[float]]) -> tuple[str, list[float]]:
-    """``cell_values``'s choice among a cell's primary metrics (name: values)."""
+    """The metric a cell is judged on and its values, from the cell's primary metrics of its
+    succeeded runs (name: values): the metric most of the runs have, ties broken by the
+    tool's own order of metrics (the one a comparison opens on first: write_bw before
+    read_bw), then by name."""
     if not by_name:
         return "", []
     spec = registry.BY_NAME.get(tool)
@@ -195,14 +186,13 @@ def after_run(run_id: int) -> Decision | None:
     matrix_id, cell_key, status, tool, max_repetitions, target_cv = row
     if max_repetitions is None or target_cv is None:
         return None  # not adaptive: nothing to decide (checked again under the matrix lock)
-    run = Run(pk=run_id, matrix_id=matrix_id, cell_key=cell_key, status=status, tool=tool)
-    if run.status not in Run.TERMINAL:
+    if status not in Run.TERMINAL:
         return None
     try:
-        return _decide_cell(run)
+        return _decide_cells(matrix_id, {cell_key: tool}).get(cell_key)
     except BrokerUnavailable as exc:
         # The added run stays queued without a message; the janitor sends it again.
-        log.warning("run %s: the next repetition of its cell was not sent: %s", run.pk, exc)
+        log.warning("run %s: the next repetition of its cell was not sent: %s", run_id, exc)
         return None
 
 
@@ -246,10 +236,6 @@ def on_runs_ended(sender, run_ids, **kwargs) -> None:
 
 # Cells per statement when many are decided at once (a whole matrix cancelled).
 _CHUNK = 500
-
-
-def _decide_cell(run: Run) -> Decision | None:
-    return _decide_cells(run.matrix_id, {run.cell_key: run.tool}).get(run.cell_key)
 
 
 def _decide_cells(matrix_id: int, tools: dict[str, str]) -> dict[str, Decision]:

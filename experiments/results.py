@@ -234,9 +234,9 @@ def _store(
     return parsed.error or None
 
 
-def _store_with_metrics(run: Run, fields: dict[str, Any], rows: list) -> bool:
+def _store_with_metrics(run: Run, fields: dict[str, Any], rows: list) -> None:
     """Write ``fields`` of ``run`` (its parsed fields applied to it) and replace its metrics
-    by ``rows``, with the summaries of its configuration; False when the run was deleted
+    by ``rows``, with the summaries of its configuration; nothing when the run was deleted
     meanwhile. The usual case, a run stored for the first time (no metric row yet: the
     executor's, an import's), costs one UPDATE that also sets its configuration key and says
     what it had (``store_row``), the rows' INSERT and the summaries' append; a run that had
@@ -247,10 +247,10 @@ def _store_with_metrics(run: Run, fields: dict[str, Any], rows: list) -> bool:
     with transaction.atomic(savepoint=False), summaries.batch():
         stored = store_row(run.pk, fields, key)
         if stored is None:
-            return False
+            return
         if stored.metrics:
             _replace(run, rows, {True} if stored.primary else {False})
-            return True
+            return
         insert(Metric, rows)
         if summaries.config_key(*stored.columns) != key:
             # The run in hand is older than its row (a configuration column changed since
@@ -258,7 +258,6 @@ def _store_with_metrics(run: Run, fields: dict[str, Any], rows: list) -> bool:
             summaries.append([run.pk])
         elif any(row.primary for row in rows):
             summaries.append_keyed([run.pk])
-    return True
 
 
 def parse_stored(

@@ -275,7 +275,7 @@ _SAFE = 1e150
 def _flag(value: Any) -> int:
     """1 where a boolean column stores true (the ingest's COPY writes ``t`` for a true
     value, NULL for None): ``_select``'s CASE WHEN <column> = true THEN 1 ELSE 0."""
-    return 1 if value is not None and value else 0
+    return 1 if value else 0
 
 
 def batch_rows(runs: list[Any], primaries: Iterable[list[tuple]]) -> list[dict] | None:

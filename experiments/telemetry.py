@@ -450,16 +450,12 @@ def refresh_verdict(
         values[f"{op}_steady"] = entry.get("steady")
         values[f"{op}_whole"] = entry["whole"] if "steady" in entry else None
     if write:
-        _write_verdict(run.pk, values)
+        # One plain UPDATE that keeps RunQuerySet.update's summaries rule (the verdict
+        # columns are summarised).
+        update_row(run.pk, values)
         for name, value in values.items():
             setattr(run, name, value)
     return values
-
-
-def _write_verdict(run_id: int, values: dict[str, Any]) -> None:
-    """``Run.objects.filter(pk=run_id).update(**values)`` as one plain statement that keeps
-    that update's summaries rule (``update_row``: the verdict columns are summarised)."""
-    update_row(run_id, values)
 
 
 def export(row: RunTelemetry, cores: bool = True) -> dict[str, Any]:
