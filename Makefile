@@ -35,6 +35,7 @@ test: install
 	$(PY) -m ruff format --check .
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 ## Benchmarks at 100,000 runs on PostgreSQL + Redis (database beeweb_bench; see bench/README.md).
@@ -49,6 +50,7 @@ bench: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf var .pytest_cache .ruff_cache

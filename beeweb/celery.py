@@ -2,7 +2,7 @@
 
 A bootstep records each worker in the database when it starts and every 30 seconds after,
 so the dashboard (and the janitor of later issues) knows which workers are alive; another
-starts the node agent of a node worker (runners.agent).
+starts the node agent of a node worker (experiments.execution.agent).
 """
 
 from __future__ import annotations
@@ -65,14 +65,15 @@ class NodePolicy(bootsteps.Step):
     malformed value stops it with ImproperlyConfigured instead of failing every run."""
 
     def __init__(self, worker, **kwargs):
-        from runners import nodepolicy
+        from experiments.execution import nodepolicy
 
         nodepolicy.check()
         super().__init__(worker, **kwargs)
 
 
 class NodeAgent(bootsteps.StartStopStep):
-    """The node agent (runners.agent) of a worker that serves ``node.<hostname>`` queues: a
+    """The node agent (experiments.execution.agent) of a worker that serves ``node.<hostname>``
+    queues: a
     thread beside the consumer doing, on this node, what runs holding it ask for (drop its
     caches, sample its telemetry while their tool runs) even while the worker's solo pool
     is busy. Workers of other queues run none."""
@@ -80,7 +81,7 @@ class NodeAgent(bootsteps.StartStopStep):
     requires = {Heartbeat}
 
     def start(self, worker):
-        from runners import agent
+        from experiments.execution import agent
 
         queues = [q.name for q in worker.app.amqp.queues.consume_from.values()]
         names = agent.node_names(queues)
@@ -103,7 +104,7 @@ def sweep_on_start(sender=None, **kwargs) -> None:
     previous process was running, and runs of dead workers elsewhere."""
     from django.db import close_old_connections
 
-    from runners.dispatch import janitor
+    from experiments.execution.dispatch import janitor
 
     name = getattr(sender, "hostname", "") or ""
     try:

@@ -151,7 +151,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "experiments",
-    "runners",
     "axes",
     "csp",
 ]
@@ -161,7 +160,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "experiments.input_checks.RejectBadTextMiddleware",
+    "experiments.shared.input_checks.RejectBadTextMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
@@ -429,7 +428,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Celery's Django fix-up closes the worker's database connection before and after every task
 # unless this is set: a new PostgreSQL session (connect, fork of a backend, authentication)
 # per run. Set, it closes them every this many tasks; in between, each task starts as a
-# Django request does (runners.tasks: CONN_MAX_AGE, health checks, errors close them).
+# Django request does (experiments.execution.tasks: CONN_MAX_AGE, health checks, errors close them).
 CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
@@ -455,7 +454,8 @@ RUN_MAX_ATTEMPTS = envint("BEEWEB_RUN_MAX_ATTEMPTS", "2")
 RUN_REDISPATCH_SECONDS = envint("BEEWEB_RUN_REDISPATCH_SECONDS", "120")
 # Seconds between a running run's output/heartbeat writes to the database.
 RUN_PROGRESS_SECONDS = float(envstr("BEEWEB_RUN_PROGRESS_SECONDS", "2"))
-# What this node lets a worker do, whatever the server asks (runners/nodepolicy.py parses and
+# What this node lets a worker do, whatever the server asks (experiments/execution/nodepolicy.py
+# parses and
 # checks them): colon-separated directories runs may work in (empty: DATA_DIR only), and
 # false / true / a comma-separated list of the tuning keys a run may apply (default: none),
 # whether runs holding the node may drop its caches and whether its node agent samples

@@ -112,7 +112,7 @@ def generate(n: int) -> None:
     from django.db import connection, transaction
 
     from experiments.models import Metric, Run, Testbed
-    from experiments.results import mark_primary
+    from experiments.results.store import mark_primary
 
     rng = random.Random(42)
     testbeds = list(Testbed.objects.filter(members__storage=True).distinct().order_by("pk"))

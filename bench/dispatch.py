@@ -1,11 +1,13 @@
 """Celery dispatch: 1,000 trivial runs (dd, bs=4k count=1, no cache drop) of a matrix on the
 localhost testbed, through the real broker (Redis) and one real solo-pool worker on
-``node.<hostname>`` running the real executor (runners/execute.py). Target: <= 60 s from
+``node.<hostname>`` running the real executor (experiments/execution/execute.py). Target: <= 60 s
+from
 launch until every run has finished.
 
     .venv/bin/python bench/dispatch.py [--runs 1000] [--profile]
 
-``--profile`` instead runs 50 of them in this process through ``runners.execute.execute``
+``--profile`` instead runs 50 of them in this process through
+``experiments.execution.execute.execute``
 (as the Celery task does): CPU time, queries and durable commits per run, which the shared
 machine's load does not change, then 50 more under cProfile, printing where a run's time
 goes. The per-run figure of the main mode is the median time from one run's end to the
@@ -33,7 +35,7 @@ from bench import common  # noqa: E402
 def make_matrix(runs: int):
     from django.contrib.auth import get_user_model
 
-    from experiments.localhost import ensure_localhost_testbed
+    from experiments.inventory.localhost import ensure_localhost_testbed
     from experiments.models import Matrix
 
     user, _ = get_user_model().objects.get_or_create(username="bench")
@@ -184,7 +186,7 @@ def profile(n: int, without_summaries: bool = False, cpu_profile: bool = False) 
     import uuid
 
     if without_summaries:
-        from experiments import summaries
+        from experiments.results import summaries
 
         summaries._refresh = lambda run_ids, keys: None
         print("(configuration summaries NOT refreshed: accounting of the rest only)")
@@ -192,10 +194,10 @@ def profile(n: int, without_summaries: bool = False, cpu_profile: bool = False) 
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from experiments.adaptive import after_run
-    from experiments.matrices import expand
+    from experiments.execution.execute import execute
+    from experiments.matrices.adaptive import after_run
+    from experiments.matrices.plan import expand
     from experiments.models import Run
-    from runners.execute import execute
 
     matrix = make_matrix(2 * n)
     expand(matrix)
@@ -206,7 +208,7 @@ def profile(n: int, without_summaries: bool = False, cpu_profile: bool = False) 
         run.dispatch_token = token
 
     def one(run) -> None:
-        # What the Celery task does (runners/tasks.py).
+        # What the Celery task does (experiments/execution/tasks.py).
         if execute(run.pk, str(run.dispatch_token), "profile") != "stale":
             after_run(run.pk)
 
@@ -316,7 +318,7 @@ def main() -> None:
 
     from django.db.models import Count
 
-    from experiments.matrices import launch
+    from experiments.matrices.plan import launch
     from experiments.models import Run
 
     matrix = make_matrix(args.runs)

@@ -118,7 +118,7 @@ def prepare(env: dict) -> tuple[str, str]:
         "from django.contrib.auth import get_user_model\n"
         "from django.test import Client\n"
         "from experiments.models import Report\n"
-        "from experiments.reports import create_share_link\n"
+        "from experiments.comparison.reports import create_share_link\n"
         "u = get_user_model().objects.create_user('bench', password='bench-secret-pw')\n"
         "c = Client(); c.force_login(u)\n"
         f"r = Report.objects.create(owner=u, title='Arm vs x86', query={COMPARISON[10:]!r})\n"

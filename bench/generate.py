@@ -7,7 +7,7 @@ spread over every testbed (another 1%).
 
 Rows go in with PostgreSQL's COPY (runs and metrics, each run with its configuration key), in
 one transaction, then the configuration summaries are built from them
-(experiments.summaries.rebuild, what ``manage.py rebuild_summaries`` runs). 100,000 runs
+(experiments.results.summaries.rebuild, what ``manage.py rebuild_summaries`` runs). 100,000 runs
 take well under a minute, 1,000,000 a few minutes. Only the dedicated bench database is
 touched (bench/common.py).
 """
@@ -60,7 +60,6 @@ def main() -> None:
     from django.utils import timezone
     from rest_framework.authtoken.models import Token
 
-    from experiments import summaries
     from experiments.models import (
         ConfigSummary,
         HardwareProfile,
@@ -73,6 +72,7 @@ def main() -> None:
         TestbedNode,
         TuningSet,
     )
+    from experiments.results import summaries
 
     started = time.perf_counter()
     rng = random.Random(7)

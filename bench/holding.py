@@ -1,4 +1,5 @@
-"""Exclusive use of nodes (runners.holding): what holding adds to a run, and how soon a
+"""Exclusive use of nodes (experiments.execution.holding): what holding adds to a run, and how soon
+a
 waiting run starts once its nodes are free. On PostgreSQL (the bench database).
 
     .venv/bin/python bench/holding.py [--n 200] [--waits 20]
@@ -6,7 +7,8 @@ waiting run starts once its nodes are free. On PostgreSQL (the bench database).
 - overhead: ``nodes_for`` + ``try_acquire`` + ``release`` for a run of a testbed with a
   launcher, a metadata and a storage server (3 leases), median over ``--n`` acquisitions,
   with 50 other nodes held by other live runs meanwhile;
-- start latency: a run waits in the executor's loop (``runners.execute._hold``, polling
+- start latency: a run waits in the executor's loop (``experiments.execution.execute._hold``,
+polling
   every ``holding.POLL_SECONDS``) in a thread while another run holds its storage server;
   the time from ``release`` of the holder until the waiter holds its nodes, over
   ``--waits`` rounds.
@@ -75,8 +77,8 @@ def main() -> None:
     from django.db import connection
     from django.utils import timezone
 
+    from experiments.execution import execute, holding
     from experiments.models import NodeLease, Run
-    from runners import execute, holding
 
     user, (tb1, tb2), make_run = setup()
     # 50 other nodes held by another live run: the acquire only looks at its own nodes.

@@ -18,7 +18,8 @@ x runs per request. Contention inflates CPU time too, but far less than the wall
 ``--profile`` sends the same requests in-process, through Django's WSGI handler (middleware,
 token authentication, the parsers and the view, as gunicorn calls it), one at a time: CPU time
 per request of this process and of its PostgreSQL backend, and the queries, then cProfile's
-breakdown of a few more. ``--without-summaries`` leaves out ``experiments.summaries.add`` (the
+breakdown of a few more. ``--without-summaries`` leaves out ``experiments.results.summaries.add``
+(the
 configuration summaries of the batch) to measure the rest apart; the bench database's
 summaries are then stale for the ingested runs' configurations until they are deleted.
 """
@@ -170,7 +171,7 @@ def profile(bodies: list[bytes], token: str, batch: int, without_summaries: bool
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from experiments import summaries
+    from experiments.results import summaries
 
     if without_summaries:
         summaries.add = lambda *args, **kwargs: None
@@ -232,8 +233,8 @@ def cleanup() -> None:
     common.setup_django()
     from django.db import connection, transaction
 
-    from experiments import summaries
     from experiments.models import ConfigSummary, Metric, Run
+    from experiments.results import summaries
 
     ingested = Run.objects.filter(client_key__startswith="bench-ingest-")
     with transaction.atomic():

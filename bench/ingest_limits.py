@@ -1,5 +1,5 @@
 """How long one bulk ingest request of N real tool outputs takes: the figures behind
-``experiments.api.ingest.MAX_ITEMS`` and ``MAX_REQUEST_BYTES``.
+``experiments.results.ingest.MAX_ITEMS`` and ``MAX_REQUEST_BYTES``.
 
 A real gunicorn (one worker, so one request at a time as the worst case of a busy server) on
 the bench's PostgreSQL database receives, one after the other, JSON arrays of N items whose

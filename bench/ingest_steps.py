@@ -4,7 +4,7 @@ Django's WSGI handler, in-process, one at a time), with the backend's CPU time (
 summed over the requests) split by step:
 
 - ``runs COPY`` and ``metrics COPY`` (the rows, their indexes, the immediate checks);
-- ``summaries`` (``experiments.summaries.add``: the configuration summaries' upsert; this
+- ``summaries`` (``experiments.results.summaries.add``: the configuration summaries' upsert; this
   process's CPU time in it is printed too);
 - ``FK checks``: the deferred foreign-key checks, fired by ``SET CONSTRAINTS ALL IMMEDIATE``
   just before the commit (they would otherwise run inside the COMMIT);
@@ -45,8 +45,7 @@ def main() -> None:
     from django.core.handlers.wsgi import WSGIHandler
     from django.db import connection
 
-    from experiments import summaries
-    from experiments.api import ingest
+    from experiments.results import ingest, summaries
 
     tag = str(int(time.time()))
     bodies = payloads((args.requests + 1) * args.batch, args.batch, "cluster-00", "tuning-00", tag)

@@ -41,8 +41,8 @@ def main() -> None:
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
-    from experiments import keyset
     from experiments.models import Matrix, Metric, Run, Testbed
+    from experiments.shared import keyset
 
     settings.ALLOWED_HOSTS = ["*"]
     user = Token.objects.get(user__username="bench").user

@@ -15,7 +15,7 @@
 
 Beside each comparison figure, the plain-SQL floor of the same selection measured in the same
 run: one GROUP BY of the metric's values by the configuration and the comparison's places,
-over the configuration summaries where the comparison reads them (experiments.summaries) and
+over the configuration summaries where the comparison reads them (experiments.results.summaries) and
 over the raw metric rows joined to their runs (what any comparison of raw rows must at least
 do). ``--raw`` measures the comparisons from the metric rows (as before the summaries).
 Beside each wall time, the CPU time of this process (median; the PostgreSQL backend's is

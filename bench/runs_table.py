@@ -33,7 +33,7 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from rest_framework.authtoken.models import Token
 
-    from experiments import runs_table
+    from experiments.comparison import runs_table
     from experiments.models import Matrix, Metric, Run
 
     settings.ALLOWED_HOSTS = ["*"]

@@ -1,16 +1,16 @@
-"""Cost of keeping the configuration summaries (experiments.summaries) as runs land, on the
+"""Cost of keeping the configuration summaries (experiments.results.summaries) as runs land, on the
 bench database (issue 17):
 
 - an executed run: ``--runs`` runs appended one at a time (``replace_metrics``, what the
   executor's parse does) to ONE configuration that already holds ``--history`` runs (the
   1,000 identical dd runs of bench/dispatch.py);
-- a bulk-ingest batch: ``--batches`` batches of ``--batch`` runs (``experiments.api.ingest``
+- a bulk-ingest batch: ``--batches`` batches of ``--batch`` runs (``experiments.results.ingest``
   in process, 7 metrics each) into configurations that already hold runs.
 
     .venv/bin/python bench/summaries.py [--history 1000] [--runs 200] [--batch 500] [--batches 4]
 
 For each, the CPU time and queries of the summaries' maintenance alone (the calls into
-experiments.summaries, timed around them: this process's CPU and its PostgreSQL backend's,
+experiments.results.summaries, timed around them: this process's CPU and its PostgreSQL backend's,
 from /proc) and of the whole store call, per run or per batch. The machine is shared: CPU
 times, not the wall clock, are the figures. The runs it adds (testbed "bench-summaries")
 are deleted at the end.
@@ -92,10 +92,10 @@ def main() -> None:
     from django.db import connection, reset_queries
     from django.test.utils import CaptureQueriesContext
 
-    from experiments import summaries
-    from experiments.api.ingest import ingest
     from experiments.models import Run, Testbed
-    from experiments.results import replace_metrics
+    from experiments.results import summaries
+    from experiments.results.ingest import ingest
+    from experiments.results.store import replace_metrics
 
     user, _ = get_user_model().objects.get_or_create(username="bench-summaries")
     Run.objects.filter(testbed__name=TESTBED).delete()

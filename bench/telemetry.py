@@ -3,7 +3,7 @@ how long the run page takes for a 10-minute run with 5 nodes.
 
     .venv/bin/python bench/telemetry.py [--seconds 60] [--procs 16] [--page-runs 15]
 
-- sampler cost: ``runners.telemetry.Sampler`` at 1 Hz for ``--seconds`` on this node in a
+- sampler cost: ``runners.sampler.Sampler`` at 1 Hz for ``--seconds`` on this node in a
   child process that does nothing else, watching ``--procs`` child processes (a tool's job
   processes); CPU seconds of that process (user + system, thread wake-ups included) per
   sampled second, and the time of one reading (median of 200) for a denser figure;
@@ -29,11 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import common  # noqa: E402
-from runners.telemetry import sig4  # noqa: E402
+from runners.sampler import sig4  # noqa: E402
 
 SAMPLER_CHILD = """
 import json, os, resource, subprocess, sys, time
-from runners.telemetry import Sampler
+from runners.sampler import Sampler
 seconds, procs = float(sys.argv[1]), int(sys.argv[2])
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -122,8 +122,8 @@ def page_time(runs: int) -> dict:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from experiments import telemetry as stored
     from experiments.models import Run, Testbed
+    from experiments.results import telemetry as stored
 
     user, _ = get_user_model().objects.get_or_create(username="bench-telemetry")
     testbed, _ = Testbed.objects.get_or_create(
@@ -185,7 +185,7 @@ def main() -> None:
     )
     common.ensure_database()
     common.setup_django()
-    from experiments.telemetry import pack
+    from experiments.results.telemetry import pack
 
     doc = cost["doc"]
     minutes = max(doc["t"][-1], 1) / 60

@@ -13,6 +13,6 @@ __all__ = ["app"]
 
 @worker_init.connect
 def _skip_summaries(**kwargs) -> None:
-    from experiments import summaries
+    from experiments.results import summaries
 
     summaries._refresh = lambda run_ids, keys: None

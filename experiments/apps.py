@@ -8,8 +8,12 @@ class ExperimentsConfig(AppConfig):
     verbose_name = "Experiments"
 
     def ready(self) -> None:
-        from experiments import adaptive, summaries
+        # Register the Celery tasks in every process (web, worker, commands, tests): dispatch
+        # finds runners.execute_run by name in the app's registry.
+        from experiments.execution import tasks  # noqa: F401
+        from experiments.matrices import adaptive
         from experiments.models.runs import runs_ended
+        from experiments.results import summaries
 
         summaries.connect()
-        runs_ended.connect(adaptive.on_runs_ended, dispatch_uid="experiments.adaptive")
+        runs_ended.connect(adaptive.on_runs_ended, dispatch_uid="experiments.matrices.adaptive")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django import forms
 
-from experiments.importing import binary_problem
 from experiments.models import (
     Drive,
     HardwareProfile,
@@ -16,8 +15,9 @@ from experiments.models import (
     TestbedNode,
     TuningSet,
 )
-from experiments.tuning_keys import SCOPES, check_conf, format_conf
-from experiments.validators import work_path_problem
+from experiments.results.importing import binary_problem
+from experiments.shared.tuning_keys import SCOPES, check_conf, format_conf
+from experiments.shared.validators import work_path_problem
 
 
 def visible(model, user):
@@ -474,7 +474,7 @@ class ImportForm(forms.Form):
         return testbed
 
     def clean(self):
-        from experiments.importing import MAX_IMPORT_BYTES, binary_problem, item_problem
+        from experiments.results.importing import MAX_IMPORT_BYTES, binary_problem, item_problem
 
         data = super().clean()
         items: list[tuple[str, str]] = []
@@ -497,7 +497,7 @@ class ImportForm(forms.Form):
         data["telemetry_json"] = ""
         upload = data.get("telemetry")
         if upload:
-            from experiments.importing import read_telemetry
+            from experiments.results.importing import read_telemetry
 
             if len(items) > 1:
                 problems.append("Telemetry belongs to one run: import one output with it.")
@@ -528,7 +528,7 @@ class TopologyImportForm(forms.Form):
     files_node_type = forms.ChoiceField(required=False, label="node type of the files")
 
     def __init__(self, *args, user=None, **kwargs):
-        from experiments.topology import NODE_TYPE_CHOICES
+        from experiments.inventory.topology import NODE_TYPE_CHOICES
 
         super().__init__(*args, **kwargs)
         self.fields["profile"].queryset = visible(HardwareProfile, user)
@@ -549,7 +549,7 @@ class TopologyImportForm(forms.Form):
         return [(self[f"text_{n}"], self[f"node_type_{n}"]) for n in range(1, self.BOXES + 1)]
 
     def clean(self):
-        from experiments.topology import MAX_TOPOLOGY_BYTES
+        from experiments.inventory.topology import MAX_TOPOLOGY_BYTES
 
         data = super().clean()
         # (field the text came from, label, text, node type): errors go back to that field.

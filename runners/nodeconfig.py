@@ -2,7 +2,8 @@
 
 Reading never fails a run: what cannot be read is recorded as such. Writing goes only to the
 allowlisted sysctl, block-device and transparent-huge-page files and to BeeGFS's own striping
-command, only for the keys the node's BEEWEB_NODE_TUNING allows (``runners.nodepolicy``), each
+command, only for the keys the node's BEEWEB_NODE_TUNING allows
+(``experiments.execution.nodepolicy``), each
 value checked against a strict pattern first; commands are argv lists. Every value written is
 put back after the run (``restore_tuning``).
 """

@@ -2,7 +2,8 @@
 
 The run page and the matrix page show it while a run goes (issue 16: the live tail of a fio
 run used to stay empty until it ended). Each function here is pure: ``text`` is the run's
-``raw_output`` as streamed by ``runners.execute._supervise`` (possibly cut at the front), and
+``raw_output`` as streamed by ``experiments.execution.execute._supervise`` (possibly cut at the
+front), and
 the answer is the tool's latest progress report, or None when it has printed none yet:
 
 ``{"op": "write", "bytes_per_s": 20971520.0, "iops": 20.0 | None, "percent": 57.1 | None,

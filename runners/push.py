@@ -36,7 +36,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-# beeweb's bulk API refuses more per request (experiments/api/ingest.py, README's API section).
+# beeweb's bulk API refuses more per request (experiments/results/ingest.py, README's API section).
 MAX_BATCH_BYTES = 2 * 1024 * 1024
 MAX_BATCH_FILES = 500
 USER_AGENT = "beeweb-push/1"

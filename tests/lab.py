@@ -4,7 +4,7 @@ hardware (so known theoretical limits) and runs with known headline values."""
 from __future__ import annotations
 
 from experiments.models import Drive, HardwareProfile, Nic, Node, Run, Target, Testbed, TestbedNode
-from experiments.results import replace_metrics
+from experiments.results.store import replace_metrics
 
 # RAID0 vs RAID10 at 4 threads, three repetitions each, baseline RAID10.
 # The two RAID levels are on two different machines (arm, x86): the comparison ignores that

@@ -5,7 +5,7 @@ that larger blocks and more jobs are faster."""
 from __future__ import annotations
 
 from experiments.models import Matrix, Run
-from experiments.results import replace_metrics
+from experiments.results.store import replace_metrics
 from tests.lab import make_testbed
 
 

@@ -65,7 +65,9 @@ def test_embedded_default_runs_a_real_worker(tmp_path):
         count = "from experiments.models import Worker; print(Worker.objects.count())"
         assert wait_for(lambda: shell(env, count) == "1"), "worker never registered"
         # A real task through the filesystem broker: the worker logs that it ran it.
-        task_id = shell(env, "from runners.tasks import janitor; print(janitor.delay().id)")
+        task_id = shell(
+            env, "from experiments.execution.tasks import janitor; print(janitor.delay().id)"
+        )
         done = f"runners.janitor[{task_id}] succeeded"
         assert wait_for(lambda: done in log_path.read_text()), "task was never consumed"
     finally:

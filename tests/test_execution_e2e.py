@@ -107,7 +107,7 @@ def test_sigkill_mid_run_requeues_and_cancel_stops_the_tool(stack, tmp_path):
     assert run_field(stack, "status") == "running"
 
     time.sleep(3)
-    swept = stack.shell("from runners.dispatch import janitor; print(janitor(2))")
+    swept = stack.shell("from experiments.execution.dispatch import janitor; print(janitor(2))")
     assert swept == "{'requeued': 1, 'failed': 0, 'cancelled': 0, 'redispatched': 0}"
     assert run_field(stack, "status") == "queued"
     assert "stopped sending heartbeats during attempt 1" in run_field(stack, "error")

@@ -1,6 +1,7 @@
 """Exclusive use of nodes and per-node cache drops on the network-namespace cluster
 (tests/netns.py): three nodes, each with its own hostname and its own Celery worker (and so
-its own node agent, runners.agent) reaching PostgreSQL and Redis over the network. alice's
+its own node agent, experiments.execution.agent) reaching PostgreSQL and Redis over the network.
+alice's
 testbed is launched from node1, bob's from node2; both use node3 as their storage and
 metadata server.
 
@@ -60,7 +61,7 @@ for owner, prof, name, launcher in ((alice, profile, "tb-alice", "node1"),
 LAUNCH = """
 from django.contrib.auth import get_user_model
 from experiments import matrices
-from experiments.matrix_files import from_data, parse_yaml
+from experiments.matrices.files import from_data, parse_yaml
 users = get_user_model().objects
 made = [from_data(parse_yaml(text), users.get(username=who)) for who, text in {specs!r}]
 for m in made:

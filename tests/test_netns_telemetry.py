@@ -1,6 +1,6 @@
 """Telemetry of every node a run holds, on one time axis, on the network-namespace cluster
 (tests/netns.py): three nodes, each with its own hostname and its own Celery worker (and so
-its own node agent, runners.agent) reaching PostgreSQL and Redis over the network. The
+its own node agent, experiments.execution.agent) reaching PostgreSQL and Redis over the network. The
 testbed is launched from node1; node2 is its metadata server and node3 its storage server,
 so a run holds all three.
 

@@ -1,4 +1,5 @@
-"""End to end: exclusive use of nodes with real Celery workers (runners.holding). Two users'
+"""End to end: exclusive use of nodes with real Celery workers (experiments.execution.holding). Two
+users'
 matrices on two testbeds that share a storage server, launched at the same moment from two
 launcher nodes (each with its own worker), never run at the same time; a worker killed with
 SIGKILL while holding nodes frees them within the stale-heartbeat bound."""
@@ -45,7 +46,7 @@ for owner, prof, name, launcher in ((alice, profile, "tb-alice", "hold-a"),
 
 LAUNCH = """
 from experiments import matrices
-from experiments.matrix_files import from_data, parse_yaml
+from experiments.matrices.files import from_data, parse_yaml
 from django.contrib.auth import get_user_model
 users = get_user_model().objects
 made = [from_data(parse_yaml(text), users.get(username=who)) for who, text in {specs!r}]

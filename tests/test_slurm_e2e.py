@@ -40,7 +40,7 @@ TestbedNode.objects.create(testbed=bad, node=node, client=True)
 LAUNCH = """
 from django.contrib.auth import get_user_model
 from experiments import matrices
-from experiments.matrix_files import from_data, parse_yaml
+from experiments.matrices.files import from_data, parse_yaml
 admin = get_user_model().objects.get(is_superuser=True)
 matrix = from_data(parse_yaml({text!r}), admin)
 matrices.launch(matrix)

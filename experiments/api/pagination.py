@@ -2,7 +2,7 @@
 
 Lists of lab objects (hardware, testbeds, matrices, reports: hundreds, not millions) use
 page numbers with a client-chosen size and an exact ``count``. Runs and metrics, which grow
-to millions, use keyset cursors (``experiments.keyset``): no ``count`` and no OFFSET.
+to millions, use keyset cursors (``experiments.shared.keyset``): no ``count`` and no OFFSET.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination, PageNumberPagination
 from rest_framework.utils.urls import replace_query_param
 
-from experiments import keyset
+from experiments.shared import keyset
 
 
 class Pagination(PageNumberPagination):

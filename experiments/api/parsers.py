@@ -4,7 +4,7 @@ DRF's own JSONParser lets a deeply nested body end in a RecursionError (a 500), 
 ``NaN``/``Infinity`` and integers of any length, and passes lone surrogates and NUL characters
 on to the database, which rejects them (another 500, or on SQLite a row whose pages fail).
 These parsers answer 400 with the place and the reason instead
-(``experiments.input_checks``).
+(``experiments.shared.input_checks``).
 
 Most bodies are fine, and are parsed by orjson, then checked once (``json_problem``'s walk):
 ``input_checks.loads`` calls Python for every number of the text (a bulk request of 500 runs
@@ -26,7 +26,7 @@ from django.conf import settings
 from rest_framework import parsers
 from rest_framework.exceptions import APIException, ParseError
 
-from experiments.input_checks import (
+from experiments.shared.input_checks import (
     _BAD_ESCAPE,
     MAX_JSON_DEPTH,
     _storable,

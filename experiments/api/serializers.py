@@ -15,10 +15,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from experiments import reports as report_ops
-from experiments.api.ingest import _has_nul
 from experiments.comparison import ComparisonSpec
-from experiments.matrix_validation import FIELDS, MatrixInvalid, validate_matrix
+from experiments.comparison import reports as report_ops
+from experiments.matrices.validation import FIELDS, MatrixInvalid, validate_matrix
 from experiments.models import (
     Drive,
     HardwareProfile,
@@ -38,9 +37,10 @@ from experiments.models import (
     TuningSet,
     Worker,
 )
-from experiments.telemetry import for_run as telemetry_docs
-from experiments.tuning_keys import TuningValueError, normalise
-from experiments.validators import work_path_problem
+from experiments.results.ingest import _has_nul
+from experiments.results.telemetry import for_run as telemetry_docs
+from experiments.shared.tuning_keys import TuningValueError, normalise
+from experiments.shared.validators import work_path_problem
 from runners.tools import ADAPTERS
 
 

@@ -18,13 +18,13 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from experiments import matrices as matrix_ops
-from experiments import reports as report_ops
 from experiments.api import filters, serializers
-from experiments.api.ingest import MAX_REQUEST_BYTES, IngestError, gc_paused, ingest
 from experiments.api.pagination import RunCursorPagination
 from experiments.api.parsers import JSONLinesParser, StrictJSONParser
 from experiments.api.permissions import StaffWrites
+from experiments.comparison import reports as report_ops
+from experiments.execution import dispatch as dispatching
+from experiments.matrices import plan as matrix_ops
 from experiments.models import (
     Drive,
     HardwareProfile,
@@ -42,7 +42,7 @@ from experiments.models import (
     TuningSet,
     Worker,
 )
-from runners import dispatch as dispatching
+from experiments.results.ingest import MAX_REQUEST_BYTES, IngestError, gc_paused, ingest
 
 
 class IntegrityAsValidation:

@@ -27,7 +27,8 @@ Public interface
                     ``none``;  ``reps=1`` all repetitions as points;  ``unit=GiB``
     ==============  ==========================================================================
 
-    Dimensions are those of ``experiments.dimensions`` (arch, cpu, hardware, raid, fs, testbed,
+    Dimensions are those of ``experiments.comparison.dimensions`` (arch, cpu, hardware, raid, fs,
+    testbed,
     beegfs, fabric, tuning, matrix, tool, source, ``param:<name>``, ``tuning:<scope.key>``,
     ``hw:<field>``). ``ComparisonSpec.from_query(request.GET)`` never raises: problems are
     collected in ``spec.errors``. ``spec.to_query()`` gives the canonical query string back.

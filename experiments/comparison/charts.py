@@ -8,11 +8,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from experiments import dimensions
+from experiments.comparison import dimensions
 from experiments.comparison.comparability import shown
+from experiments.comparison.dimensions import sort_key
 from experiments.comparison.result import Chart, ComparisonResult, MetricInfo, Point
 from experiments.comparison.spec import BOTTLENECKS, ERRORS, ComparisonSpec
-from experiments.dimensions import sort_key
 from runners import metrics
 
 MAX_REPETITION_POINTS = 5000

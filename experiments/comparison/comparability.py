@@ -7,7 +7,13 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from experiments import dimensions
+from experiments.comparison import dimensions
+from experiments.comparison.attributes import (  # noqa: F401 (used by callers)
+    SETUP,
+    SETUP_LABELS,
+    attribute_name,
+    valid_attribute,
+)
 from experiments.comparison.result import ComparisonResult, Difference, Point
 
 if TYPE_CHECKING:
@@ -240,16 +246,6 @@ def _attr_order(attr: tuple[str, str]) -> tuple:
 # may differ only in what the series dimension implies (an Arm and an x86 testbed are two
 # testbeds). Anything else is a confounder: named, and no difference is claimed across it.
 
-SETUP = ("tool", "testbed", "target", "tuning", "source", "hardware")
-SETUP_LABELS = {
-    "tool": "tool",
-    "testbed": "testbed",
-    "target": "target",
-    "tuning": "tuning set",
-    "source": "data source",
-    "hardware": "hardware",
-    "memory": "working set vs clients' memory",
-}
 # Parameters that describe the bookkeeping of a run, not what it measured: IOzone's list of
 # the tests one invocation ran (its write phase is the same whether a read test follows).
 NOT_CONFIGURATION = frozenset({"ops"})
@@ -260,21 +256,6 @@ TESTBED_LEVEL = frozenset({"arch", "cpu", "hardware", "beegfs", "fabric", "testb
 TARGET_LEVEL = frozenset({"raid", "fs"})
 NOT_STATED = "not stated"
 WHOLE_TESTBED = "whole testbed"
-
-
-def attribute_name(key: str) -> str:
-    """ "param:threads" -> "threads", "tool" -> "tool" (for sentences)."""
-    if key.startswith("param:"):
-        return key[6:].replace("_", " ")
-    return SETUP_LABELS.get(key, key)
-
-
-def valid_attribute(key: str) -> bool:
-    """An attribute name the URL may ignore: a setup attribute or ``param:<name>``."""
-    if key in SETUP_LABELS:
-        return True
-    head, _, name = key.partition(":")
-    return head == "param" and dimensions.safe_name(name)
 
 
 def _param_text(value) -> str:

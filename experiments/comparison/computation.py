@@ -26,18 +26,18 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, NullIf
 from django.utils import timezone
 
-from experiments import bottleneck, dimensions, stats
-from experiments.comparison import charts, comparability
+from experiments.comparison import charts, comparability, dimensions
 from experiments.comparison.charts import MAX_REPETITION_POINTS, chart_figures
 from experiments.comparison.comparability import differences, mixed_series, source_chosen, sources
 from experiments.comparison.context import MAX_CONFIGS, Context, raw
+from experiments.comparison.dimensions import sort_key
 from experiments.comparison.limits import annotate
 from experiments.comparison.result import ComparisonResult, MetricInfo, Point
 from experiments.comparison.spec import NORMALISATIONS, ComparisonSpec, metric_unit
 from experiments.comparison.statements import compare_to_baseline
-from experiments.dimensions import sort_key
 from experiments.models import CellState, Matrix
-from experiments.summaries import COLUMNS as SUMMARY_COLUMNS
+from experiments.results.summaries import COLUMNS as SUMMARY_COLUMNS
+from experiments.shared import bottleneck, stats
 from runners import metrics
 
 # Points whose coefficient of variation is above this are flagged as noisy.
@@ -132,7 +132,7 @@ def _params(value: Any) -> dict:
 
 
 def summarisable(spec: ComparisonSpec, runs: QuerySet | None = None) -> bool:
-    """Whether the configuration summaries (experiments.summaries) answer the spec: every
+    """Whether the configuration summaries (experiments.results.summaries) answer the spec: every
     run is selected (or ``runs`` has no condition), and what it groups and filters by is an
     attribute of the configuration. A matrix, dates or a bottleneck verdict are attributes
     of single runs: those comparisons read the metric rows."""
@@ -388,7 +388,7 @@ def _merge(rows: list[dict]) -> dict:
 
 def _verdicts(point: Point, row: dict, m: MetricInfo, normalised: bool) -> None:
     """The point's runs' stored verdicts, collapse flag and steady-state vs whole-run
-    throughput (experiments.bottleneck.summary) from its summary row."""
+    throughput (experiments.shared.bottleneck.summary) from its summary row."""
     point.bottleneck = {k: int(row[f"bn_{k}"]) for k in bottleneck.KINDS if row[f"bn_{k}"]}
     point.collapsed = int(row["collapsed_n"] or 0)
     if m.name.endswith("_bw") and not normalised and row["steady_n"]:
@@ -733,7 +733,7 @@ def compute(
 
 def _why_n(qs, groups: dict, behind: dict[int, tuple[_Pool, dict]], points: list[Point]) -> None:
     """Points built from cells of adaptive matrices say why their n is what it is (the
-    cells' states, experiments.adaptive) and are flagged when a cell never settled or is
+    cells' states, experiments.matrices.adaptive) and are flagged when a cell never settled or is
     short of runs. One query when an adaptive matrix exists, two more when the selection
     holds runs of one."""
     if not Matrix.objects.filter(max_repetitions__isnull=False, target_cv__isnull=False).exists():
@@ -788,7 +788,7 @@ def _repetitions(
     """Each pool's run values (keyed by id(pool)), read when every run is drawn or a point
     pools several configurations (its median needs the values), at most
     MAX_REPETITION_POINTS of them; and the exact medians of points of one configuration
-    whose summary's median is pending (NULL: experiments.summaries), from their values
+    whose summary's median is pending (NULL: experiments.results.summaries), from their values
     (the same query, or one reading only theirs when the others are not read)."""
     pending = [p for p in pools if len(p.rows) == 1 and p.rows[0]["median"] is None]
     wanted = (spec.reps and spec.chart != "heatmap") or any(len(p.rows) > 1 for p in pools)

@@ -75,10 +75,11 @@ class Context:
 
     @property
     def measured(self) -> dict[int, Any]:
-        """The testbeds' measured link rates (experiments.limits.measured_links), one query
+        """The testbeds' measured link rates (experiments.inventory.limits.measured_links), one
+        query
         on first use: a comparison whose points are not shown needs none."""
         if self.links is None:
-            from experiments.limits import measured_links
+            from experiments.inventory.limits import measured_links
 
             self.links = measured_links(self.testbeds.values())
         return self.links

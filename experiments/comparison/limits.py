@@ -12,8 +12,8 @@ LIMIT_OPS = metrics.LIMIT_OPS
 
 
 def scope_limits(ctx, scope):
-    """The limits of a run scope (experiments.limits.run_scope), computed once."""
-    from experiments.limits import compute_scope_limits
+    """The limits of a run scope (experiments.inventory.limits.run_scope), computed once."""
+    from experiments.inventory.limits import compute_scope_limits
 
     key = ("scope", scope)
     if key not in ctx.limits:
@@ -33,7 +33,7 @@ def scope_limits(ctx, scope):
 def point_scope(configs: list[dict]):
     """The one scope of the runs behind a point, from their targets and parameters (none
     when they differ)."""
-    from experiments.limits import run_scope
+    from experiments.inventory.limits import run_scope
 
     scopes = {
         run_scope(c["run__tool"], c["run__params"], c["run__target_id"], c["run__testbed_id"])
@@ -55,7 +55,7 @@ def annotate(ctx, point: Point, row: dict, m: MetricInfo, configs: list[dict]) -
     if op is None:
         working_set_flag(ctx, point, m, configs)
         return
-    from experiments.limits import above_limit
+    from experiments.inventory.limits import above_limit
 
     scope = point_scope(configs)
     limits = scope_limits(ctx, scope) if scope is not None else None
@@ -88,7 +88,7 @@ def annotate(ctx, point: Point, row: dict, m: MetricInfo, configs: list[dict]) -
 
 def independent_storage_flag(ctx, point: Point, configs: list[dict]) -> None:
     """Runs on a testbed with independent storage held only their own nodes, not its storage
-    and metadata servers (runners.holding): say so."""
+    and metadata servers (experiments.execution.holding): say so."""
     names = sorted(
         {
             tb.name

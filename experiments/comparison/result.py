@@ -50,7 +50,7 @@ class Point:
     peak_at: str = ""  # peak mode: where the series' best point was reached
     peak_of: int = 0  # peak mode: over how many points of the sweep
     sweep: list[str] = field(default_factory=list)  # peak mode: the attributes swept
-    # Runs of adaptive matrices' cells (experiments.adaptive): why n is what it is.
+    # Runs of adaptive matrices' cells (experiments.matrices.adaptive): why n is what it is.
     why_n: str = ""
     # Its runs' stored bottleneck verdicts (Run.bottleneck), kind -> runs; runs without
     # telemetry are not counted. ``collapsed``: runs whose tool's throughput collapsed;

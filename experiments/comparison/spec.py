@@ -13,10 +13,11 @@ from django.db.models import CharField, QuerySet, Value
 from django.db.models.functions import Cast
 from django.http import QueryDict
 
-from experiments import dimensions
-from experiments.dimensions import sort_key
-from experiments.input_checks import clean_text, text_problem
-from experiments.utils import is_uuid
+from experiments.comparison import dimensions
+from experiments.comparison.attributes import valid_attribute
+from experiments.comparison.dimensions import sort_key
+from experiments.shared.input_checks import clean_text, text_problem
+from experiments.shared.utils import is_uuid
 from runners import metrics
 
 MAX_METRICS = 6
@@ -39,7 +40,7 @@ ERRORS = {
 # What a point shows: the mean over repetitions, or each series' best point over its sweep.
 STATS = {"mean": "mean over repetitions", "peak": "peak over the sweep"}
 FILTER_PREFIXES = ("param", "tuning", "hw")
-# The run's stored bottleneck verdict (Run.bottleneck, experiments.bottleneck.summary) a
+# The run's stored bottleneck verdict (Run.bottleneck, experiments.shared.bottleneck.summary) a
 # comparison can be restricted to ("runs where the disks were the bottleneck").
 BOTTLENECKS = {
     "disk": "a disk",
@@ -186,7 +187,6 @@ class ComparisonSpec:
             errors.append(f"stat: {stat[:40]!r} is not one of {', '.join(STATS)}.")
             stat = "mean"
         spec.stat = stat
-        from experiments.comparison.comparability import valid_attribute
 
         for name in query.getlist("ignore"):
             name = name.strip()

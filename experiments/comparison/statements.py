@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from experiments import dimensions, stats
+from experiments.comparison import dimensions
 from experiments.comparison.comparability import (
     CONCURRENCY,
     attribute_name,
@@ -16,6 +16,7 @@ from experiments.comparison.comparability import (
 )
 from experiments.comparison.result import BaselineComparison, ComparisonResult, MetricInfo, Point
 from experiments.comparison.spec import NORMALISATIONS, ComparisonSpec
+from experiments.shared import stats
 from runners import metrics
 
 ALPHA = 0.05

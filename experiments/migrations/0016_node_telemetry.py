@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
             name="sample_from",
             field=models.DateTimeField(
                 blank=True,
-                help_text="Set while the run's measured command runs: this node's agent samples its telemetry until it is cleared or the lease goes (runners.agent.NodeTelemetry).",
+                help_text="Set while the run's measured command runs: this node's agent samples its telemetry until it is cleared or the lease goes (experiments.execution.agent.NodeTelemetry).",
                 null=True,
             ),
         ),

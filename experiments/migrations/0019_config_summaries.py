@@ -6,9 +6,9 @@ from django.db import migrations, models
 
 
 def summarise(apps, schema_editor):
-    """Keys and summaries of the runs stored so far (experiments.summaries.rebuild: the
+    """Keys and summaries of the runs stored so far (experiments.results.summaries.rebuild: the
     module, not historical models; a later change of the summary table rebuilds again)."""
-    from experiments import summaries
+    from experiments.results import summaries
 
     summaries.rebuild()
 

@@ -13,7 +13,7 @@ from experiments.models.common import (
     UUIDModel,
     published_key_constraint,
 )
-from experiments.validators import (
+from experiments.shared.validators import (
     validate_address,
     validate_count,
     validate_hostname,

@@ -58,7 +58,7 @@ class Matrix(OwnedModel):
     tuning_sets = models.ManyToManyField(TuningSet, blank=True, related_name="matrices")
     # With max_repetitions and target_cv, ``repetitions`` is the minimum: a cell gets more
     # runs, one after another, until its primary metric's coefficient of variation is at
-    # most target_cv (experiments/adaptive.py), or it reaches max_repetitions unsettled.
+    # most target_cv (experiments/matrices/adaptive.py), or it reaches max_repetitions unsettled.
     repetitions = models.PositiveSmallIntegerField(
         default=3, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
@@ -75,7 +75,8 @@ class Matrix(OwnedModel):
         validators=[MinValueValidator(0.01), MaxValueValidator(99.99)],
         help_text="Adaptive: add runs until the coefficient of variation is at most this.",
     )
-    # The order the runs are created and so sent in (runners.dispatch sends in pk order):
+    # The order the runs are created and so sent in (experiments.execution.dispatch sends in pk
+    # order):
     # interleaved or random, a drift over time (filling disks, warming drives) spreads over
     # all cells instead of looking like a parameter's effect.
     order = models.CharField(max_length=12, choices=RunOrder.choices, default=RunOrder.CELLS)
@@ -117,7 +118,7 @@ class Matrix(OwnedModel):
 
 class CellState(models.Model):
     """Why a cell of an adaptive matrix has the number of runs it has, written by
-    experiments.adaptive each time one of its runs ends; read by the matrix page and the
+    experiments.matrices.adaptive each time one of its runs ends; read by the matrix page and the
     comparison (one row per cell, so neither recomputes CVs)."""
 
     class State(models.TextChoices):

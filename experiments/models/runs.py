@@ -9,10 +9,10 @@ from django.db.models.functions import Coalesce, NullIf
 from django.dispatch import Signal
 from django.urls import reverse
 
-from experiments.bottleneck import KINDS
 from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
 from experiments.models.inventory import Node, Target, Testbed
 from experiments.models.tuning import TuningSet
+from experiments.shared.bottleneck import KINDS
 from runners import registry
 
 # The tools of runners.registry as choices: ``Tool.values``, ``Tool.choices``, ``Tool.FIO``,
@@ -23,7 +23,7 @@ Tool = models.TextChoices(
 )
 
 
-# The run columns a configuration summary reads (experiments.summaries): the configuration,
+# The run columns a configuration summary reads (experiments.results.summaries): the configuration,
 # the data source, the verdict and the steadiness columns. A change of any of them refreshes
 # the run's summaries in its transaction.
 SUMMARY_KEY_COLUMNS = (
@@ -47,7 +47,7 @@ SUMMARY_COLUMNS = (
 SUMMARY_FIELDS = frozenset(SUMMARY_COLUMNS) | {"testbed", "target", "tuning_set"}
 
 # Sent with ``run_ids`` whenever runs' headline metrics or summarised columns change, inside
-# the change's transaction; experiments.summaries refreshes their summaries on it (connected
+# the change's transaction; experiments.results.summaries refreshes their summaries on it (connected
 # when the app is ready), so the models never import the module that keeps the summaries.
 summaries_stale = Signal()
 
@@ -58,7 +58,7 @@ def refresh_summaries(run_ids) -> None:
 
 # Sent with ``run_ids`` by what ends runs without their worker's hook (the janitor failing or
 # cancelling a run for good, a cancel of runs not started or whose worker is gone), after its
-# transaction; experiments.adaptive decides their adaptive cells on it (connected when the
+# transaction; experiments.matrices.adaptive decides their adaptive cells on it (connected when the
 # app is ready), so neither the janitor nor the matrices import the adaptive decisions.
 runs_ended = Signal()
 
@@ -71,7 +71,7 @@ class RunQuerySet(models.QuerySet):
     def update(self, **kwargs) -> int:
         """An update of fields the configuration summaries read (the configuration, the data
         source, the stored verdict) refreshes the summaries of the runs it changes, in its
-        transaction (experiments.summaries). Runs without a headline metric are in no
+        transaction (experiments.results.summaries). Runs without a headline metric are in no
         summary (the executor writes a run's verdict before its metrics): nothing to refresh;
         their configuration key is brought up to date when their metrics are stored."""
         if not SUMMARY_FIELDS.intersection(kwargs):
@@ -182,7 +182,8 @@ class Run(OwnedModel, PublishedModel):
         default=dict, blank=True, help_text="Configuration read from the node before the run."
     )
     queued_at = models.DateTimeField(null=True, blank=True)
-    # Exclusive use of nodes (runners.holding): the hostnames the run holds (or waits for)
+    # Exclusive use of nodes (experiments.execution.holding): the hostnames the run holds (or waits
+    # for)
     # before its tool starts, and, while it waits, which of them are busy and with what run.
     nodes_held = models.JSONField(
         default=list, blank=True, help_text="Nodes the run holds exclusively while it runs."
@@ -206,8 +207,9 @@ class Run(OwnedModel, PublishedModel):
         blank=True,
         help_text="Client-supplied idempotency key of an ingested run (unique per owner).",
     )
-    # The bottleneck verdict and the tool's steadiness (experiments.bottleneck.summary), kept
-    # up to date whenever the run's telemetry is stored (experiments.telemetry.save) so that a
+    # The bottleneck verdict and the tool's steadiness (experiments.shared.bottleneck.summary), kept
+    # up to date whenever the run's telemetry is stored (experiments.results.telemetry.save) so
+    # that a
     # comparison counts and filters verdicts without unpacking any series.
     # Indexed by exp_run_bottleneck (Meta): equality only (db_index=True would add a
     # varchar_pattern_ops copy for LIKE on PostgreSQL, which nothing asks).
@@ -231,7 +233,7 @@ class Run(OwnedModel, PublishedModel):
     write_whole = models.FloatField(null=True, blank=True)
     read_steady = models.FloatField(null=True, blank=True)
     read_whole = models.FloatField(null=True, blank=True)
-    # The run's configuration (experiments.summaries.config_key: tool, parameters, testbed,
+    # The run's configuration (experiments.results.summaries.config_key: tool, parameters, testbed,
     # target, tuning set, data source) as its summaries last saw it; set by those summaries'
     # maintenance only, so a change of the configuration still finds the old one.
     config_key = models.CharField(max_length=32, blank=True, default="", editable=False)
@@ -320,7 +322,8 @@ class Run(OwnedModel, PublishedModel):
     @property
     def cache_drops(self) -> list[tuple[str, str]]:
         """Each node's cache-drop outcome, by hostname (``effective_config["drop_caches"]``,
-        one entry per node the run held: runners.agent). Runs executed before every held
+        one entry per node the run held: experiments.execution.agent). Runs executed before every
+        held
         node dropped its caches stored one text, their launcher's."""
         config = self.effective_config or {}
         value = config.get("drop_caches")
@@ -332,7 +335,8 @@ class Run(OwnedModel, PublishedModel):
 
 
 class NodeLease(models.Model):
-    """One node held exclusively by one attempt of a running run (runners.holding). A lease
+    """One node held exclusively by one attempt of a running run (experiments.execution.holding). A
+    lease
     whose run is no longer running, is in another attempt or stopped sending heartbeats
     counts as free."""
 
@@ -343,7 +347,7 @@ class NodeLease(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="leases")
     attempt = models.PositiveSmallIntegerField()
     acquired_at = models.DateTimeField()
-    # Work the run asks of the held node's own worker (its node agent, runners.agent).
+    # Work the run asks of the held node's own worker (its node agent, experiments.execution.agent).
     drop_requested_at = models.DateTimeField(
         null=True, blank=True, help_text="When the run asked this node to drop its caches."
     )
@@ -354,7 +358,8 @@ class NodeLease(models.Model):
         null=True,
         blank=True,
         help_text="Set while the run's measured command runs: this node's agent samples its "
-        "telemetry until it is cleared or the lease goes (runners.agent.NodeTelemetry).",
+        "telemetry until it is cleared or the lease goes "
+        "(experiments.execution.agent.NodeTelemetry).",
     )
 
     def __str__(self) -> str:
@@ -383,7 +388,7 @@ def source_expression():
 
 # The directions of the steadiness columns (``<direction>_steady``, ``<direction>_whole``): a
 # metric named ``<direction>_…`` is averaged with them (``_steady``; the bulk ingest's summaries,
-# experiments.summaries.batch_rows, read the same list).
+# experiments.results.summaries.batch_rows, read the same list).
 STEADY_DIRECTIONS = ("write", "read")
 
 
@@ -402,7 +407,8 @@ def _steady(key: str):
 
 class MetricQuerySet(models.QuerySet):
     # Metric rows written or removed through the ORM refresh their runs' configuration
-    # summaries in the same transaction (experiments.summaries). experiments.results and the
+    # summaries in the same transaction (experiments.results.summaries). experiments.results.store
+    # and the
     # bulk ingest write metrics with their own single refresh.
 
     def delete(self):
@@ -572,7 +578,8 @@ class Metric(models.Model):
     class Meta:
         ordering = ["run", "name", "stat", "iteration"]
         indexes = [
-            # Runs table sorted by a metric (experiments.runs_table): a page walks the primary
+            # Runs table sorted by a metric (experiments.comparison.runs_table): a page walks the
+            # primary
             # values of one metric in order, (value, run) being the keyset; at 100,000 runs
             # ~1 ms instead of a lookup per run and a sort of them all. Also every lookup of
             # one metric's primary rows (Metric.objects.filter(name=…, primary=True): the
@@ -663,7 +670,7 @@ class StoredRow:
 
 
 def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
-    """``update_row`` for a run whose metrics are about to be stored (experiments.results),
+    """``update_row`` for a run whose metrics are about to be stored (experiments.results.store),
     also writing its configuration key ``key`` when it has no metric row at all (a first
     store: no summary counts it yet, so no configuration is left); a run that has some keeps
     the key its summaries last saw, and their refresh moves it. One statement that also

@@ -1,4 +1,4 @@
-"""Per-configuration summaries of the runs' headline metrics (experiments.summaries keeps
+"""Per-configuration summaries of the runs' headline metrics (experiments.results.summaries keeps
 them; the comparison reads them instead of every metric row)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class ConfigSummary(models.Model):
         that is an attribute of the configuration (a parameter, the testbed's hardware, the tuning
         set) is read through it, as it is now. Rows are merged with (new runs) or replaced by (any
         other change) the figures of their runs in the transaction that changes them
-        (experiments.summaries), never edited elsewhere."""
+        (experiments.results.summaries), never edited elsewhere."""
 
     name = models.CharField(max_length=40)
     config_key = models.CharField(max_length=32)
@@ -32,14 +32,14 @@ class ConfigSummary(models.Model):
     m2 = models.FloatField()
     min = models.FloatField()
     max = models.FloatField()
-    # The exact median; NULL while pending: an append (experiments.summaries.append) merges
+    # The exact median; NULL while pending: an append (experiments.results.summaries.append) merges
     # everything else exactly but not the median, which ``settle`` (the janitor) or the next
     # recomputation fills from the values. A reader needing it meanwhile computes it
-    # (experiments.summaries.medians).
+    # (experiments.results.summaries.medians).
     median = models.FloatField(null=True, blank=True)
     approx_n = models.IntegerField(default=0)
     pub_n = models.IntegerField(default=0)
-    # One count per experiments.bottleneck.KINDS.
+    # One count per experiments.shared.bottleneck.KINDS.
     bn_disk = models.IntegerField(default=0)
     bn_cpu = models.IntegerField(default=0)
     bn_network = models.IntegerField(default=0)
@@ -57,7 +57,7 @@ class ConfigSummary(models.Model):
         ]
         indexes = [
             models.Index(fields=["config_key"], name="exp_summary_key"),
-            # Pending medians (experiments.summaries.settle): found without a scan.
+            # Pending medians (experiments.results.summaries.settle): found without a scan.
             models.Index(
                 fields=["config_key", "name"],
                 condition=models.Q(median__isnull=True),

@@ -8,7 +8,7 @@ from experiments.models.runs import Run
 
 
 class RunTelemetry(models.Model):
-    """What one node did while one run's tool ran (runners.telemetry's document).
+    """What one node did while one run's tool ran (runners.sampler's document).
 
     Why one row per (run, node) with the series in one zlib-compressed JSON blob rather than a
     row per sample or per series: a run page reads all series of a run's nodes at once and

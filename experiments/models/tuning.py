@@ -7,7 +7,7 @@ from django.db import models, transaction
 from django.urls import reverse
 
 from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
-from experiments.tuning_keys import normalise
+from experiments.shared.tuning_keys import normalise
 
 
 class TuningSet(OwnedModel, PublishedModel):

@@ -19,7 +19,8 @@ class Worker(models.Model):
     pid = models.PositiveIntegerField(null=True)
     started_at = models.DateTimeField()
     last_seen = models.DateTimeField()
-    # Refreshed by the worker's node agent (runners.agent) while it runs: a run that asks a
+    # Refreshed by the worker's node agent (experiments.execution.agent) while it runs: a run that
+    # asks a
     # node for work waits for an answer only when the node has a live agent.
     agent_seen = models.DateTimeField(null=True, blank=True)
 

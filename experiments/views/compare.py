@@ -15,13 +15,19 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_safe
 
-from experiments import comparison, dimensions, latency_sweep, parcoords
-from experiments.comparison import ComparisonResult, ComparisonSpec
+from experiments import comparison
+from experiments.comparison import (
+    ComparisonResult,
+    ComparisonSpec,
+    dimensions,
+    latency_sweep,
+    parcoords,
+)
 from experiments.comparison.presets import PRESETS
 from experiments.models import ConfigSummary, Matrix, Run, Testbed
 from experiments.models.runs import Tool
+from experiments.shared.utils import is_uuid
 from experiments.templatetags.beeweb import uuid_options
-from experiments.utils import is_uuid
 
 PARAM_AXES = [
     "threads",
@@ -60,7 +66,7 @@ def _spec(request: HttpRequest) -> ComparisonSpec:
 
 def available_metrics() -> list[str]:
     """The names of the headline metrics stored: those of the configuration summaries
-    (every run with a headline metric is in one, experiments.summaries), a few thousand rows
+    (every run with a headline metric is in one, experiments.results.summaries), a few thousand rows
     where the metric rows are millions."""
     return sorted(set(ConfigSummary.objects.order_by().values_list("name", flat=True).distinct()))
 

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_http_methods
 
 from experiments.comparison.charts import display_unit
 from experiments.forms import ImportForm
-from experiments.importing import import_output, item_problem, preview, read_telemetry
+from experiments.results.importing import import_output, item_problem, preview, read_telemetry
 from runners import registry
 from runners.parsers import ParseError
 

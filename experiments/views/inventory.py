@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from experiments import forms
-from experiments.limits import compute_limits
+from experiments.inventory.limits import compute_limits
 from experiments.models import (
     Drive,
     HardwareProfile,

@@ -16,10 +16,14 @@ from django.utils.http import urlencode
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
-from experiments import adaptive, latency_sweep, localhost, matrices, parcoords
+from experiments.comparison import latency_sweep, parcoords
 from experiments.comparison.charts import display_unit
-from experiments.matrix_files import from_yaml, to_yaml
-from experiments.matrix_forms import MatrixForm, MatrixImportForm, format_axes, format_params
+from experiments.execution import dispatch as dispatching
+from experiments.inventory import localhost
+from experiments.matrices import adaptive
+from experiments.matrices import plan as matrices
+from experiments.matrices.files import from_yaml, to_yaml
+from experiments.matrices.forms import MatrixForm, MatrixImportForm, format_axes, format_params
 from experiments.models import Matrix, Metric, Run, Worker
 from experiments.templatetags.beeweb import num
 from experiments.views.common import (
@@ -30,7 +34,6 @@ from experiments.views.common import (
     safe_next,
     verb,
 )
-from runners import dispatch as dispatching
 from runners import progress as tool_progress
 from runners import slurm
 from runners.tools import ADAPTERS

@@ -21,10 +21,9 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from experiments import comparison, latency_sweep
-from experiments.comparison import ComparisonResult, ComparisonSpec
-from experiments.models import Report, Run, ShareLink
-from experiments.reports import (
+from experiments import comparison
+from experiments.comparison import ComparisonResult, ComparisonSpec, latency_sweep
+from experiments.comparison.reports import (
     MAX_EXPIRY_DAYS,
     chart_settings,
     create_share_link,
@@ -32,6 +31,7 @@ from experiments.reports import (
     report_spec,
     revoke_share_link,
 )
+from experiments.models import Report, Run, ShareLink
 from experiments.views.common import confirm_page, get_for_user
 from experiments.views.compare import charts_payload, export_response
 

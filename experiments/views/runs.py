@@ -15,11 +15,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from experiments import keyset, localhost, run_story, runs_table
+from experiments.comparison import run_story, runs_table
 from experiments.comparison.charts import display_unit
 from experiments.comparison.presets import DASHBOARD_PRESETS
+from experiments.inventory import localhost
 from experiments.models import HardwareProfile, Matrix, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
+from experiments.shared import keyset
 from experiments.templatetags.beeweb import num, pairs, param
 from runners import progress as tool_progress
 
@@ -56,7 +58,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 # The run list's order: newest first, ties (the runs of one bulk request share ``created``)
-# by id. Paged by a keyset cursor, never by OFFSET or a count (experiments.keyset).
+# by id. Paged by a keyset cursor, never by OFFSET or a count (experiments.shared.keyset).
 RUN_LIST_KEY = keyset.Key.of(("-created", "-id"))
 RUN_LIST_PAGE = 50
 TOOL_NAMES = dict(Tool.choices)
@@ -164,7 +166,7 @@ def run_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
             ),
             "can_edit": run.can_edit(request.user),
             "config": json.dumps(run.effective_config, indent=2) if run.effective_config else "",
-            # Telemetry, bottleneck verdict, latency percentiles (experiments.run_story).
+            # Telemetry, bottleneck verdict, latency percentiles (experiments.comparison.run_story).
             **run_story.context(run),
         },
     )
@@ -264,7 +266,8 @@ def _shown(col, value) -> tuple[str, bool]:
 
 
 def run_table(request: HttpRequest) -> HttpResponse:
-    """Runs as a table with parameter and result columns (experiments.runs_table): the whole
+    """Runs as a table with parameter and result columns (experiments.comparison.runs_table): the
+    whole
     page, or for htmx (sorting, filtering, "more") the table part alone."""
     context, status = _table_context(request)
     if request.htmx and not request.htmx.boosted:

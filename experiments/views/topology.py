@@ -10,9 +10,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from experiments.forms import TopologyImportForm, visible
+from experiments.inventory.topology import apply_topology, plan_topology
 from experiments.models import HardwareProfile, Testbed
-from experiments.topology import apply_topology, plan_topology
-from experiments.utils import is_uuid
+from experiments.shared.utils import is_uuid
 from experiments.views.common import get_for_user
 
 TEMPLATE = "experiments/testbed_topology_import.html"

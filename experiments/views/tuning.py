@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 
 from experiments.forms import ConfImportForm, TuningSetForm
 from experiments.models import TuningSet
-from experiments.tuning_keys import SCOPES, describe, format_conf, normalise
+from experiments.shared.tuning_keys import SCOPES, describe, format_conf, normalise
 from experiments.views.common import counted, get_for_user, render_form
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runners.telemetry import fio_log_options
+from runners.sampler import fio_log_options
 from runners.tools.base import (
     KEEP_RETIRED,
     Adapter,

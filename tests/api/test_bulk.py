@@ -160,7 +160,7 @@ def test_query_count_does_not_grow_with_the_batch(api, testbed, tuning_set):
         return len(ctx.captured_queries)
 
     small = queries([metric_item(i, tuning_set="base") for i in range(5)])
-    # As many runs as one request may hold (experiments.api.ingest.MAX_ITEMS).
+    # As many runs as one request may hold (experiments.results.ingest.MAX_ITEMS).
     large = queries([metric_item(i, tuning_set="base") for i in range(100, 600)])
     if connection.vendor == "postgresql":
         # One INSERT per 1,000 runs and one per 5,000 metrics.
@@ -185,7 +185,7 @@ def test_existing_keys_found_one_index_lookup_each_whatever_the_statistics(api, 
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from experiments.api import ingest
+    from experiments.results import ingest
 
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's planner")

@@ -11,9 +11,9 @@ import uuid
 import pytest
 from django.db import IntegrityError, connection, connections
 
-from experiments.api import ingest as ingest_module
-from experiments.api.ingest import ingest
 from experiments.models import Metric, Run
+from experiments.results import ingest as ingest_module
+from experiments.results.ingest import ingest
 
 
 def item(i: int, **changes) -> dict:

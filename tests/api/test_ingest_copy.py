@@ -1,5 +1,5 @@
 """The bulk ingest's fast paths give what the plain ones give: on PostgreSQL the COPY text
-built by experiments.api.ingest stores every column of every run and metric as the ORM
+built by experiments.results.ingest stores every column of every run and metric as the ORM
 path (bulk_create) stores it; configuration keys computed once per configuration equal
 ``summaries.key_of`` of each run; the primary flags equal ``results.mark_primary``'s; the
 summaries of an ingested batch equal a recomputation; JSON bodies parsed on the fast path
@@ -18,13 +18,13 @@ from django.db.models import QuerySet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from experiments import summaries
-from experiments.api import ingest as ingest_module
-from experiments.api.ingest import ingest, primary_flags
 from experiments.api.parsers import fast_loads
-from experiments.input_checks import loads
 from experiments.models import Metric, Run, RunTelemetry
-from experiments.results import DETAIL_KEYS, mark_primary, metric_rows, record_launch
+from experiments.results import ingest as ingest_module
+from experiments.results import summaries
+from experiments.results.ingest import ingest, primary_flags
+from experiments.results.store import DETAIL_KEYS, mark_primary, metric_rows, record_launch
+from experiments.shared.input_checks import loads
 from runners.parsers.base import METRIC_UNITS, STATS
 from tests.api.conftest import sample
 from tests.api.test_ingest_telemetry import documents

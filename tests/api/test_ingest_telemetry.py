@@ -110,7 +110,7 @@ def test_non_finite_json_numbers_are_refused(api, testbed):
 
 
 def test_size_bounds(api, testbed, monkeypatch):
-    from experiments import telemetry
+    from experiments.results import telemetry
 
     monkeypatch.setattr(telemetry, "MAX_VALUES", 60)
     answer = api.post("/api/runs/bulk/", [item(documents())]).json()

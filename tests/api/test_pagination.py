@@ -1,4 +1,4 @@
-"""Keyset pagination of runs and metrics (experiments.keyset), through the API and the run
+"""Keyset pagination of runs and metrics (experiments.shared.keyset), through the API and the run
 list page: ties of ``created`` (a bulk request's runs share it), stability while runs are
 added, paging back, cursors that were not issued, and totals that are not counted."""
 
@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from experiments import keyset
 from experiments.models import Metric, Run
+from experiments.shared import keyset
 
 
 def bulk(api, n: int, tag: str, testbed) -> list[str]:

@@ -194,7 +194,7 @@ def test_retries_on_5xx_then_gives_up(tmp_path, capsys):
 def test_batches_stay_within_the_servers_limits():
     """Batches are cut by the size of the JSON actually sent (escapes included) and by count,
     so none exceeds what the bulk API accepts in one request."""
-    from experiments.api import ingest
+    from experiments.results import ingest
 
     assert push.MAX_BATCH_BYTES <= ingest.MAX_REQUEST_BYTES
     assert push.MAX_BATCH_FILES <= ingest.MAX_ITEMS

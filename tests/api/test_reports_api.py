@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from experiments.comparison.reports import full_query
 from experiments.models import Report, ShareLink
-from experiments.reports import full_query
 from tests.lab import RAID_QUERY as QUERY
 from tests.lab import add_run
 
@@ -118,7 +118,7 @@ def test_share_link_freezes_the_snapshot_like_the_page(api, report, raid):
     assert link["state"] == "active" and link["created_by"] == "alice"
     assert link["expires_at"] is None and link["revoked_at"] is None
     # The snapshot is the one the page's share view would have made.
-    from experiments.reports import snapshot
+    from experiments.comparison.reports import snapshot
 
     now = snapshot(stored.report)
     assert stored.snapshot["result"].pop("generated_at") and now["result"].pop("generated_at")

@@ -49,8 +49,8 @@ def visit(page, url: str, ready: str, violations: dict[str, list]) -> None:
 
 
 def test_pages_run_under_the_csp(browser, live_server, django_user_model):
+    from experiments.comparison.reports import create_share_link
     from experiments.models import Report
-    from experiments.reports import create_share_link
 
     user = django_user_model.objects.create_superuser("erin", password="erin-secret-pw")
     call_command("load_published", verbosity=0)

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from experiments.models import Matrix, Run
-from experiments.results import replace_metrics
+from experiments.results.store import replace_metrics
 from tests.browser.conftest import new_page, sign_in
 from tests.lab import make_testbed
 

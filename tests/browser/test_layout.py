@@ -15,8 +15,8 @@ import pytest
 from django.core.management import call_command
 
 from experiments.comparison.presets import PRESETS
+from experiments.comparison.reports import create_share_link, revoke_share_link
 from experiments.models import HardwareProfile, Node, Report, Run, Testbed, TuningSet
-from experiments.reports import create_share_link, revoke_share_link
 from tests.browser.conftest import sign_in
 from tests.browser.test_share_flow import local_fio_matrix, swapped
 

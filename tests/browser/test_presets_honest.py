@@ -122,7 +122,7 @@ def run_own_fio_matrix(owner, testbed):
     the worker's Celery task (runners.execute_run, eagerly in this process: a worker process
     could not see the test database), running /usr/bin/fio and parsing its JSON."""
     from beeweb.celery import app
-    from experiments import matrices
+    from experiments.matrices import plan as matrices
     from experiments.models import Matrix, Run
 
     matrix = Matrix.objects.create(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import telemetry as stored
+from experiments.results import telemetry as stored
 from tests.browser.conftest import new_page, sign_in
 from tests.experiments.test_run_story import doc
 from tests.lab import add_run

@@ -13,7 +13,7 @@ import re
 import pytest
 from django.core.management import call_command
 
-from experiments.localhost import architecture
+from experiments.inventory.localhost import architecture
 from experiments.published import seed000, seed002
 from tests.browser.conftest import new_page, sign_in
 
@@ -23,10 +23,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def local_fio_matrix(user):
     """A fio matrix on the localhost testbed, expanded and 'run': rw write/read x numjobs
     1, 2, 4 x 3 repetitions, with results stored as a finished run would store them."""
-    from experiments.localhost import ensure_localhost_testbed
-    from experiments.matrices import expand
+    from experiments.inventory.localhost import ensure_localhost_testbed
+    from experiments.matrices.plan import expand
     from experiments.models import Matrix, Run
-    from experiments.results import replace_metrics
+    from experiments.results.store import replace_metrics
 
     testbed = ensure_localhost_testbed(user)
     matrix = Matrix.objects.create(

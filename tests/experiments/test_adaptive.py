@@ -1,4 +1,5 @@
-"""Adaptive repetitions (experiments/adaptive.py) and the order of a matrix's runs: the pure
+"""Adaptive repetitions (experiments/matrices/adaptive.py) and the order of a matrix's runs: the
+pure
 decision, validation by form/YAML/API, the order of expansion, the hook on the database, the
 matrix page and the comparison. tests/test_adaptive_e2e.py runs them with a real worker."""
 
@@ -12,12 +13,13 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from experiments import adaptive, matrices
 from experiments.comparison import ComparisonSpec, compute
-from experiments.matrix_files import from_yaml, to_yaml
-from experiments.matrix_validation import MatrixInvalid, validate_matrix
+from experiments.matrices import adaptive
+from experiments.matrices import plan as matrices
+from experiments.matrices.files import from_yaml, to_yaml
+from experiments.matrices.validation import MatrixInvalid, validate_matrix
 from experiments.models import CellState, Matrix, Run
-from experiments.results import replace_metrics
+from experiments.results.store import replace_metrics
 
 pytestmark = pytest.mark.django_db
 SETTLED, MEASURING = CellState.State.SETTLED, CellState.State.MEASURING
@@ -290,7 +292,7 @@ def test_hook_adds_runs_until_settled_or_the_maximum(
     assert state.reason == "n = 3: CV 1.0% ≤ 5% after 3 runs" and state.metric == "write_bw"
 
     # A run that ran holds what its output added to its parameters; the launch keeps the
-    # cell's own (runners.execute), which the next repetition takes.
+    # cell's own (experiments.execution.execute), which the next repetition takes.
     planned = noisy[0].params
     Run.objects.filter(pk=noisy[0].pk).update(
         params={**planned, "threads": 1},
@@ -437,7 +439,7 @@ def test_the_janitor_decides_the_cell_of_a_run_it_fails_for_good(
     """A noisy cell's added fourth run dies with its worker on its last attempt: the janitor
     fails it and decides the cell, which gets its fifth (it would otherwise have waited as
     'measuring: 1 more run to come' for ever)."""
-    from runners.dispatch import janitor
+    from experiments.execution.dispatch import janitor
 
     runs = _cell(adaptive_matrix, 2)
     with django_capture_on_commit_callbacks(execute=False):

@@ -1,9 +1,10 @@
-"""experiments.bottleneck on synthetic series: each kind of saturation, phases from the tool's
+"""experiments.shared.bottleneck on synthetic series: each kind of saturation, phases from the
+tool's
 series, nodes on one time axis, and the latency-bound verdict."""
 
 from __future__ import annotations
 
-from experiments.bottleneck import LATENCY_BOUND, phases, verdicts
+from experiments.shared.bottleneck import LATENCY_BOUND, phases, verdicts
 
 GB = 1e9
 

@@ -17,8 +17,7 @@ from urllib.parse import urlencode
 import pytest
 from django.core.management import call_command
 
-from experiments import dimensions
-from experiments.comparison import ComparisonSpec, compute
+from experiments.comparison import ComparisonSpec, compute, dimensions
 from experiments.comparison.presets import DASHBOARD_PRESETS, PRESETS
 from experiments.models import Run, Target
 from experiments.published import seed000, seed002

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from experiments.comparison import charts
 from experiments.models import HardwareProfile, Metric, Node, Run, Target, Testbed, TestbedNode
-from experiments.results import mark_primary, replace_metrics
+from experiments.results.store import mark_primary, replace_metrics
 
 
 def make_testbed(owner, name, arch, raid):

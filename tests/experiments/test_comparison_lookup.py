@@ -9,8 +9,7 @@ import pytest
 from django.db.models import CharField
 from django.db.models.functions import Cast
 
-from experiments import dimensions
-from experiments.comparison import ComparisonSpec, compute
+from experiments.comparison import ComparisonSpec, compute, dimensions
 from experiments.models import HardwareProfile, Metric, Node, Target, Testbed, TestbedNode
 
 from .test_comparison_stats import add_run, make_testbed

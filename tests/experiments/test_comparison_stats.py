@@ -12,12 +12,12 @@ from django.urls import reverse
 from scipy import special
 from scipy import stats as ss
 
-from experiments import stats
 from experiments.comparison import ComparisonResult, ComparisonSpec, compute, working_set
 from experiments.models import (
     Run,
     TuningSet,
 )
+from experiments.shared import stats
 from tests.lab import add_run, make_testbed
 
 # --- Pure statistics against scipy --------------------------------------------------------

@@ -1,4 +1,4 @@
-"""A comparison computed from the configuration summaries (experiments.summaries) is the one
+"""A comparison computed from the configuration summaries (experiments.results.summaries) is the one
 the metric rows give (issue 17): same points, statistics, flags, sentences and charts, for
 specs over every dimension of the configuration, normalisations, peaks, repetitions drawn
 and pooled configurations; specs over single runs' attributes read the metric rows."""
@@ -14,7 +14,7 @@ from django.db import transaction
 from experiments.comparison import ComparisonSpec, compute
 from experiments.comparison.computation import summarisable
 from experiments.models import Matrix, Run, Target, TuningSet
-from experiments.results import replace_metrics
+from experiments.results.store import replace_metrics
 from tests.lab import make_testbed
 
 pytestmark = pytest.mark.django_db
@@ -157,7 +157,7 @@ PENDING_SPECS = [
 
 @pytest.mark.parametrize("few_values", [False, True])
 def test_a_pending_median_is_computed_from_the_values(lab, monkeypatch, few_values):
-    """A summary whose median is pending (NULL: experiments.summaries appends a run without
+    """A summary whose median is pending (NULL: experiments.results.summaries appends a run without
     it) gives the point of its one configuration the exact median, from the configuration's
     values: in the query that reads the values shown, or, when there are too many of those
     (``few_values``), in one reading only the pending configurations' values."""

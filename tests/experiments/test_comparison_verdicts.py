@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import telemetry as stored
 from experiments.comparison import ComparisonSpec, compute
+from experiments.results import telemetry as stored
 from tests.experiments.test_bottleneck import node
 from tests.experiments.test_run_verdict import with_tool
 from tests.lab import add_run

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from experiments.comparison import ComparisonSpec, compute
 from experiments.comparison.comparability import attribute_name
 from experiments.models import Run, Target, TuningSet
-from experiments.results import replace_metrics
+from experiments.results.store import replace_metrics
 from tests.lab import make_testbed
 
 # Second attributes and the value each of the two series has: (attribute, for numjobs 1,

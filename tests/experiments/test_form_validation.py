@@ -29,7 +29,7 @@ from experiments.models import (
     TestbedNode,
     TuningSet,
 )
-from experiments.validators import hostname_problem
+from experiments.shared.validators import hostname_problem
 
 pytestmark = pytest.mark.django_db
 

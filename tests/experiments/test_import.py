@@ -8,9 +8,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from experiments.importing import import_output
 from experiments.models import Metric, Run
-from experiments.results import reparse
+from experiments.results.importing import import_output
+from experiments.results.store import reparse
 from tests.parsers.conftest import SAMPLES
 
 pytestmark = [

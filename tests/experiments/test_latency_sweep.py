@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments import latency_sweep
-from experiments.latency_sweep import Chart, Point, charts_for, figure
+from experiments.comparison import latency_sweep
+from experiments.comparison.latency_sweep import Chart, Point, charts_for, figure
+from experiments.execution import execute
 from experiments.models import Matrix, Run
-from experiments.results import parse_stored, replace_metrics
-from runners import execute
+from experiments.results.store import parse_stored, replace_metrics
 from tests.lab import make_testbed
 from tests.runners.test_execute import make_matrix, queue
 
@@ -260,8 +260,8 @@ def test_reports_share_links_print_pages_and_exports_carry_the_charts(alice, ali
     and printable page. A link made before charts were frozen shows none."""
     from django.urls import reverse
 
+    from experiments.comparison.reports import create_share_link
     from experiments.models import Report
-    from experiments.reports import create_share_link
 
     _two_testbeds_swept(alice)
     query = "metric=read_iops&x=param:iodepth&series="

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from experiments import comparison
-from experiments.limits import (
+from experiments.inventory.limits import (
     Scope,
     above_limit,
     compute_limits,
@@ -16,7 +16,7 @@ from experiments.limits import (
     run_scope,
 )
 from experiments.models import Drive, Nic, Node, Run, Target, TestbedNode
-from experiments.results import replace_metrics
+from experiments.results.store import replace_metrics
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,12 @@ import pytest
 from django.core.management import call_command
 
 from experiments import comparison
-from experiments.limits import above_limit, compute_limits, compute_scope_limits, run_scope
+from experiments.inventory.limits import (
+    above_limit,
+    compute_limits,
+    compute_scope_limits,
+    run_scope,
+)
 from experiments.models import (
     Drive,
     HardwareProfile,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from experiments.localhost import PROFILE_NAME, ensure_localhost_testbed
+from experiments.inventory.localhost import PROFILE_NAME, ensure_localhost_testbed
 from experiments.management.commands import local_raid
 from experiments.models import (
     Architecture,

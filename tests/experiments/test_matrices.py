@@ -8,10 +8,10 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from experiments import matrices
-from experiments.matrix_files import from_yaml, to_yaml
+from experiments.execution import dispatch as dispatching
+from experiments.matrices import plan as matrices
+from experiments.matrices.files import from_yaml, to_yaml
 from experiments.models import Matrix, Node, Run
-from runners import dispatch as dispatching
 
 pytestmark = pytest.mark.django_db
 
@@ -330,7 +330,7 @@ def test_yaml_import_page(alice_client, bench):
 
 def test_localhost_node_queue_matches_the_worker(alice, settings, tmp_path):
     settings.DATA_DIR = tmp_path
-    from experiments.localhost import ensure_localhost_testbed
+    from experiments.inventory.localhost import ensure_localhost_testbed
 
     testbed = ensure_localhost_testbed(alice)
     assert ensure_localhost_testbed(alice).pk == testbed.pk

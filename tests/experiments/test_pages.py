@@ -13,12 +13,12 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from experiments import matrices
 from experiments.comparison.presets import DASHBOARD_PRESETS
-from experiments.matrix_forms import MatrixForm
+from experiments.comparison.reports import create_share_link, revoke_share_link
+from experiments.matrices import plan as matrices
+from experiments.matrices.forms import MatrixForm
 from experiments.models import Matrix, Report, Run
-from experiments.reports import create_share_link, revoke_share_link
-from experiments.results import replace_metrics
+from experiments.results.store import replace_metrics
 from experiments.views.common import counted, verb
 from runners import registry
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from experiments import parcoords
+from experiments.comparison import parcoords
 from experiments.models import Matrix
 from tests.sweeps import make_sweep, write_bw
 

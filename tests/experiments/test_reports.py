@@ -13,8 +13,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from experiments.comparison.reports import report_spec
 from experiments.models import Report, ShareLink
-from experiments.reports import report_spec
 from tests.lab import RAID_QUERY as QUERY
 from tests.lab import add_run
 

@@ -1,4 +1,4 @@
-"""One path from raw output to a stored run (experiments.results): executed, imported, pushed
+"""One path from raw output to a stored run (experiments.results.store): executed, imported, pushed
 and reparsed runs of the same output store the same metrics and parameters, and reparse keeps
 what a run was launched with."""
 
@@ -14,10 +14,11 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from experiments import matrices
-from experiments.importing import import_output
+from experiments.execution import execute
+from experiments.matrices import plan as matrices
 from experiments.models import Matrix, Run, Target
-from runners import execute, push
+from experiments.results.importing import import_output
+from runners import push
 from tests.api.conftest import token_client
 from tests.parsers.conftest import SAMPLES, read_sample
 

@@ -2,7 +2,7 @@
 status and error and the configuration key in one UPDATE (experiments.models.runs.store_row),
 its metrics in one INSERT, the summaries' append without reading the key back; update_row
 keeps RunQuerySet.update's summaries rule for one run in one statement. Each with the
-summaries exact (experiments.summaries.differences) and nothing else changed."""
+summaries exact (experiments.results.summaries.differences) and nothing else changed."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from experiments import summaries
 from experiments.models import ConfigSummary, Metric, Run
 from experiments.models.runs import update_row
-from experiments.results import parse_options, parse_stored, record_launch
+from experiments.results import summaries
+from experiments.results.store import parse_options, parse_stored, record_launch
 from tests.lab import make_testbed
 
 DD = (
@@ -154,7 +154,7 @@ def test_update_row_refreshes_the_summaries_of_a_summarised_run_only(alice):
 
 @pytest.mark.django_db
 def test_the_claims_row_read_equals_the_orms(alice):
-    from runners.execute import _locked_run
+    from experiments.execution.execute import _locked_run
 
     testbed = make_testbed(alice, "lab", "x86_64", "0")
     run = _run(testbed, params={"x": [1, 2.5]}, steady={"write_bw": {"whole": 1.0}})
@@ -169,7 +169,7 @@ def test_the_claims_row_read_equals_the_orms(alice):
 
 @pytest.mark.django_db
 def test_a_few_metric_rows_are_one_insert_with_their_ids(alice):
-    from experiments.results import insert, metric_rows
+    from experiments.results.store import insert, metric_rows
 
     testbed = make_testbed(alice, "lab", "x86_64", "0")
     run = _run(testbed)

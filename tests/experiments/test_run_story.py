@@ -1,4 +1,4 @@
-"""The run page's story (experiments.run_story): telemetry panels on matched x axes, the
+"""The run page's story (experiments.comparison.run_story): telemetry panels on matched x axes, the
 verdict beside the theoretical limit, the latency percentiles, and the export of telemetry in
 the run's API detail."""
 
@@ -9,8 +9,8 @@ import json
 import pytest
 from django.db import connection
 
-from experiments import telemetry as stored
-from experiments.results import replace_metrics
+from experiments.results import telemetry as stored
+from experiments.results.store import replace_metrics
 from tests.lab import add_run
 
 pytestmark = pytest.mark.django_db
@@ -131,7 +131,7 @@ def test_api_detail_exports_telemetry(alice_client, story_run):
 
 def sample_run(bench, tool, name):
     from experiments.models import Run
-    from experiments.results import parse_stored
+    from experiments.results.store import parse_stored
     from tests.parsers.conftest import read_sample
 
     text = read_sample(f"{tool}/{name}")

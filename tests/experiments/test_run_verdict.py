@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from experiments import telemetry as stored
-from experiments.bottleneck import LATENCY_BOUND, steadiness, summary
 from experiments.models import Run
+from experiments.results import telemetry as stored
+from experiments.shared.bottleneck import LATENCY_BOUND, steadiness, summary
 from tests.experiments.test_bottleneck import node
 from tests.lab import add_run
 

@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from experiments import runs_table
+from experiments.comparison import runs_table
 from experiments.models import Run
-from experiments.results import replace_metrics
+from experiments.results.store import replace_metrics
 from tests.lab import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db

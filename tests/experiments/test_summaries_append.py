@@ -1,4 +1,5 @@
-"""Appends to the configuration summaries (issue 17, experiments.summaries.append/add): a new
+"""Appends to the configuration summaries (issue 17, experiments.results.summaries.append/add): a
+new
 run's metrics are merged into its configuration's row (no recomputation from the runs), the
 merged median is pending until ``settle`` fills it, readers compute pending medians from the
 values, and concurrent appends to one configuration lose nothing."""
@@ -14,11 +15,11 @@ from django.core.management import call_command
 from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from experiments import summaries
-from experiments.api.ingest import ingest
 from experiments.comparison import ComparisonSpec, compute
 from experiments.models import ConfigSummary, Metric, Run
-from experiments.results import replace_metrics
+from experiments.results import summaries
+from experiments.results.ingest import ingest
+from experiments.results.store import replace_metrics
 from tests.experiments.test_comparison_summaries import SPECS, _comparable, _same
 from tests.experiments.test_comparison_summaries import lab as lab  # noqa: F401 (fixture)
 from tests.lab import add_alike, make_testbed
@@ -215,7 +216,7 @@ def test_check_accepts_pending_medians_but_not_wrong_ones(alice):
 
 @pytest.mark.django_db
 def test_the_janitor_settles_pending_medians(alice):
-    from runners.tasks import janitor
+    from experiments.execution.tasks import janitor
 
     testbed = make_testbed(alice, "lab", "x86_64", "0")
     for v in VALUES[:3]:

@@ -3,7 +3,7 @@ repeating an existing configuration: appends, merged into the stored rows), repa
 edits, verdict refreshes, configuration changes, deletes (a run, a matrix, a target), batches
 mixing an append with a recomputation, and settles of pending medians the runs go through,
 the configuration summaries equal a recomputation from the runs
-(experiments.summaries.differences, what ``rebuild_summaries --check`` runs: a median is
+(experiments.results.summaries.differences, what ``rebuild_summaries --check`` runs: a median is
 either pending, NULL, or exact), and once settled every median is exact. The suite runs it on
 PostgreSQL and, without DATABASE_URL, on SQLite."""
 
@@ -15,10 +15,10 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments import summaries
-from experiments.api.ingest import ingest
 from experiments.models import ConfigSummary, Matrix, Metric, Run, Target, TuningSet
-from experiments.results import replace_metrics
+from experiments.results import summaries
+from experiments.results.ingest import ingest
+from experiments.results.store import replace_metrics
 from tests.lab import add_alike, make_testbed
 
 # Few distinct values: repetitions tie, configurations recur.
@@ -167,7 +167,7 @@ def _apply(step: dict, lab: dict) -> None:
     elif op == "metric":
         Metric.objects.filter(run=run, primary=True).update(value=step["value"])
     elif op == "verdict":
-        # What experiments.telemetry.refresh_verdict writes.
+        # What experiments.results.telemetry.refresh_verdict writes.
         Run.objects.filter(pk=run.pk).update(
             bottleneck=step["kind"],
             collapsed=step["collapsed"],

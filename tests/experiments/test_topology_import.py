@@ -13,6 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
+from experiments.inventory.topology import IMPORTED_PROFILE_NAME, apply_topology, plan_topology
 from experiments.models import (
     HardwareProfile,
     MirrorGroup,
@@ -22,7 +23,6 @@ from experiments.models import (
     Testbed,
     TestbedNode,
 )
-from experiments.topology import IMPORTED_PROFILE_NAME, apply_topology, plan_topology
 from tests.parsers.conftest import SAMPLES, read_sample
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from experiments.models import TuningSet
-from experiments.tuning_keys import TuningValueError, normalise, parse_conf
+from experiments.shared.tuning_keys import TuningValueError, normalise, parse_conf
 from experiments.views.tuning import diff_rows
 
 

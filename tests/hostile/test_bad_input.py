@@ -24,7 +24,6 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.api import ingest as ingest_module
 from experiments.models import (
     HardwareProfile,
     Matrix,
@@ -36,6 +35,7 @@ from experiments.models import (
     Testbed,
     TuningSet,
 )
+from experiments.results import ingest as ingest_module
 from tests.api.conftest import sample, token_client
 
 pytestmark = pytest.mark.django_db
@@ -371,7 +371,7 @@ def _save_request(testbed, items: list[tuple[str, str]]) -> dict:
 
 
 def test_import_save_checks_the_size_of_every_item(alice_client, testbed, settings):
-    from experiments.importing import MAX_IMPORT_BYTES
+    from experiments.results.importing import MAX_IMPORT_BYTES
 
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 2**20
     fio = sample("fio/fio-3.6-json-randread-4k-qd1-ceph.json")
@@ -390,7 +390,7 @@ def test_import_save_is_all_or_nothing(alice_client, testbed, monkeypatch):
     run of the first behind."""
     from django.db import DataError
 
-    from experiments import importing
+    from experiments.results import importing
     from experiments.views import importing as views
 
     real = importing.import_output

@@ -25,8 +25,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle
 
+from experiments.comparison.reports import create_share_link
 from experiments.models import Report, Run, TuningSet
-from experiments.reports import create_share_link
 from experiments.views.compare import csv_cell
 from tests.lab import add_run, make_testbed
 

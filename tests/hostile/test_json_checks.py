@@ -1,4 +1,4 @@
-"""The fast path of ``experiments.input_checks`` (a value walked without naming every place;
+"""The fast path of ``experiments.shared.input_checks`` (a value walked without naming every place;
 a JSON text's strings trusted when it has no escape that could make them unstorable) must
 refuse exactly what the full walk refuses, with the same message."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.input_checks import INT_MAX, BadInput, _locate, json_problem, loads
+from experiments.shared.input_checks import INT_MAX, BadInput, _locate, json_problem, loads
 
 SCALARS = (
     st.none()
@@ -103,7 +103,7 @@ def test_escapes_and_nesting(body, message):
 @settings(max_examples=500, deadline=None)
 @given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
 def test_clean_text_is_no_nul_and_no_lone_surrogate(text):
-    from experiments.input_checks import _BAD_CHARS, clean_text
+    from experiments.shared.input_checks import _BAD_CHARS, clean_text
 
     assert clean_text(text) == (_BAD_CHARS.search(text) is None)
     assert clean_text(text + "\x00") is False

@@ -3,7 +3,7 @@
 3. A 1 KB YAML file of nested aliases ("billion laughs") wrote 480 MB into the database; a
    NUL byte in imported YAML answered 500 on PostgreSQL; YAML skipped the API's parameter
    checks. Now every path (page form, API, YAML on the page and in ``launch_matrix``) goes
-   through ``experiments.matrix_validation.validate_matrix`` and the YAML reader is bounded.
+   through ``experiments.matrices.validation.validate_matrix`` and the YAML reader is bounded.
 4. The exclusion rule ``9 ** 9 ** 9 > 1`` pinned web workers; now it is refused at once.
 5. A run parameter named ``items`` (mdtest's) made /runs/, the run page and the matrix page
    answer 500 for everyone; templates now iterate mappings with the ``pairs`` filter.
@@ -21,8 +21,8 @@ from django.core.management import call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from experiments import matrices
-from experiments.matrix_files import MAX_YAML_ALIASES, MAX_YAML_BYTES, from_yaml, parse_yaml
+from experiments.matrices import plan as matrices
+from experiments.matrices.files import MAX_YAML_ALIASES, MAX_YAML_BYTES, from_yaml, parse_yaml
 from experiments.models import Matrix, Run, Testbed, TestbedNode
 
 pytestmark = pytest.mark.django_db

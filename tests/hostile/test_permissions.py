@@ -18,8 +18,9 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from experiments import matrices
-from experiments.matrix_files import from_data
+from experiments.inventory.topology import apply_topology, plan_topology
+from experiments.matrices import plan as matrices
+from experiments.matrices.files import from_data
 from experiments.models import (
     HardwareProfile,
     Matrix,
@@ -29,8 +30,7 @@ from experiments.models import (
     Testbed,
     TestbedNode,
 )
-from experiments.topology import apply_topology, plan_topology
-from experiments.validators import work_path_problem
+from experiments.shared.validators import work_path_problem
 from tests.api.conftest import token_client
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def no_broker(monkeypatch):
     """Runs are queued in the database; no message leaves for a worker."""
-    from runners.tasks import execute_run
+    from experiments.execution.tasks import execute_run
 
     sent = []
     monkeypatch.setattr(execute_run, "apply_async", lambda *a, **k: sent.append((a, k)))

@@ -36,10 +36,10 @@ from django.urls import reverse
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from experiments import matrices
+from experiments.execution import dispatch as dispatching
+from experiments.execution import execute
+from experiments.matrices import plan as matrices
 from experiments.models import Matrix, Run, Worker
-from runners import dispatch as dispatching
-from runners import execute
 from tests.e2e import LONG_FIO, Stack, wait_for
 
 HOST = socket.gethostname()
@@ -83,7 +83,7 @@ def test_janitor_never_sends_a_run_with_a_cancel_request_again(alice, bench):
     Run.objects.filter(pk=run.pk).update(
         status="running", attempts=1, heartbeat_at=old, worker="gone@stor1", cancel_requested=True
     )
-    with mock.patch("runners.tasks.execute_run.apply_async") as send:
+    with mock.patch("experiments.execution.tasks.execute_run.apply_async") as send:
         counts = dispatching.janitor()
     assert counts == {"requeued": 0, "failed": 0, "cancelled": 1, "redispatched": 0}
     send.assert_not_called()
@@ -117,7 +117,7 @@ def test_restarted_worker_requeues_its_own_run_without_waiting_for_staleness(ali
     Run.objects.filter(pk=run.pk).update(
         status="running", attempts=1, heartbeat_at=timezone.now(), worker="node@stor1"
     )
-    with mock.patch("runners.tasks.execute_run.apply_async"):
+    with mock.patch("experiments.execution.tasks.execute_run.apply_async"):
         assert dispatching.janitor(restarted_worker="other@stor1")["requeued"] == 0
         assert dispatching.janitor(restarted_worker="node@stor1")["requeued"] == 1
     run.refresh_from_db()
@@ -130,7 +130,7 @@ def test_janitor_sends_again_runs_whose_message_was_lost(
 ):
     settings.RUN_REDISPATCH_SECONDS = 120
     matrix = make_matrix(alice, bench, repetitions=3)
-    with mock.patch("runners.tasks.execute_run.apply_async"):
+    with mock.patch("experiments.execution.tasks.execute_run.apply_async"):
         dispatching.dispatch(list(matrix.runs.values_list("pk", flat=True)))
     queue = matrix.runs.first().queue
     long_ago = timezone.now() - timedelta(minutes=5)
@@ -139,7 +139,7 @@ def test_janitor_sends_again_runs_whose_message_was_lost(
 
     def sweep() -> tuple[dict, list]:
         with (
-            mock.patch("runners.tasks.execute_run.apply_async") as send,
+            mock.patch("experiments.execution.tasks.execute_run.apply_async") as send,
             django_capture_on_commit_callbacks(execute=True),
         ):
             counts = dispatching.janitor()
@@ -179,7 +179,9 @@ def _broker_down(*args, **kwargs):
 @pytest.mark.django_db(transaction=True)
 def test_launch_while_the_broker_is_down_leaves_runs_planned(alice, alice_client, bench):
     matrix = make_matrix(alice, bench, repetitions=2)
-    with mock.patch("runners.tasks.execute_run.apply_async", side_effect=_broker_down):
+    with mock.patch(
+        "experiments.execution.tasks.execute_run.apply_async", side_effect=_broker_down
+    ):
         page = alice_client.post(
             reverse("experiments:matrix_launch", args=[matrix.uuid]), follow=True
         )
@@ -191,13 +193,15 @@ def test_launch_while_the_broker_is_down_leaves_runs_planned(alice, alice_client
     assert set(matrix.runs.values_list("dispatch_token", flat=True)) == {None}
     # Re-run keeps failed runs failed when nothing could be sent.
     matrix.runs.update(status="failed", error="fio exited with 1")
-    with mock.patch("runners.tasks.execute_run.apply_async", side_effect=_broker_down):
+    with mock.patch(
+        "experiments.execution.tasks.execute_run.apply_async", side_effect=_broker_down
+    ):
         with pytest.raises(dispatching.BrokerUnavailable, match="2 of 2 runs were not queued"):
             matrices.rerun_failed(matrix)
     assert set(matrix.runs.values_list("status", flat=True)) == {"failed"}
     # The broker back: the same launch sends them.
     matrix.runs.update(status="planned", error="")
-    with mock.patch("runners.tasks.execute_run.apply_async") as send:
+    with mock.patch("experiments.execution.tasks.execute_run.apply_async") as send:
         assert alice_client.post(f"/api/matrices/{matrix.uuid}/launch/").status_code == 200
     assert send.call_count == 2
     assert set(matrix.runs.values_list("status", flat=True)) == {"queued"}
@@ -213,7 +217,7 @@ def test_a_send_failing_half_way_unqueues_only_the_unsent_runs(alice, bench):
         if len(calls) > 1:
             _broker_down()
 
-    with mock.patch("runners.tasks.execute_run.apply_async", side_effect=flaky):
+    with mock.patch("experiments.execution.tasks.execute_run.apply_async", side_effect=flaky):
         with pytest.raises(dispatching.BrokerUnavailable) as caught:
             matrices.launch(matrix)
     assert (caught.value.unsent, caught.value.total) == (2, 3)
@@ -247,7 +251,7 @@ def test_worker_kills_the_tool_when_its_run_is_deleted(alice, bench):
         alice, bench, params={"rw": "write", "size": "8m", "runtime": 60, "time_based": True}
     )
     run = matrix.runs.get()
-    with mock.patch("runners.tasks.execute_run.apply_async"):
+    with mock.patch("experiments.execution.tasks.execute_run.apply_async"):
         dispatching.dispatch([run.pk])
     token = str(Run.objects.get(pk=run.pk).dispatch_token)
     result = {}
@@ -364,7 +368,7 @@ def test_launch_while_the_broker_is_down_answers_clearly_and_leaves_runs_planned
     """(b) The broker URL points at a port where nothing listens."""
     down = {"CELERY_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"}
     matrix = (
-        "from experiments.matrix_files import from_yaml\n"
+        "from experiments.matrices.files import from_yaml\n"
         "m = from_yaml('name: dd\\ntool: dd\\ntestbeds: [localhost]\\nrepetitions: 3\\n"
         "drop_caches: false\\nparams: {bs: 64k, count: 4}\\n', alice)\n"
     )

@@ -1,4 +1,5 @@
-"""The node agent (runners.agent) against the real database, with agent threads as node
+"""The node agent (experiments.execution.agent) against the real database, with agent threads as
+node
 workers run them: a drop asked of a held node is answered by that node's agent, a node whose
 policy refuses says so, a node without an agent is not waited for, a silent one is waited for
 up to the bound, and the executor records one outcome per node it held."""
@@ -18,9 +19,9 @@ from django.db import OperationalError
 from django.urls import reverse
 from django.utils import timezone
 
-from experiments import telemetry
+from experiments.execution import agent, execute, holding, nodepolicy
 from experiments.models import Node, NodeLease, Run, RunTelemetry, TestbedNode, Worker
-from runners import agent, execute, holding, nodepolicy
+from experiments.results import telemetry
 from tests.runners.test_execute import make_matrix, queue
 
 # As root (CI, the worker nodes) the kernel drops; otherwise it says why not.
@@ -201,7 +202,8 @@ def test_runs_that_stored_one_outcome_still_show_it(alice_client, held_run):
     assert '<dd id="cache-drops">stor1: dropped</dd>' in page
 
 
-# --- Telemetry of the other held nodes (runners.agent.NodeTelemetry) -----------------------
+# --- Telemetry of the other held nodes (experiments.execution.agent.NodeTelemetry)
+# -----------------------
 
 
 def wait_rows(run: Run, hostnames: set[str], timeout: float = 10.0) -> dict[str, RunTelemetry]:

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from experiments import matrices, summaries
+from experiments.execution import dispatch as dispatching
+from experiments.execution import execute
+from experiments.matrices import plan as matrices
 from experiments.models import Matrix, Run
-from runners import dispatch as dispatching
-from runners import execute
+from experiments.results import summaries
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
@@ -136,8 +137,8 @@ def test_a_run_of_a_few_milliseconds_keeps_everything(alice, bench):
     """The fast path (issue 17): a dd of 4 KiB ends within the first wait, yet its command,
     the tool's pid, its telemetry (one reading at start and end) and its verdict are
     stored with its outcome, and its nodes are free again."""
-    from experiments import telemetry as stored
     from experiments.models import NodeLease, RunTelemetry
+    from experiments.results import telemetry as stored
 
     matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
     run = matrix.runs.get()
@@ -333,7 +334,7 @@ def test_a_reused_clock_measurement_is_recorded_with_its_age(alice, bench, monke
     (meta.clock.age_s), and a measurement older than the bound is taken again."""
     from django.db import connection
 
-    from experiments import telemetry
+    from experiments.results import telemetry
 
     if connection.vendor != "postgresql":
         pytest.skip("SQLite shares this process's clock: nothing is measured")
@@ -362,8 +363,8 @@ def _spy_synchronous_commit(monkeypatch) -> dict[str, list[str]]:
     (parse_stored): the executor's own functions, wrapped; the database is real."""
     from django.db import connection
 
-    from experiments import telemetry
-    from runners import holding
+    from experiments.execution import holding
+    from experiments.results import telemetry
 
     seen: dict[str, list[str]] = {"claim": [], "raw output": [], "outcome": []}
 
@@ -449,7 +450,7 @@ def test_a_short_runs_raw_output_and_verdict_are_one_update(alice, bench):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from experiments import telemetry as stored
+    from experiments.results import telemetry as stored
 
     matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
     run = matrix.runs.get()
@@ -473,8 +474,8 @@ def test_telemetry_that_cannot_be_stored_leaves_no_verdict_and_the_outcome_whole
 ):
     """A failure while storing the telemetry (here its verdict) is undone alone: no row, no
     verdict; the raw output, metrics and status are stored as usual."""
-    from experiments import telemetry as stored
     from experiments.models import RunTelemetry
+    from experiments.results import telemetry as stored
 
     def broken(*args, **kwargs):
         raise RuntimeError("no verdict today")

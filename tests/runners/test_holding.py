@@ -1,4 +1,5 @@
-"""Exclusive use of nodes (runners.holding) against the real database: which nodes a run
+"""Exclusive use of nodes (experiments.execution.holding) against the real database: which nodes a
+run
 holds, all or nothing, first queued first served, stale holders freed, opt-out testbeds, and
 the executor waiting (heartbeats, reason, cancel) until its nodes are free."""
 
@@ -16,9 +17,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from experiments.comparison.limits import independent_storage_flag
+from experiments.execution import dispatch as dispatching
+from experiments.execution import execute, holding
 from experiments.models import Node, NodeLease, Run, Target, Testbed, TestbedNode
-from runners import dispatch as dispatching
-from runners import execute, holding
 from tests.runners.test_execute import make_matrix, queue
 
 

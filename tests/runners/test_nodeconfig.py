@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runners import nodeconfig, nodepolicy
+from experiments.execution import nodepolicy
+from runners import nodeconfig
 
 DIRTY = Path("/proc/sys/vm/dirty_background_ratio")
 
@@ -114,7 +115,7 @@ def test_drop_caches_reports_what_happened():
 def test_only_transient_errors_are_retried():
     from django.db import InterfaceError, OperationalError
 
-    from runners.tasks import execute_run
+    from experiments.execution.tasks import execute_run
 
     assert set(execute_run.autoretry_for) == {OperationalError, InterfaceError}
     assert execute_run.acks_late is True

@@ -1,4 +1,5 @@
-"""A node's own limits (runners.nodepolicy): parsing BEEWEB_NODE_DIRS / BEEWEB_NODE_TUNING,
+"""A node's own limits (experiments.execution.nodepolicy): parsing BEEWEB_NODE_DIRS /
+BEEWEB_NODE_TUNING,
 the directory check with symlinks resolved, and a worker that refuses to start on bad values."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import sys
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from runners import nodepolicy
+from experiments.execution import nodepolicy
 from tests.e2e import ROOT
 
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from experiments import matrices
-from experiments.matrix_files import from_yaml
-from experiments.matrix_validation import MatrixInvalid
+from experiments.execution import holding
+from experiments.matrices import plan as matrices
+from experiments.matrices.files import from_yaml
+from experiments.matrices.validation import MatrixInvalid
 from experiments.models import Run, TestbedNode
-from runners import holding, slurm
+from runners import slurm
 from runners.launch import LaunchError, LaunchSpec
 from runners.tools import get_adapter
 from runners.tools.base import Host, LaunchContext, ParamError, mpi_launch

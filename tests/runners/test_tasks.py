@@ -1,4 +1,4 @@
-"""The worker's database session across tasks (runners.tasks.fresh_connections)."""
+"""The worker's database session across tasks (experiments.execution.tasks.fresh_connections)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from beeweb.celery import app
-from runners.tasks import fresh_connections
+from experiments.execution.tasks import fresh_connections
 
 WORKER_TASK = SimpleNamespace(request=SimpleNamespace(is_eager=False))
 # The worker's case: a server it keeps sessions with. SQLite's in-memory test database lives

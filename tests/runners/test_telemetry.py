@@ -1,5 +1,5 @@
-"""runners.telemetry: the /proc readers on text read from this kernel, the sampler's
-document from real readings, fio's per-second logs; experiments.telemetry's storage."""
+"""runners.sampler: the /proc readers on text read from this kernel, the sampler's
+document from real readings, fio's per-second logs; experiments.results.telemetry's storage."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments import telemetry as stored
 from experiments.models import RunTelemetry
-from runners.telemetry import (
+from experiments.results import telemetry as stored
+from runners.sampler import (
     FORMAT,
     Sampler,
     fio_log_options,
@@ -208,8 +208,8 @@ def test_store_and_export_round_trip(alice, bench):
 def test_executor_stores_the_launchers_telemetry_with_fios_series(alice, executing_bench):
     """Any user, any file system: a 3-second fio run through the executor keeps one row for
     this node, its samples and fio's per-second series on the same axis."""
+    from experiments.execution import execute
     from experiments.models import Run
-    from runners import execute
     from tests.runners.test_execute import make_matrix, queue
 
     matrix = make_matrix(

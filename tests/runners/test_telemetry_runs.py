@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments import bottleneck
-from experiments import telemetry as stored
+from experiments.execution import execute
 from experiments.models import Run
-from runners import execute
+from experiments.results import telemetry as stored
+from experiments.shared import bottleneck
 from runners.reaper import reaper
 from tests.runners.test_execute import make_matrix, queue
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments import matrices
+from experiments.execution import execute
+from experiments.matrices import plan as matrices
 from experiments.models import Matrix, Run
-from runners import execute
 from runners.parsers import parse
 from runners.tools import ADAPTERS, ParamError, build_command
 from tests.runners.conftest import need, run

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments.localhost import ensure_localhost_testbed
+from experiments.inventory.localhost import ensure_localhost_testbed
 
 
 class Command(BaseCommand):

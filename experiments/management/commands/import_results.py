@@ -6,14 +6,14 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments.importing import (
+from experiments.models import Testbed, TuningSet
+from experiments.results.importing import (
     MAX_IMPORT_BYTES,
     binary_problem,
     import_output,
     item_problem,
 )
-from experiments.models import Testbed, TuningSet
-from experiments.utils import is_uuid
+from experiments.shared.utils import is_uuid
 
 
 def find(model, value: str, what: str):

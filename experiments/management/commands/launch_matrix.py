@@ -14,10 +14,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments import matrices
-from experiments.matrix_files import MAX_YAML_BYTES, from_data, parse_yaml, too_large
+from experiments.execution import dispatch as dispatching
+from experiments.matrices import plan as matrices
+from experiments.matrices.files import MAX_YAML_BYTES, from_data, parse_yaml, too_large
 from experiments.models import CellState, Run, Testbed
-from runners import dispatch as dispatching
 
 
 class Command(BaseCommand):
@@ -109,7 +109,7 @@ class Command(BaseCommand):
             "localhost" in ([names] if isinstance(names, str) else names)
             and not Testbed.objects.filter(name="localhost").exists()
         ):
-            from experiments.localhost import ensure_localhost_testbed
+            from experiments.inventory.localhost import ensure_localhost_testbed
 
             ensure_localhost_testbed(user)
 
@@ -117,7 +117,7 @@ class Command(BaseCommand):
     def _decided(matrix) -> bool:
         """An adaptive matrix is done once every cell has a state other than measuring:
         between a run's end and its cell's decision, every run may be finished while the
-        next repetition is still to be added (experiments.adaptive)."""
+        next repetition is still to be added (experiments.matrices.adaptive)."""
         if not matrix.adaptive:
             return True
         cells = matrix.runs.values("cell_key").distinct().count()

@@ -23,8 +23,8 @@ from experiments.models import (
     TuningSet,
 )
 from experiments.published import SEEDS
-from experiments.results import replace_metrics
-from experiments.tuning_keys import TuningValueError, normalise
+from experiments.results.store import replace_metrics
+from experiments.shared.tuning_keys import TuningValueError, normalise
 from runners.parsers.base import METRIC_UNITS
 
 # Every field a data module may set, with the value it gets when the module leaves it out, so

@@ -27,7 +27,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from experiments.localhost import ensure_localhost_testbed, localhost_node
+from experiments.inventory.localhost import ensure_localhost_testbed, localhost_node
 from experiments.models import Target, Testbed
 from runners import nodeconfig
 from runners.parsers import base as parsers

@@ -1,9 +1,10 @@
 """`manage.py rebuild_summaries [--check | --settle]`: recompute every configuration summary
-from the runs (experiments.summaries.rebuild), or, with --check, compare the stored ones with
+from the runs (experiments.results.summaries.rebuild), or, with --check, compare the stored ones
+with
 a recomputation and exit non-zero when they differ (they never should: every change of a
 run's metrics or configuration updates them in its transaction; a pending median, NULL, is
 not a difference), or, with --settle, fill every pending median from its configuration's
-values (experiments.summaries.settle; the janitor fills a bounded number per sweep)."""
+values (experiments.results.summaries.settle; the janitor fills a bounded number per sweep)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from experiments import summaries
+from experiments.results import summaries
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand
 
 from experiments.models import Run
-from experiments.telemetry import refresh_verdict
+from experiments.results.telemetry import refresh_verdict
 
 
 class Command(BaseCommand):

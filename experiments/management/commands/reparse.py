@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand
 
 from experiments.models import Run
-from experiments.results import reparsable, reparse
+from experiments.results.store import reparsable, reparse
 
 
 class Command(BaseCommand):

@@ -31,11 +31,11 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
-from experiments.input_checks import CONTROL_CHARS_BUT_LINES
-from experiments.matrices import MatrixError
-from experiments.matrix_validation import FIELDS, MatrixInvalid, validate_matrix
+from experiments.matrices.plan import MatrixError
+from experiments.matrices.validation import FIELDS, MatrixInvalid, validate_matrix
 from experiments.models import Matrix, Testbed, TuningSet
-from experiments.utils import is_uuid
+from experiments.shared.input_checks import CONTROL_CHARS_BUT_LINES
+from experiments.shared.utils import is_uuid
 
 # YAML keys of the fields whose names differ from the model's.
 YAML_FIELDS = {"fixed_params": "params", "exclusions": "exclude"}

@@ -1,7 +1,7 @@
 """One validation path for a matrix definition.
 
-The matrix page's form (experiments/matrix_forms.py), the API's serializer
-(experiments/api/serializers.py) and YAML files (experiments/matrix_files.py: the import page
+The matrix page's form (experiments/matrices/forms.py), the API's serializer
+(experiments/api/serializers.py) and YAML files (experiments/matrices/files.py: the import page
 and ``manage.py launch_matrix``) each turn their input into the same plain mapping of model
 field names and call :func:`validate_matrix`. So a definition gets the same verdict and the
 same messages whichever way it comes in; each caller only maps field names to its own (form
@@ -28,12 +28,12 @@ from typing import Any
 
 from django.conf import settings
 
-from experiments import matrices
-from experiments.input_checks import CONTROL_CHARS, CONTROL_CHARS_BUT_LINES
-from experiments.matrices import SLURM_NODES, TARGET_AXIS, TUNING_PREFIX, MatrixError
+from experiments.matrices import plan as matrices
+from experiments.matrices.plan import SLURM_NODES, TARGET_AXIS, TUNING_PREFIX, MatrixError
 from experiments.models import LaunchMode, Matrix, RunOrder, Testbed
 from experiments.models.matrices import MAX_ORDER_SEED
-from experiments.tuning_keys import SCOPE_NAMES
+from experiments.shared.input_checks import CONTROL_CHARS, CONTROL_CHARS_BUT_LINES
+from experiments.shared.tuning_keys import SCOPE_NAMES
 from runners import slurm
 from runners.tools import ADAPTERS
 from runners.tools.base import ParamError, clean_int

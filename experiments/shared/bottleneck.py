@@ -1,6 +1,6 @@
 """The bottleneck verdict of a run: which resource was saturated, with its evidence.
 
-A pure function of the nodes' telemetry documents (runners.telemetry's format) and the link
+A pure function of the nodes' telemetry documents (runners.sampler's format) and the link
 rates the hardware profiles state; no database, so it is tested with synthetic series and
 reused by anything that holds documents (the run page, an export, a comparison).
 

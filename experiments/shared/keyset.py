@@ -8,7 +8,7 @@ the sort key (a bulk request stores its 500 runs with one ``created``) are broke
 which is unique, so the order is total.
 
 The run list page (/runs/) and the API lists of runs and metrics page this way; the runs
-table (``experiments.runs_table``) applies the same idea to any column it sorts by.
+table (``experiments.comparison.runs_table``) applies the same idea to any column it sorts by.
 
 Totals: counting a million runs is a scan of the whole table (~100 ms here), more than the
 page itself. ``total`` counts exactly only up to a small bound and otherwise gives

@@ -3,7 +3,7 @@
 Each item is a run that already happened somewhere (a site without a worker, another lab's
 archive, a push from a cluster node). It names its testbed (UUID or name), optionally its
 tuning set, and carries either raw tool output (stored as given, then parsed by
-``experiments.results`` as imports and executions are) or explicit metrics in DESIGN.md's
+``experiments.results.store`` as imports and executions are) or explicit metrics in DESIGN.md's
 vocabulary (validated against ``METRIC_UNITS``), or both (explicit metrics win; the raw text
 is kept).
 
@@ -16,7 +16,7 @@ query per kind, runs and metrics are written in bulk, all in one transaction per
 query per item. On PostgreSQL the rows go in as COPY text built here (``_CopyText``: each
 run's row from a template of its columns' defaults, each metric's as one line; the run ids
 drawn from the sequence in one query, the metric ids by the column's identity default);
-elsewhere through ``experiments.results.insert`` (``bulk_create`` in large batches). A
+elsewhere through ``experiments.results.store.insert`` (``bulk_create`` in large batches). A
 batch's configuration keys are computed once per distinct configuration (``_KeyMemo``).
 """
 
@@ -44,12 +44,11 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from experiments import summaries, telemetry
-from experiments.importing import not_text_problem
-from experiments.input_checks import INT_MAX, clean_text, json_problem, text_problem
 from experiments.models import Metric, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
-from experiments.results import (
+from experiments.results import summaries, telemetry
+from experiments.results.importing import not_text_problem
+from experiments.results.store import (
     DETAIL_KEYS,
     MAX_OUTPUT_BYTES,
     METRICS_GIVEN,
@@ -61,6 +60,7 @@ from experiments.results import (
     parse_options,
     record_launch,
 )
+from experiments.shared.input_checks import INT_MAX, clean_text, json_problem, text_problem
 from runners.parsers.base import METRIC_UNITS, STATS
 
 
@@ -358,7 +358,7 @@ def _metrics(item: Item, raw: Any) -> list[tuple]:
 
 def primary_flags(metrics: list[tuple]) -> list[bool]:
     """Which of an item's metric tuples (``_metrics``) are primary: what
-    ``experiments.results.mark_primary`` marks (one per name: iteration null, no detail key
+    ``experiments.results.store.mark_primary`` marks (one per name: iteration null, no detail key
     in extra, the first of stat value / mean / max that exists)."""
     if len({m[0] for m in metrics}) == len(metrics):
         for m in metrics:
@@ -526,7 +526,7 @@ def _store(new: list[tuple[Item, dict[str, Any]]]) -> None:
 
 
 def _bulk_create(new: list[tuple[Item, dict[str, Any]]]) -> None:
-    """Other databases: the runs and metrics through ``experiments.results.insert``
+    """Other databases: the runs and metrics through ``experiments.results.store.insert``
     (bulk_create), explicit metrics as ``metric_rows`` makes them."""
     insert(Run, [item.run for item, _ in new])
     metrics: list[SimpleNamespace] = []

@@ -8,9 +8,9 @@ from typing import Any
 
 from django import forms
 
-from experiments.matrices import FACT_NAMES
-from experiments.matrix_files import MAX_YAML_BYTES, too_large
-from experiments.matrix_validation import MatrixInvalid, validate_matrix
+from experiments.matrices.files import MAX_YAML_BYTES, too_large
+from experiments.matrices.plan import FACT_NAMES
+from experiments.matrices.validation import MatrixInvalid, validate_matrix
 from experiments.models import Matrix, RunOrder, Testbed, TuningSet
 from runners.tools import ADAPTERS
 

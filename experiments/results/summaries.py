@@ -24,7 +24,7 @@ them in the same transaction, in one of two ways:
 
 The callers:
 
-- ``experiments.results`` (the executor's and an import's parse, reparse,
+- ``experiments.results.store`` (the executor's and an import's parse, reparse,
   ``replace_metrics`` for load_published): an append when the run had no headline
   metric before, else a refresh; a parse's first store sets the run's key with its parsed
   fields (``experiments.models.runs.store_row``) and appends with ``append_keyed``; the
@@ -69,13 +69,13 @@ from django.db import connection, transaction
 from django.db.models import Case, F, IntegerField, Value, When
 from django.db.models.signals import post_delete, pre_delete
 
-from experiments.bottleneck import KINDS
 from experiments.models.runs import (
     SUMMARY_COLUMNS,
     SUMMARY_FIELDS,
     SUMMARY_KEY_COLUMNS,
     summaries_stale,
 )
+from experiments.shared.bottleneck import KINDS
 
 # The run columns a summary reads (defined beside the model, whose updates refresh them).
 KEY_COLUMNS = SUMMARY_KEY_COLUMNS
@@ -227,7 +227,7 @@ def append(run_ids: Iterable[int]) -> None:
 
 def append_keyed(run_ids: Iterable[int]) -> None:
     """``append`` of runs whose stored configuration key is known to be up to date (written
-    by the caller in this transaction: ``experiments.results`` sets it with the run's parsed
+    by the caller in this transaction: ``experiments.results.store`` sets it with the run's parsed
     fields): merged at once, even inside ``batch()``, without reading the keys back. A
     recomputation of the same configuration later in the batch starts from its runs, so it
     supersedes the merge; the caller must not also ``append`` these runs."""

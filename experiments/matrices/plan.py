@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import Avg, DurationField, ExpressionWrapper, F, Prefetch, Q
 from django.utils import timezone
 
-from experiments.input_checks import CONTROL_CHARS
+from experiments.execution.dispatch import dispatch
 from experiments.models import (
     LaunchMode,
     Matrix,
@@ -38,9 +38,9 @@ from experiments.models import (
 )
 from experiments.models.matrices import MAX_ORDER_SEED
 from experiments.models.runs import runs_ended
-from experiments.validators import work_path_problem
+from experiments.shared.input_checks import CONTROL_CHARS
+from experiments.shared.validators import work_path_problem
 from runners import registry, slurm
-from runners.dispatch import dispatch
 from runners.launch import LaunchSpec, queue_for
 from runners.tools import get_adapter
 from runners.tools.base import MAX_TEXT, Host, ParamError
@@ -768,7 +768,7 @@ def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
     return spec.to_json(), launcher
 
 
-# Stands for a run's own directory (runners.nodepolicy.run_dir_name) in the preview.
+# Stands for a run's own directory (experiments.execution.nodepolicy.run_dir_name) in the preview.
 PREVIEW_RUN_DIR = "beeweb-run-UUID-N"
 PREVIEW_JOB = "1"  # stands for the Slurm job id in a preview; shown as <job>
 
@@ -1058,7 +1058,8 @@ def order_seed(matrix: Matrix) -> int | None:
 def expand(matrix: Matrix) -> dict[str, int]:
     """Create the planned runs of every non-excluded cell × repetition that does not exist
     yet, in the matrix's order (their primary keys are that order, which dispatch and the
-    nodes' holding follow). An adaptive matrix starts with its minimum; experiments.adaptive
+    nodes' holding follow). An adaptive matrix starts with its minimum;
+    experiments.matrices.adaptive
     adds the others one by one. Idempotent: a second call creates nothing. Raises
     MatrixError (nothing created) when any cell's parameters are invalid."""
     result = plan(matrix)
@@ -1143,7 +1144,7 @@ def cancel_runs(runs) -> dict[str, int]:
     group within a second or two). A running run whose worker stopped sending heartbeats
     (killed, or its node down) is cancelled at once too: no worker is left to do it, and
     the janitor never sends a run with a cancel request again. The adaptive cells of the
-    runs cancelled at once are decided (experiments.adaptive.after_ended)."""
+    runs cancelled at once are decided (experiments.matrices.adaptive.after_ended)."""
     now = timezone.now()
     stale = now - timezone.timedelta(seconds=settings.RUN_STALE_SECONDS)
     not_started = Q(status__in=[Run.Status.PLANNED, Run.Status.QUEUED])

@@ -1,8 +1,8 @@
 """From raw benchmark output to a stored run: the one path every run's metrics take.
 
-Executed runs (``runners.execute``), imports in the browser and by ``manage.py
-import_results`` (``experiments.importing``), bulk ingest and beeweb-push
-(``experiments.api.ingest``) and ``manage.py reparse`` all go through here, so one output
+Executed runs (``experiments.execution.execute``), imports in the browser and by ``manage.py
+import_results`` (``experiments.results.importing``), bulk ingest and beeweb-push
+(``experiments.results.ingest``) and ``manage.py reparse`` all go through here, so one output
 stores the same metrics and parameters whichever way it came in:
 
 - **Parse options.** A run is parsed with its tool (detected when it has none) and the
@@ -36,10 +36,10 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from experiments import summaries
-from experiments.input_checks import json_problem
 from experiments.models import Metric, Run
 from experiments.models.runs import Tool, store_row, update_row
+from experiments.results import summaries
+from experiments.shared.input_checks import json_problem
 from runners.parsers import ParseError, ParseResult, parse
 
 # The most raw output a run stores (the executor keeps the end of longer output).

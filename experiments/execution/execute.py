@@ -10,7 +10,8 @@ Invariants:
   killed mid-run leaves no orphan writing to the disks.
 - Raw output reaches the database every ``RUN_PROGRESS_SECONDS`` while the tool runs and in
   full when it ends, whatever the exit status.
-- Confinement comes from the node, not the server (``runners.nodepolicy``): a run whose
+- Confinement comes from the node, not the server (``experiments.execution.nodepolicy``): a run
+whose
   benchmark directory resolves outside the worker's BEEWEB_NODE_DIRS fails before anything is
   created or started; otherwise it works in a fresh directory of its own, and the executor
   removes that directory and its scratch directory, never a path a parameter names. OS
@@ -37,11 +38,12 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models.expressions import Col
 from django.utils import timezone
 
-from experiments import telemetry
+from experiments.execution import agent, holding, nodepolicy
 from experiments.models import Run, Worker
 from experiments.models.runs import update_row
-from experiments.results import MAX_OUTPUT_BYTES, parse_stored, record_launch
-from runners import agent, holding, nodeconfig, nodepolicy, reaper, slurm
+from experiments.results import telemetry
+from experiments.results.store import MAX_OUTPUT_BYTES, parse_stored, record_launch
+from runners import nodeconfig, reaper, slurm
 from runners.launch import LaunchError, LaunchSpec
 from runners.tools import get_adapter
 from runners.tools.base import Command, ParamError
@@ -58,7 +60,8 @@ NOT_TOOL_PARAMS = frozenset({"target", "slurm_nodes"})
 def claim(run_id: int, token: str, worker: str) -> Run | None:
     """Mark the run as running by this worker, or None when this delivery is stale. In the
     same transaction (one durable commit on the fast path), the run's first try at holding
-    its nodes (``runners.holding``): ``held(run)`` says whether it holds them already."""
+    its nodes (``experiments.execution.holding``): ``held(run)`` says whether it holds them
+    already."""
     with transaction.atomic():
         run = _locked_run(run_id)
         if run is None:
@@ -411,7 +414,8 @@ def execute(run_id: int, token: str, worker: str) -> str:
     """Run one benchmark run to its end; returns the final status (or "stale").
     (Celery's Django fix-up closes stale database connections around each task.)
 
-    Before anything touches a node, the run holds every node it uses (``runners.holding``),
+    Before anything touches a node, the run holds every node it uses
+    (``experiments.execution.holding``),
     waiting while another run holds one of them; they are freed when the attempt ends.
     The run works in a fresh directory of its own inside its benchmark directory (refused,
     before anything is created or started, when this node's BEEWEB_NODE_DIRS does not
@@ -438,7 +442,8 @@ def _beating(run: Run):
     """Heartbeats from a thread of their own for as long as the run holds its nodes, not only
     while its tool runs: storing telemetry and verdicts, restoring tuning and waiting for other
     nodes' agents can outlast RUN_STALE_SECONDS on a loaded node, and a run without heartbeats
-    loses its nodes to a waiting run (``runners.holding``) while it is still using them. Only
+    loses its nodes to a waiting run (``experiments.execution.holding``) while it is still using
+    them. Only
     a dead or frozen worker stops beating. The thread is the worker process's one beater
     (``Beater``), started once: a thread started and joined per run cost a run of a few
     milliseconds two scheduling turns."""
@@ -836,7 +841,8 @@ def _run_steps(
     on_stop: Callable[[], None] | None = None,
 ) -> tuple[str, str, int | None, str]:
     """Preparation steps, the cache drop on every node (each held node by its own worker's
-    node agent, runners.agent; ``drop`` adds a Slurm run's allocated nodes, dropped through
+    node agent, experiments.execution.agent; ``drop`` adds a Slurm run's allocated nodes, dropped
+    through
     the allocation), then the measured command, under one timeout. ``on_stop`` runs before a
     cancelled, timed-out or deleted run's process group is killed."""
     timeout_s = spec.timeout_s or 3600
@@ -864,7 +870,8 @@ def _run_steps(
         if status != Run.Status.SUCCEEDED:
             return status, "", exit_code, f"preparation step {' '.join(argv)}: {error}"
     if spec.drop_caches:
-        # Every node the run holds drops its caches, each by its own worker (runners.agent);
+        # Every node the run holds drops its caches, each by its own worker
+        # (experiments.execution.agent);
         # a Slurm run's allocated nodes drop theirs through the allocation.
         drops = agent.drop_caches(run, list(run.nodes_held or []), lambda: _beat(run))
         if drops is None:

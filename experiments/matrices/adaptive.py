@@ -1,9 +1,10 @@
 """Adaptive repetitions: a cell gets runs until its results agree, within bounds.
 
 A matrix with ``max_repetitions`` and ``target_cv`` starts every cell with ``repetitions``
-runs (the minimum). Each time a run of the matrix ends on its worker (runners/tasks.py calls
-:func:`after_run` once the outcome is stored and the nodes are free), the cell's primary
-metric over its succeeded runs decides (:func:`decide`):
+runs (the minimum). Each time runs of the matrix end (the signal ``runs_ended``, which
+every path that ends a run sends once the outcome is stored and the nodes are free: the
+worker's task, the janitor, a cancel), the cell's primary metric over its succeeded runs
+decides (:func:`decide`):
 
 - at least the minimum (and two) values and a coefficient of variation (sample standard
   deviation / |mean|) at most the target: *settled*, nothing is added;
@@ -22,10 +23,9 @@ matrix and cell, so at most one extra run is created for one missing result.
 
 A cell with a cancelled run gets no repetition added (whoever cancelled it wants the cell
 to stop; "re-run failed" sends the cancelled runs again, and the cell goes on from there).
-Runs that end without their worker's hook (failed or cancelled by the janitor because their
-worker died, cancelled before they started) are decided by :func:`after_ended`, on the signal
-``runs_ended`` that the janitor and the cancel send: one decision per cell, as if its last
-run had ended.
+One run ended on its worker is decided by :func:`after_run` (one query); many at once
+(failed or cancelled by the janitor because their worker died, cancelled before they
+started) by :func:`after_ended`: one decision per cell, as if its last run had ended.
 
 Each decision is stored as the cell's :class:`~experiments.models.CellState` (state, n, CV
 and a sentence saying why), which the matrix page and the comparison read.
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from experiments.matrices import TARGET_AXIS, TUNING_PREFIX, preview_command
+from experiments.execution.dispatch import BrokerUnavailable, dispatch
+from experiments.matrices.plan import TARGET_AXIS, TUNING_PREFIX, preview_command
 from experiments.models import CellState, Matrix, Metric, Run
 from runners import registry
-from runners.dispatch import BrokerUnavailable, dispatch
 from runners.launch import LaunchError
 from runners.tools import get_adapter
 from runners.tools.base import ParamError
@@ -199,7 +199,7 @@ def after_run(run_id: int) -> Decision | None:
 def after_ended(run_ids: Iterable[int]) -> int:
     """Decide the cells of runs that ended without their worker's hook: failed or cancelled
     by the janitor (their worker died), cancelled before they started or while their worker
-    was gone (experiments.matrices.cancel_runs). One decision per cell, from the state of
+    was gone (experiments.matrices.plan.cancel_runs). One decision per cell, from the state of
     all its runs; the number of cells decided. A cell whose runs were cancelled gets no
     run added; one whose last pending run the janitor failed is short, or gets its next
     repetition when enough runs succeeded and they disagree."""
@@ -230,8 +230,13 @@ def after_ended(run_ids: Iterable[int]) -> int:
 
 
 def on_runs_ended(sender, run_ids, **kwargs) -> None:
-    """Receiver of experiments.models.runs.runs_ended (connected in the app's ready)."""
-    after_ended(run_ids)
+    """Receiver of experiments.models.runs.runs_ended (connected in the app's ready), which
+    every path that ends runs sends: the task after each run (one run: :func:`after_run`'s
+    single query), the janitor and a cancel (many: :func:`after_ended`)."""
+    if len(run_ids) == 1:
+        after_run(next(iter(run_ids)))
+    else:
+        after_ended(run_ids)
 
 
 # Cells per statement when many are decided at once (a whole matrix cancelled).
@@ -334,7 +339,8 @@ def _next_repetition(matrix: Matrix, cell_key: str, repetition: int) -> int | No
     if first is None:
         return None
     # The cell's parameters and launch as planned: a run that ran holds what its output
-    # added (runners.execute records the launch; the parser adds what the tool reported).
+    # added (experiments.execution.execute records the launch; the parser adds what the tool
+    # reported).
     params = dict(first.launch.get("params", first.params))
     launch = {k: v for k, v in first.launch.items() if k not in ("params", "parse_options")}
     try:

@@ -33,23 +33,24 @@ def fresh_connections(sender=None, task=None, **kwargs) -> None:
     max_retries=5,
 )
 def execute_run(self, run_id: int, token: str) -> str:
-    """Run it; then, its outcome stored and its nodes free, let an adaptive matrix decide
-    whether its cell needs another repetition (experiments.adaptive)."""
-    from experiments.adaptive import after_run
-    from runners.execute import execute
+    """Run it; then, its outcome stored and its nodes free, say that it ended
+    (``runs_ended``, the one signal every path that ends a run sends: the janitor and a
+    cancel too; an adaptive matrix decides on it whether the cell needs another repetition)."""
+    from experiments.execution.execute import execute
+    from experiments.models.runs import Run, runs_ended
 
     status = execute(run_id, token, worker=self.request.hostname or "unknown")
     if status != "stale":
-        after_run(run_id)
+        runs_ended.send(sender=Run, run_ids=[run_id])
     return status
 
 
 @shared_task(name="runners.janitor")
 def janitor() -> dict[str, int]:
     """Requeue or fail runs whose worker stopped sending heartbeats (beat, every 30 s); then
-    fill a bounded number of pending summary medians (experiments.summaries.settle)."""
-    from experiments import summaries
-    from runners.dispatch import janitor as sweep
+    fill a bounded number of pending summary medians (experiments.results.summaries.settle)."""
+    from experiments.execution.dispatch import janitor as sweep
+    from experiments.results import summaries
 
     counts = sweep()
     counts["medians"] = summaries.settle(

@@ -1,12 +1,13 @@
 """The node agent: work a run asks of the nodes it holds, done by each node's own worker.
 
-A run touches several nodes (``runners.holding``) but executes on one: its launcher's worker.
+A run touches several nodes (``experiments.execution.holding``) but executes on one: its launcher's
+worker.
 What must happen *on* another held node (dropping its caches today; sampling its telemetry
 later) cannot go through that node's Celery queue: the node's solo worker may be busy, e.g.
 in another run's wait for the very lease this run holds, and a task queued behind it would
 never run. So every node worker process runs a small thread beside its consumer, the agent,
 which polls the database for work addressed to its own node and does it itself, as root and
-under its own node's policy (``runners.nodepolicy``), never the requester's.
+under its own node's policy (``experiments.execution.nodepolicy``), never the requester's.
 
 The protocol lives on the lease (``NodeLease``), so work exists only while a run holds the
 node and goes with the lease when the run ends:
@@ -23,7 +24,7 @@ node and goes with the lease when the run ends:
 
 A job is an object with ``tick(leases)``, called at every poll with the leases on this node
 (none while it is free). The second job samples telemetry (``NodeTelemetry``): the launcher
-samples itself around the tool (``experiments.telemetry.recording``) and sets
+samples itself around the tool (``experiments.results.telemetry.recording``) and sets
 ``sample_from`` on the run's other leases as the measured command starts; each of those
 nodes' agents samples its own node from its next poll until ``sample_from`` is cleared (the
 tool ended) or the lease goes, and stores the document as the run's ``RunTelemetry`` row for
@@ -45,10 +46,11 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from experiments.execution import nodepolicy
 from experiments.models import NodeLease, Run, Worker
-from runners import nodeconfig, nodepolicy
+from runners import nodeconfig
 from runners.launch import queue_for
-from runners.telemetry import FORMAT, Sampler
+from runners.sampler import FORMAT, Sampler
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +199,7 @@ class NodeTelemetry:
                 doc["hostname"] = rec.hostname
                 # Its clock against the database's, which the launcher measures too: the
                 # run page checks that the nodes' clocks agree within a second.
-                from experiments.telemetry import with_clock
+                from experiments.results.telemetry import with_clock
 
                 with_clock(doc)
         except Exception:
@@ -207,7 +209,7 @@ class NodeTelemetry:
         self._store()
 
     def _store(self) -> None:
-        from experiments import telemetry
+        from experiments.results import telemetry
 
         waiting, self.unsaved = self.unsaved, []
         for rec, doc, tries in waiting:

@@ -143,7 +143,7 @@ def validate_address(value: str) -> None:
 
 # --- Bounds of datasheet numbers ----------------------------------------------------------
 # Empty means "not known"; a number given must make sense, because the limits
-# (experiments/limits.py) multiply them: a drive of -100 MB/s would lower a testbed's
+# (experiments/inventory/limits.py) multiply them: a drive of -100 MB/s would lower a testbed's
 # ceiling, a profile of zero sockets would give it no cores.
 
 

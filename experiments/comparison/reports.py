@@ -13,8 +13,8 @@ from urllib.parse import urlencode
 
 from django.utils import timezone
 
-from experiments import comparison, latency_sweep
-from experiments.comparison import ComparisonResult, ComparisonSpec
+from experiments import comparison
+from experiments.comparison import ComparisonResult, ComparisonSpec, latency_sweep
 from experiments.models import Report, Run, ShareLink
 
 MAX_EXPIRY_DAYS = 3650

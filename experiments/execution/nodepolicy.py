@@ -19,7 +19,7 @@ executor checks every run against this policy before anything is created or star
     run launched elsewhere) or ``false`` (never; such runs record the drop as refused).
 ``BEEWEB_NODE_TELEMETRY``
     ``true`` (the default: while a run launched elsewhere holds this node and its tool runs,
-    this worker's node agent samples the node's counters for it, ``runners.agent``) or
+    this worker's node agent samples the node's counters for it, ``experiments.execution.agent``) or
     ``false`` (never; such runs record the node's telemetry as refused).
 """
 

@@ -1,6 +1,6 @@
 """Storing, loading and exporting run telemetry (experiments.models.RunTelemetry).
 
-The document a sampler returns (runners.telemetry, format in docs/telemetry.md) is split in
+The document a sampler returns (runners.sampler, format in docs/telemetry.md) is split in
 two: ``t``/``series``/``tool`` go into one zlib-compressed JSON blob (the bulk, read only by a
 run page or an export), ``meta`` and a small ``summary`` stay plain JSON. ``export`` gives the
 document back exactly as documented, so an import (issue 15, item 5) can take the same form.
@@ -25,10 +25,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from experiments import results
 from experiments.models import Node, Run, RunTelemetry
 from experiments.models.runs import update_row
-from runners.telemetry import FORMAT, Sampler, read_fio_logs
+from experiments.results import store as results
+from runners.sampler import FORMAT, Sampler, read_fio_logs
 
 log = logging.getLogger(__name__)
 HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}")
@@ -194,7 +194,7 @@ def validate(value: Any) -> list[dict[str, Any]]:
     timezone-aware ``started_at``, increasing finite times, series of the documented
     vocabulary with one finite number per time, and the size bounds above. Raises
     TelemetryInvalid saying what and where."""
-    from experiments.input_checks import json_problem
+    from experiments.shared.input_checks import json_problem
 
     if not isinstance(value, list):
         raise TelemetryInvalid("a list of beeweb-telemetry/1 documents, one per node")
@@ -318,7 +318,7 @@ def clock_offset(probes: int = CLOCK_PROBES) -> dict[str, Any] | None:
     """This node's clock against the database server's, which every node of a run reaches:
     ``offset_s`` = the server's clock minus ours at the middle of the round trip of the
     probe that waited least (``rtt_s``, its round trip: the offset is known to ± half of
-    it). Two nodes' offsets give their clocks' difference (experiments.bottleneck
+    it). Two nodes' offsets give their clocks' difference (experiments.shared.bottleneck
     .align_clocks). None where the database is not PostgreSQL (SQLite shares our clock)."""
     from django.db import connection
 
@@ -430,7 +430,7 @@ def refresh_verdict(
     nodes' documents: a node's document can arrive after the others', and the verdict is
     over all of them. Called by ``save``; ``manage.py refresh_verdicts`` for older runs.
     ``write=False``: only computed (the caller writes it with its own update of the run)."""
-    from experiments import bottleneck
+    from experiments.shared import bottleneck
 
     # The executor's run alone on its node (``docs`` in hand): its node's stated rates may
     # be a recent reading (RATES_MAX_AGE_S); every other caller reads them now.

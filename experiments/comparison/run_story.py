@@ -14,10 +14,11 @@ from typing import Any
 
 from django.utils.safestring import mark_safe
 
-from experiments import bottleneck, limits
-from experiments import telemetry as stored
 from experiments.comparison.charts import PALETTE
+from experiments.inventory import limits
 from experiments.models import Run
+from experiments.results import telemetry as stored
+from experiments.shared import bottleneck
 from runners import metrics
 from runners.parsers import ParseError, parse
 
@@ -265,7 +266,7 @@ def latency_figure(run: Run) -> dict[str, Any] | None:
 
 def theoretical_limit(run: Run, op: str) -> dict[str, Any] | None:
     """The lowest limit of what the run measured for ``op`` (write/read), as the comparison
-    computes it (experiments.limits), and the run's primary result as a share of it."""
+    computes it (experiments.inventory.limits), and the run's primary result as a share of it."""
     if op not in ("write", "read"):
         return None
     scope = limits.run_scope(run.tool, run.params, run.target_id, run.testbed_id)

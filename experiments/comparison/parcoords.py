@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from experiments import dimensions
+from experiments.comparison import dimensions
 from experiments.comparison.charts import display_unit, metric_label, metric_title
 from experiments.comparison.comparability import attribute_name
 from experiments.comparison.result import ComparisonResult

@@ -1,7 +1,7 @@
 """Sending runs to their workers and finding the ones that got lost: ``dispatch`` (a fresh
 token per run, sent to the launcher node's queue once the transaction commits) and the
 ``janitor`` sweep (runs whose worker died, messages the broker lost). The matrix expansion
-(``experiments.matrices``) creates the runs; this module moves them.
+(``experiments.matrices.plan``) creates the runs; this module moves them.
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from experiments.execution import holding
+from experiments.execution.execute import update_run
 from experiments.models import Run, Worker
 from experiments.models.runs import runs_ended
-from runners import holding
-from runners.execute import update_run
 
 log = logging.getLogger(__name__)
 
 
 def _execute_task():
-    """The ``runners.execute_run`` Celery task (runners/tasks.py), looked up by name in the
+    """The ``runners.execute_run`` Celery task (experiments/execution/tasks.py), looked up by name
+    in the
     app's registry: the tasks call into this module, never the other way round."""
     from celery import current_app
 
@@ -140,9 +141,10 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
       that this worker's previous process was running) is cancelled when a cancel was
       requested, else requeued, or failed after RUN_MAX_ATTEMPTS;
     - queued runs whose message the broker lost are sent again (see ``_lost_messages``);
-    - node leases whose run no longer holds them are deleted (``runners.holding.sweep``);
+    - node leases whose run no longer holds them are deleted
+    (``experiments.execution.holding.sweep``);
     - the adaptive cells of the runs it failed or cancelled for good are decided
-      (``runs_ended``, on which experiments.adaptive decides: no worker's hook
+      (``runs_ended``, on which experiments.matrices.adaptive decides: no worker's hook
       passes them).
 
     A run with a cancel request is never sent again."""

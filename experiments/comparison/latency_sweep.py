@@ -22,7 +22,7 @@ from experiments.comparison.charts import PALETTE
 from experiments.comparison.comparability import NOT_CONFIGURATION, _param_text, shown
 from experiments.models import Metric, Run
 from experiments.models.runs import OWN_RUNS
-from experiments.results import DETAIL_KEYS
+from experiments.results.store import DETAIL_KEYS
 
 # Parameters whose sweep this chart is for: the queue depth per job and the number of jobs.
 SWEEP_PARAMS = ("iodepth", "numjobs")

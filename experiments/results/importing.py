@@ -1,21 +1,21 @@
 """Importing existing benchmark output (browser, ``manage.py import_results``): each item is
-checked, stored as a run with its raw text, then parsed through ``experiments.results``."""
+checked, stored as a run with its raw text, then parsed through ``experiments.results.store``."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from experiments.input_checks import text_problem
 from experiments.models import Run
 from experiments.models.runs import Tool
-from experiments.results import (
+from experiments.results.store import (
     MAX_OUTPUT_BYTES,
     parse_options,
     parse_output,
     parse_stored,
     record_launch,
 )
+from experiments.shared.input_checks import text_problem
 from runners.parsers import ParseResult
 
 MAX_IMPORT_BYTES = MAX_OUTPUT_BYTES
@@ -113,9 +113,9 @@ def preview(text: str, tool: str | None = None, op: str | None = None) -> ParseR
 def read_telemetry(data: bytes | str) -> str:
     """An uploaded telemetry file (one beeweb-telemetry/1 document or a list of them) as the
     JSON text of a validated list, carried from the preview to the save; ValueError saying
-    what is wrong (experiments.telemetry.validate)."""
-    from experiments import telemetry
-    from experiments.input_checks import json_problem
+    what is wrong (experiments.results.telemetry.validate)."""
+    from experiments.results import telemetry
+    from experiments.shared.input_checks import json_problem
 
     if len(data) > MAX_IMPORT_BYTES:
         raise ValueError("larger than 20 MiB")
@@ -164,7 +164,7 @@ def import_output(
     )
     parse_stored(run, tool)
     if telemetry_docs:
-        from experiments import telemetry
+        from experiments.results import telemetry
 
         telemetry.store(run, telemetry_docs)
     return run

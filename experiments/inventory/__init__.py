@@ -1,0 +1,1 @@
+"""Inventory logic: BeeGFS topology from the CLIs, theoretical limits, the localhost testbed."""

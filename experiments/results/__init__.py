@@ -1,0 +1,2 @@
+"""Run storage: raw output then metrics (store), bulk ingest, import, configuration summaries and
+telemetry."""

@@ -1,0 +1,2 @@
+"""Low-level helpers every layer may use: input checks, validators, keyset pagination, statistics,
+bottleneck verdicts, tuning keys."""
