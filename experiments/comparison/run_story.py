@@ -100,6 +100,9 @@ def _panels(docs: list[dict], xs: dict[str, list]) -> list[dict[str, Any]]:
             cpu.append(("busiest core", x, _pct(top)))
         if "cpu_iowait" in s:
             cpu.append(("iowait", x, _pct(s["cpu_iowait"])))
+        if any(s.get("cpu_steal") or ()):
+            # the verdict counts it as taken: drawn where the hypervisor took any
+            cpu.append(("steal", x, _pct(s["cpu_steal"])))
         if "tool_cpu_top" in s:
             comm = doc.get("meta", {}).get("tool_top_comm") or "tool"
             cpu.append((f"{comm} (of one core)", x, _pct(s["tool_cpu_top"])))

@@ -7,9 +7,12 @@ reused by anything that holds documents (the run page, an export, a comparison).
 A resource counts as saturated when it stays at or above its threshold during at least half of
 a phase (``MIN_SHARE``): a disk busy ≥ 90 % of the time (``disk_util``, iostat's %util), one
 core ≥ 95 % busy (the tool's busiest process, or the busiest core of /proc/stat), every core
-≥ 90 % busy, or a link ≥ 90 % of its rate. Phases come from the tool's own series (the seconds
-in which fio logged writes are the write phase); without them the whole run is one phase.
-Nothing saturated means the run waited on something no counter shows: latency.
+≥ 90 % busy or stolen by the hypervisor (whoever loaded them: a CPU other work holds is
+saturated for the tool all the same), the tool's busiest process waiting for a CPU (the run
+queue) ≥ 10 % of each second, or a link ≥ 90 % of its rate. Phases come from the tool's own
+series (the seconds in which fio logged writes are the write phase); without them the whole
+run is one phase. Nothing saturated means the run waited on something no counter shows:
+latency; a resource saturated during part of the phase (``PARTIAL_SHARE``) is named instead.
 """
 
 from __future__ import annotations
@@ -23,7 +26,12 @@ DISK_UTIL = 0.9
 CORE_BUSY = 0.95
 ALL_CORES_BUSY = 0.9
 LINK_SHARE = 0.9
+CPU_WAIT = 0.1  # the tool's busiest process runnable, waiting for a CPU, this share of a second
 MIN_SHARE = 0.5
+# Nothing saturated for MIN_SHARE of a phase, yet something at its threshold for this share of
+# it: the headline names it rather than "no resource saturated".
+PARTIAL_SHARE = 0.2
+WHERE = "\x00phase\x00"  # in a finding's text: the phase it covers ("the write phase", "it")
 LATENCY_BOUND = "no resource saturated: likely latency-bound"
 
 
@@ -272,78 +280,135 @@ def busiest_core(series: dict[str, list]) -> list[float]:
 
 def _node_findings(
     doc: dict, idx: list[int], phase: str, stated_rate: float | None
-) -> tuple[list[Finding], list[tuple[float, str]]]:
+) -> tuple[list[Finding], list[tuple[float, str]], list[Finding]]:
+    """(saturated, busiest, partly saturated) of one node over the samples ``idx``: a
+    resource at its threshold during at least MIN_SHARE of the phase is saturated, during at
+    least PARTIAL_SHARE of it partly (named in the headline when nothing is saturated, whose
+    texts end in "of it")."""
     host = doc.get("hostname", "?")
     series = doc.get("series", {})
     findings: list[Finding] = []
+    partial: list[Finding] = []
     busiest: list[tuple[float, str]] = []
     where = "the run" if phase == "run" else f"the {phase} phase"
+
+    def found(resource, entity, level, share, text, by_tool=True) -> bool:
+        """Record a resource at its threshold during ``share`` of the phase; ``text`` says so,
+        WHERE standing for the phase. True when it counts as saturated."""
+        if share >= MIN_SHARE:
+            text = text.replace(WHERE, where)
+            findings.append(Finding(resource, host, entity, level, share, text, by_tool))
+            return True
+        if share >= PARTIAL_SHARE:
+            text = text.replace(WHERE, "it")
+            partial.append(Finding(resource, host, entity, level, share, text, by_tool))
+        return False
+
     for name, values in series.items():
         if name.startswith("disk_util:"):
             dev = name.partition(":")[2]
             share, level = _share(values, idx, DISK_UTIL)
-            if share >= MIN_SHARE:
-                findings.append(
-                    Finding("disk", host, dev, level, share,
-                            f"{dev} on {host} at {_pct(level)} utilisation during "
-                            f"{_pct(share)} of {where}")
-                )  # fmt: skip
+            found(
+                "disk",
+                dev,
+                level,
+                share,
+                f"{dev} on {host} at {_pct(level)} utilisation during {_pct(share)} of {WHERE}",
+            )
             busiest.append((_mean(values, idx), f"{dev} on {host} {_pct(_mean(values, idx))} busy"))
     comm = doc.get("meta", {}).get("tool_top_comm") or "the tool"
     tool_top = series.get("tool_cpu_top")
+    wait = series.get("tool_cpu_wait")
+    waited = _mean(wait, idx) if wait else 0.0
     ncores = doc.get("meta", {}).get("cores") or sum(1 for n in series if n.startswith("cpu_busy:"))
+    tool_bound = False
     if tool_top:
         # What the busiest process asked for: running plus waiting in the run queue.
-        wait = series.get("tool_cpu_wait") or [0] * len(tool_top)
-        demand = [min(1.0, a + b) for a, b in zip(tool_top, wait, strict=False)]
+        demand = [
+            min(1.0, a + b) for a, b in zip(tool_top, wait or [0] * len(tool_top), strict=False)
+        ]
         share, level = _share(demand, idx, CORE_BUSY)
-        if share >= MIN_SHARE:
-            ran, waited = _mean(tool_top, idx), _mean(wait, idx)
-            how = f"running {_pct(ran)}"
-            if waited >= 0.05:
-                how += f", waiting for a CPU {_pct(waited)}: other processes share the cores"
-            findings.append(
-                Finding("cpu", host, comm, level, share,
-                        f"one core of {host} at {_pct(level)} ({comm}, the tool's busiest "
-                        f"process; {how}) during {_pct(share)} of {where}")
-            )  # fmt: skip
-        busiest.append((_mean(demand, idx), f"{comm} on {host} at {_pct(_mean(demand, idx))} "
-                        "of one core"))  # fmt: skip
+        ran = _mean(tool_top, idx)
+        how = f"running {_pct(ran)}"
+        if waited >= 0.05:
+            how += f", waiting for a CPU {_pct(waited)}: other processes share the cores"
+        tool_bound = found(
+            "cpu",
+            comm,
+            level,
+            share,
+            f"one core of {host} at {_pct(level)} ({comm}, the tool's busiest "
+            f"process; {how}) during {_pct(share)} of {WHERE}",
+        )
+        busiest.append(
+            (_mean(demand, idx), f"{comm} on {host} at {_pct(_mean(demand, idx))} of one core")
+        )
     elif top := busiest_core(series):
         share, level = _share(top, idx, CORE_BUSY)
-        if share >= MIN_SHARE:
-            findings.append(
-                Finding("cpu", host, "one core", level, share,
-                        f"one core of {host} at {_pct(level)} during {_pct(share)} of {where}")
-            )  # fmt: skip
-    overall = series.get("cpu_busy")
-    if overall and ncores > 1:
-        share, level = _share(overall, idx, ALL_CORES_BUSY)
+        found(
+            "cpu",
+            "one core",
+            level,
+            share,
+            f"one core of {host} at {_pct(level)} during {_pct(share)} of {WHERE}",
+        )
+    busy = series.get("cpu_busy")
+    steal = series.get("cpu_steal") or []
+    all_cores = False
+    if busy and ncores > 1:
+        # Time the hypervisor gave to other guests is as lost to the tool as time other
+        # processes used: the node's CPU is taken by busy + steal.
+        taken = [min(1.0, b + (steal[i] if i < len(steal) else 0.0)) for i, b in enumerate(busy)]
+        share, level = _share(taken, idx, ALL_CORES_BUSY)
         tool_cores = _mean(series.get("tool_cpu", []), idx) if "tool_cpu" in series else None
-        if share >= MIN_SHARE:
-            mine = tool_cores is None or tool_cores >= level * ncores / 2
-            text = f"all {ncores} cores of {host} at {_pct(level)} during {_pct(share)} of {where}"
-            if not mine:
-                text += (
-                    f" (the tool used {tool_cores:.1f} of them: other processes loaded the node)"
-                )
-            findings.append(Finding("cpu", host, "all cores", level, share, text, by_tool=mine))
-        busiest.append((_mean(overall, idx), f"CPU of {host} {_pct(_mean(overall, idx))} busy"))
+        stolen = _mean(steal, idx) if steal else 0.0
+        mine = tool_cores is None or tool_cores >= _mean(busy, idx) * ncores / 2
+        notes = []
+        if stolen >= 0.05:
+            notes.append(f"{_pct(stolen)} stolen by the hypervisor")
+        if not mine:
+            notes.append(f"the tool used {tool_cores:.1f} of them: other processes loaded the node")
+        if waited >= 0.05 and not tool_bound:
+            notes.append(f"{comm} waited for a CPU {_pct(waited)} of the time")
+        extra = f" ({'; '.join(notes)})" if notes else ""
+        all_cores = found(
+            "cpu",
+            "all cores",
+            level,
+            share,
+            f"all {ncores} cores of {host} at {_pct(level)} during {_pct(share)} of {WHERE}{extra}",
+            by_tool=mine and stolen < 0.05,
+        )
+        busiest.append((_mean(taken, idx), f"CPU of {host} {_pct(_mean(taken, idx))} busy"))
+    if wait and not tool_bound and not all_cores:
+        # The run queue: the tool was ready to run and no core was free for it.
+        share, _ = _share(wait, idx, CPU_WAIT)
+        found(
+            "cpu",
+            f"{comm} run queue",
+            waited,
+            share,
+            f"{comm} on {host} waited for a CPU {_pct(waited)} of the time (the run queue) "
+            f"during {_pct(share)} of {WHERE}: other work held the cores",
+            by_tool=False,
+        )
     for nic, rate in _link_rates(doc, stated_rate).items():
         for way in ("rx", "tx"):
             values = series.get(f"net_{way}_bw:{nic}")
             if not values:
                 continue
             share, level = _share(values, idx, LINK_SHARE, rate)
-            if share >= MIN_SHARE:
-                findings.append(
-                    Finding("network", host, f"{nic} {way}", level, share,
-                            f"network of {host} at {_pct(level)} of {_rate_text(rate)} "
-                            f"({nic} {way}) during {_pct(share)} of {where}")
-                )  # fmt: skip
+            found(
+                "network",
+                f"{nic} {way}",
+                level,
+                share,
+                f"network of {host} at {_pct(level)} of {_rate_text(rate)} "
+                f"({nic} {way}) during {_pct(share)} of {WHERE}",
+            )
             mean = _mean(values, idx, rate)
             busiest.append((mean, f"{nic} {way} on {host} at {_pct(mean)} of {_rate_text(rate)}"))
-    return findings, busiest
+    return findings, busiest, partial
 
 
 def verdicts(docs: list[dict], stated_rates: dict[str, float] | None = None) -> list[Verdict]:
@@ -354,17 +419,25 @@ def verdicts(docs: list[dict], stated_rates: dict[str, float] | None = None) -> 
     out = []
     for name, start, end in phases(docs):
         findings: list[Finding] = []
+        partial: list[Finding] = []
         busiest: list[tuple[float, str]] = []
         for doc in docs:
             idx = _window(doc, shift(doc, origin), start, end)
             if not idx:
                 continue
-            f, b = _node_findings(doc, idx, name, stated_rates.get(doc.get("hostname", "")))
+            f, b, p = _node_findings(doc, idx, name, stated_rates.get(doc.get("hostname", "")))
             findings += f
             busiest += b
+            partial += p
+        # The tool's own saturation first; then a resource other work saturated (it is
+        # saturated all the same: never "no resource saturated" beside it).
         findings.sort(key=lambda f: f.score, reverse=True)
-        if findings and findings[0].by_tool:
+        if findings:
             headline = findings[0].text
+        elif partial:
+            where = "the run" if name == "run" else f"the {name} phase"
+            most = max(partial, key=lambda f: f.share * f.level)
+            headline = f"no resource saturated during half of {where}; {most.text}"
         else:
             headline = LATENCY_BOUND
         busiest.sort(reverse=True)
@@ -441,7 +514,7 @@ def summary(docs: list[dict], stated_rates: dict[str, float] | None = None) -> d
         }
     found = sorted(verdicts(docs, stated_rates), key=lambda v: v.end - v.start, reverse=True)
     main = found[0]
-    kind = main.saturated[0].resource if main.saturated and main.saturated[0].by_tool else "none"
+    kind = main.saturated[0].resource if main.saturated else "none"
     evidence = "; ".join(
         v.headline if v.phase == "run" else f"{v.phase}: {v.headline}" for v in found
     )

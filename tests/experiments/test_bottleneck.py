@@ -4,7 +4,7 @@ series, nodes on one time axis, and the latency-bound verdict."""
 
 from __future__ import annotations
 
-from experiments.shared.bottleneck import LATENCY_BOUND, phases, verdicts
+from experiments.shared.bottleneck import LATENCY_BOUND, phases, summary, verdicts
 
 GB = 1e9
 
@@ -81,11 +81,19 @@ def test_nothing_saturated_is_latency_bound_with_the_busiest_named():
     assert "fio on client01 at 30% of one core" in v.busiest
 
 
-def test_a_node_loaded_by_others_is_no_verdict_against_the_tool():
+def test_a_node_loaded_by_others_is_a_cpu_verdict_that_says_so():
+    # Before issue 25 this read "no resource saturated" beside the saturated CPU.
     n = node(cpu_busy=[0.97] * 10, tool_cpu=[0.1] * 10, tool_cpu_top=[0.1] * 10)
     (v,) = verdicts([n])
-    assert v.headline == LATENCY_BOUND
-    assert "other processes loaded the node" in v.saturated[0].text
+    assert (
+        v.headline
+        == v.saturated[0].text
+        == (
+            "all 2 cores of client01 at 97% during 100% of the run (the tool used 0.1 of them: "
+            "other processes loaded the node)"
+        )
+    )
+    assert not v.saturated[0].by_tool
     # With the disk saturated too, the disk leads.
     n["series"]["disk_util:sdb"] = [1.0] * 10
     (v,) = verdicts([n])
@@ -105,3 +113,59 @@ def test_nodes_on_one_time_axis_and_two_phases():
     write, read = verdicts([client, late])
     assert write.headline == LATENCY_BOUND  # its busy seconds are 7..12: the read phase
     assert read.headline == "sdb on storage02 at 100% utilisation during 100% of the read phase"
+
+
+# -- issue 25, finding 4: a verdict that contradicts its own charts ------------------------------
+
+
+def test_every_core_busy_with_other_work_is_a_cpu_verdict_not_latency():
+    """The finding: "no resource saturated: likely latency-bound" above a CPU panel with every
+    core at 100% and fio waiting for a CPU 10-55% of the time (another job on the machine)."""
+    wait = [0.1, 0.2, 0.55, 0.3, 0.4, 0.25, 0.5, 0.35, 0.45, 0.2]
+    n = node(
+        cpu_busy=[1.0] * 10,
+        **{"cpu_busy:cpu0": [1.0] * 10, "cpu_busy:cpu1": [1.0] * 10},
+        tool_cpu=[0.4] * 10,
+        tool_cpu_top=[0.3] * 10,
+        tool_cpu_wait=wait,
+    )
+    n["tool"] = {"t": [float(i + 1) for i in range(10)], "series": {"write_bw": [5] * 10}}
+    (v,) = verdicts([n])
+    assert v.headline != LATENCY_BOUND and "no resource saturated" not in v.headline
+    assert v.saturated and v.saturated[0].resource == "cpu"
+    assert v.headline.startswith("all 2 cores of client01 at 100% during 100% of the write phase")
+    assert "other processes loaded the node" in v.headline
+    assert "fio waited for a CPU 33% of the time" in v.headline
+    assert summary([n])["bottleneck"] == "cpu"
+
+
+def test_steal_counts_as_a_busy_cpu():
+    """Half the node busy, the other half stolen by the hypervisor: no CPU left for the tool."""
+    n = node(cpu_busy=[0.5] * 10, cpu_steal=[0.48] * 10, tool_cpu=[0.9] * 10)
+    (v,) = verdicts([n])
+    assert v.saturated and v.saturated[0].resource == "cpu"
+    assert "48% stolen by the hypervisor" in v.headline
+    assert summary([n])["bottleneck"] == "cpu"
+
+
+def test_a_tool_waiting_in_the_run_queue_is_cpu_contention():
+    """No core at 90%, yet fio waited for a CPU a third of the time: the CPU, not latency."""
+    n = node(cpu_busy=[0.8] * 10, tool_cpu=[0.5] * 10, tool_cpu_top=[0.5] * 10,
+             tool_cpu_wait=[0.3] * 10)  # fmt: skip
+    (v,) = verdicts([n])
+    assert v.saturated and v.saturated[0].resource == "cpu"
+    assert v.headline == (
+        "fio on client01 waited for a CPU 30% of the time (the run queue) during 100% of the "
+        "run: other work held the cores"
+    )
+
+
+def test_no_resource_saturated_is_never_said_beside_a_saturated_one():
+    """A disk saturated for 40% of the run is not 'no resource saturated'."""
+    n = node(**{"disk_util:sdb": [1.0] * 4 + [0.1] * 6})
+    (v,) = verdicts([n])
+    assert not v.saturated
+    assert v.headline == (
+        "no resource saturated during half of the run; sdb on client01 at 100% utilisation "
+        "during 40% of it"
+    )
