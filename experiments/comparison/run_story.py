@@ -276,14 +276,20 @@ def theoretical_limit(run: Run, op: str) -> dict[str, Any] | None:
     found = limits.compute_scope_limits(scope, run.testbed, target=run.target)
     lim = found.bottleneck(op)
     if lim is None:
-        return {"missing": found.missing}
+        return {"missing": found.missing, "notes": found.notes}
     value = getattr(lim, op)
     primary = next((m.value for m in run.metrics.all() if m.primary and m.name == f"{op}_bw"), None)
+    # Above the limit (beyond its uncertainty) the data did not come through what the limit
+    # bounds: a cache served it. A share of the limit ("3596%") would explain nothing.
+    above = primary is not None and limits.above_limit(primary, value)
     return {
         "name": lim.name,
         "detail": lim.detail,
         "gbps": value / 1e9,
-        "share": primary / value if primary is not None and value else None,
+        "share": primary / value if primary is not None and value and not above else None,
+        "above": above,
+        "result_gbps": primary / 1e9 if above else None,
+        "notes": found.notes,
     }
 
 

@@ -1,7 +1,10 @@
 """Theoretical limits of a testbed from its inventory (../shared/DESIGN.md, "Theoretical limits").
 
-network = storage servers x links x bandwidth per link; drives = datasheet bandwidth x drives by
-RAID level; PCIe = lanes x generation rate. The lowest limit is the bottleneck.
+network = storage servers x links x bandwidth per link (none where the one client is the one
+storage server; x n/(n-1) where n clients are the n storage servers: 1/n of the data stays on
+its node); drives = datasheet bandwidth x drives by RAID level (without a datasheet figure: at
+most the interface's rate, and 300 MB/s for a SATA or SAS hard disk); PCIe = lanes x
+generation rate. The lowest limit is the bottleneck.
 
 Bandwidth per link, in this order: what the testbed's own qperf/perftest runs measured (one
 stream between two nodes is one link), what a study states for the NIC (``Nic.usable_gbytes``
@@ -31,6 +34,15 @@ GB = 1e9
 # 3.06 GB/s fio figure, "utilization values slightly above 100%").
 TOLERANCE = 0.02
 
+# A drive whose datasheet bandwidth the inventory lacks still bounds what it streams: its
+# interface's rate (SATA 3: 6 Gb/s with 8b/10b; SAS up to SAS-4's 22.5 Gb/s, the generation
+# is not recorded) and, for a hard disk on SATA or SAS, the media rate of a single-actuator
+# disk's outer tracks (the fastest 3.5-inch disks stream 270-285 MB/s). Upper bounds, as a
+# theoretical limit must be, named as such in the limit's detail. A virtual disk ("other")
+# states no interface and its rotational flag says nothing: it stays uncounted.
+INTERFACE_MBPS = {"sata": 600.0, "sas": 2400.0}
+HDD_MAX_MBPS = 300.0
+
 # Tools that run on the storage servers themselves: their data crosses no network.
 LOCAL_TOOLS = registry.on_servers()
 
@@ -50,6 +62,8 @@ class Limit:
     write: float | None
     detail: str
     notes: list[str] = field(default_factory=list)
+    # What sets it, in a few words a sentence can compare ("1 link per server x 12.0 GB/s").
+    basis: str = ""
 
 
 @dataclass
@@ -57,6 +71,7 @@ class Limits:
     limits: list[Limit]
     missing: list[str]
     scope: str = "testbed"
+    notes: list[str] = field(default_factory=list)  # what is left out and why
 
     def bottleneck(self, op: str) -> Limit | None:
         candidates = [lim for lim in self.limits if getattr(lim, op) is not None]
@@ -207,7 +222,79 @@ def _network(
         for (per_link, basis), links in sorted(rates.items(), reverse=True)
     )
     name = "network (storage servers)" if role == "storage" else "network (clients)"
-    return Limit(name, total, total, detail)
+    node = "server" if role == "storage" else "client"
+    per_node = sum(links * n for links, n in shapes.items()) / sum(shapes.values())
+    basis = f"{per_node:.2g} link{'s' if per_node != 1 else ''} per {node}"
+    if len(rates) == 1:
+        ((per_link, _),) = rates
+        basis += f" x {per_link / GB:.1f} GB/s"
+    return Limit(name, total, total, detail, basis=basis)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def _roles(members) -> tuple[set, set]:
+    """(storage server node ids, client node ids) of a testbed."""
+    return (
+        {m.node_id for m in members if getattr(m, "storage", False)},
+        {m.node_id for m in members if getattr(m, "client", False)},
+    )
+
+
+def _networks(members, fabric, missing, measured, notes) -> list[Limit]:
+    """The network limits of a testbed: its storage servers' links and its clients'.
+
+    Data crosses a network only between two nodes. Where the clients are the storage servers
+    (the same nodes), one client's data is striped over every server, its own included: a
+    share 1/n of it stays on its node and the links carry (n-1)/n, so they bound n/(n-1)
+    times their rate (one set of links, named once); on one node nothing crosses a network
+    and there is no network limit (a localhost testbed: a 10 GbE NIC bounds nothing)."""
+    servers, clients = _roles(members)
+    if servers and servers == clients:
+        n = len(servers)
+        if n == 1:
+            notes.append(
+                "no network limit: the client is the storage server (one node), so the data "
+                "crosses no network"
+            )
+            return []
+        lim = _network(members, fabric, "storage", missing, measured)
+        if lim is None:
+            return []
+        factor = n / (n - 1)
+        lim.read, lim.write = lim.read * factor, lim.write * factor
+        lim.detail += (
+            f", x {n}/{n - 1}: the {n} clients are the storage servers, so 1/{n} of the data "
+            "stays on its node"
+        )
+        return [lim]
+    out = []
+    for role in ("storage", "client"):
+        lim = _network(members, fabric, role, missing, measured)
+        if lim:
+            out.append(lim)
+    return out
+
+
+def _drive_rates(drive) -> tuple[float, float, str] | None:
+    """(read, write) MB/s of one drive and what they are: the datasheet's, else the upper
+    bound its kind and interface set (INTERFACE_MBPS, HDD_MAX_MBPS), else None."""
+    if drive.seq_read_mbps and drive.seq_write_mbps:
+        return drive.seq_read_mbps, drive.seq_write_mbps, "datasheet sequential bandwidth"
+    link = INTERFACE_MBPS.get(drive.interface)
+    if link is None:
+        return None
+    bus = drive.get_interface_display()
+    if drive.kind == "hdd" and HDD_MAX_MBPS < link:
+        return (
+            HDD_MAX_MBPS,
+            HDD_MAX_MBPS,
+            f"no datasheet bandwidth: at most {HDD_MAX_MBPS:.0f} MB/s per {bus} hard disk, "
+            "a single-actuator disk's outer tracks",
+        )
+    return link, link, f"no datasheet bandwidth: at most {link:.0f} MB/s per {bus} link"
 
 
 def _target_drive(target):
@@ -256,13 +343,13 @@ def compute_limits(
         members = _members(testbed)
     missing: list[str] = []
     limits: list[Limit] = []
-    for role in ("storage", "client") if network else ():
-        lim = _network(members, testbed.fabric, role, missing, measured)
-        if lim:
-            limits.append(lim)
+    notes: list[str] = []
+    if network:
+        limits += _networks(members, testbed.fabric, missing, measured, notes)
 
     read = write = pcie = 0.0
     drives_total = 0
+    bases: set[str] = set()
     pcie_known = True
     if targets is None:
         targets = _storage_targets(testbed)
@@ -272,12 +359,14 @@ def compute_limits(
         if drive is None or disks is None:
             missing.append(f"{target}: drive model or disks per array unknown")
             continue
-        if not (drive.seq_read_mbps and drive.seq_write_mbps):
+        rates = _drive_rates(drive)
+        if rates is None:
             missing.append(f"{drive}: datasheet sequential bandwidth unknown")
             continue
         r_factor, w_factor = raid_factors(target.raid_level, disks)
-        read += target.count * r_factor * drive.seq_read_mbps * 1e6
-        write += target.count * w_factor * drive.seq_write_mbps * 1e6
+        read += target.count * r_factor * rates[0] * 1e6
+        write += target.count * w_factor * rates[1] * 1e6
+        bases.add(rates[2])
         drives_total += target.count * disks
         if drive.pcie_gen and drive.pcie_lanes:
             lane = PCIE_GBPS_PER_LANE.get(drive.pcie_gen)
@@ -293,8 +382,9 @@ def compute_limits(
                 "drives",
                 read,
                 write,
-                f"{drives_total} drives in {sum(t.count for t in targets)} storage targets "
-                f"({', '.join(levels)}), datasheet sequential bandwidth",
+                f"{_plural(drives_total, 'drive')} in "
+                f"{_plural(sum(t.count for t in targets), 'storage target')} "
+                f"({', '.join(levels)}), {'; '.join(sorted(bases))}",
             )
         )
     if pcie and pcie_known:
@@ -305,7 +395,7 @@ def compute_limits(
         )
     if not targets:
         missing.append("no storage targets")
-    return Limits(limits, missing)
+    return Limits(limits, missing, notes=notes)
 
 
 def compute_target_limits(target) -> Limits:
@@ -318,16 +408,16 @@ def compute_target_limits(target) -> Limits:
     if drive is None or disks is None:
         missing.append(f"{target}: drive model or disks per array unknown")
         return Limits(limits, missing)
-    if drive.seq_read_mbps and drive.seq_write_mbps:
+    rates = _drive_rates(drive)
+    if rates is not None:
         r_factor, w_factor = raid_factors(target.raid_level, disks)
         level = f"RAID{target.raid_level}" if target.raid_level != "none" else "no RAID"
         limits.append(
             Limit(
                 "drives",
-                r_factor * drive.seq_read_mbps * 1e6,
-                w_factor * drive.seq_write_mbps * 1e6,
-                f"{disks} drive{'s' if disks > 1 else ''} in {level}, "
-                "datasheet sequential bandwidth",
+                r_factor * rates[0] * 1e6,
+                w_factor * rates[1] * 1e6,
+                f"{disks} drive{'s' if disks > 1 else ''} in {level}, {rates[2]}",
             )
         )
     else:
@@ -443,13 +533,15 @@ def _one_drive(target) -> Limits:
     if drive is None:
         return Limits([], [f"{target}: drive model unknown"], "one drive")
     limits = []
-    if drive.seq_read_mbps and drive.seq_write_mbps:
+    rates = _drive_rates(drive)
+    if rates is not None:
+        basis = "sequential bandwidth" if drive.seq_read_mbps else rates[2]
         limits.append(
             Limit(
                 "drive",
-                drive.seq_read_mbps * 1e6,
-                drive.seq_write_mbps * 1e6,
-                f"one {drive.model or drive.get_kind_display()}, sequential bandwidth",
+                rates[0] * 1e6,
+                rates[1] * 1e6,
+                f"one {drive.model or drive.get_kind_display()}, {basis}",
             )
         )
     lane = PCIE_GBPS_PER_LANE.get(drive.pcie_gen or 0)
@@ -485,19 +577,34 @@ def compute_scope_limits(
     if scope.kind == "drive":
         return _widest([_one_drive(t) for t in targets], scope.label, "the largest drive")
     if scope.kind == "one target":
+        servers, clients = _roles(members)
+        # Clients that are the storage servers: as in _networks, one node crosses no
+        # network, and n nodes keep 1/n of the data on its node (the target's server's
+        # links are the clients' links: named once).
+        same = bool(servers) and servers == clients
+        network = scope.network and not (same and len(servers) == 1)
         candidates = []
         for t in targets:
             limits = compute_target_limits(t)
-            if scope.network:
+            if network:
                 lim = _server_network(testbed, t, members, measured, limits.missing)
+                if lim and same:
+                    n = len(servers)
+                    lim.read, lim.write = lim.read * n / (n - 1), lim.write * n / (n - 1)
+                    lim.detail += f", x {n}/{n - 1}: the clients are the storage servers"
                 if lim:
                     limits.limits.append(lim)
             candidates.append(limits)
         merged = _widest(candidates, scope.label, "the largest of the testbed's targets")
-        if scope.network:
-            clients = _network(members, testbed.fabric, "client", merged.missing, measured)
-            if clients:
-                merged.limits.append(clients)
+        if scope.network and not network:
+            merged.notes.append(
+                "no network limit: the client is the storage server (one node), so the data "
+                "crosses no network"
+            )
+        if network and not same:
+            lim = _network(members, testbed.fabric, "client", merged.missing, measured)
+            if lim:
+                merged.limits.append(lim)
         return merged
     limits = compute_limits(testbed, members, targets, measured, network=scope.network)
     limits.scope = scope.label

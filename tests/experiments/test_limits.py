@@ -212,3 +212,83 @@ def test_a_single_target_run_above_its_target_is_flagged(testbed, alice):
 def test_slightly_above_a_limit_is_within_its_uncertainty():
     assert not above_limit(48.1e9, 48.0e9)  # seed 000: "100% bandwidth utilization"
     assert above_limit(5.5e9, 5.2e9)  # seed 002: StorageBench 106% of the RAID0 write limit
+
+
+# -- issue 25, finding 5: no network where none is crossed; disks counted when inventoried ----
+
+
+@pytest.fixture
+def one_node(alice):
+    """A localhost-like testbed: one node in every role, a 10 GbE NIC and one SATA SSD
+    without datasheet bandwidth under its one target."""
+    from experiments.models import HardwareProfile, Testbed
+
+    profile = HardwareProfile.objects.create(owner=alice, name="This machine")
+    Nic.objects.create(profile=profile, kind="ethernet", rate_gbps=10)
+    Drive.objects.create(profile=profile, kind="ssd", interface="sata", purpose="data")
+    node = Node.objects.create(owner=alice, hostname="vm", profile=profile)
+    tb = Testbed.objects.create(owner=alice, name="localhost", fabric="ethernet")
+    TestbedNode.objects.create(
+        testbed=tb, node=node, storage=True, client=True, metadata=True, management=True
+    )
+    Target.objects.create(testbed=tb, node=node, kind="storage", raid_level="none", disks=1)
+    return tb
+
+
+def test_a_testbed_whose_client_is_its_server_has_no_network_limit(one_node):
+    """The finding: local fio runs showed "89% of network (storage servers)" with a 10 GbE NIC
+    on the localhost node, though client and server are one machine."""
+    limits = compute_limits(one_node)
+    assert not any(lim.name.startswith("network") for lim in limits.limits)
+    assert limits.notes == [
+        "no network limit: the client is the storage server (one node), so the data crosses "
+        "no network"
+    ]
+    # The SATA SSD is counted at its interface's rate, not left out.
+    assert limits.read_bottleneck.name == "drives"
+    assert limits.read_bottleneck.read == pytest.approx(600e6)
+    assert "at most 600 MB/s per SATA link" in limits.read_bottleneck.detail
+    for params in ({}, {"storage_targets": 1}):
+        scope = run_scope("fio", params, None, one_node.pk)
+        found = compute_scope_limits(scope, one_node)
+        assert not any(lim.name.startswith("network") for lim in found.limits), params
+
+
+def test_clients_that_are_the_servers_keep_a_share_of_the_data_local(testbed, node):
+    """Two nodes, each client and storage server: half of each client's data stays on its own
+    node, so the links (one set, named once) bound twice their rate."""
+    TestbedNode.objects.filter(testbed=testbed, node=node).update(client=True)
+    other = Node.objects.create(owner=node.owner, hostname="stor2", profile=node.profile)
+    TestbedNode.objects.create(testbed=testbed, node=other, storage=True, client=True)
+    names = {lim.name: lim for lim in compute_limits(testbed).limits}
+    assert "network (clients)" not in names
+    network = names["network (storage servers)"]
+    assert network.read == pytest.approx(2 * 2 * 12.5e9 * 2)
+    assert network.detail.endswith("x 2/1: the 2 clients are the storage servers, so 1/2 of "
+                                   "the data stays on its node")  # fmt: skip
+
+
+def test_a_cached_read_above_the_limit_is_explained_not_a_percentage(alice_client, one_node):
+    """The finding: a page-cache IOR read "reached 3596%" of a limit that does not bound it."""
+    from experiments.results import telemetry as stored
+
+    run = Run.objects.create(testbed=one_node, tool="ior", status="succeeded", params={})
+    replace_metrics(run, [{"name": "read_bw", "value": 21.6e9, "unit": "B/s"}])
+    doc = {
+        "format": "beeweb-telemetry/1",
+        "hostname": "vm",
+        "started_at": "2026-01-01T10:00:00+00:00",
+        "interval_s": 1.0,
+        "t": [1.0, 2.0, 3.0],
+        "series": {"cpu_busy": [0.3] * 3, "cpu_busy:cpu0": [0.3] * 3},
+        "meta": {"cores": 1},
+        "tool": {"t": [1.0, 2.0, 3.0], "series": {"read_bw": [21.6e9] * 3}},
+    }
+    stored.save(run, doc)
+    html = alice_client.get(reverse("experiments:run", args=[run.uuid])).content.decode()
+    assert "3600%" not in html and "reached" not in html
+    assert (
+        "this run's 21.6 GB/s is above it: cached, the data came from memory (the page "
+        "cache or the servers' caches), which this limit does not bound"
+    ) in html
+    assert "No network limit: the client is the storage server" in html

@@ -485,6 +485,35 @@ def test_002_storagebench_raid0_is_flagged_above_its_write_limit(loaded):
     assert raid10.efficiency is None
 
 
+def test_001_openpower_is_bound_by_its_40_sata_disks_not_its_network(loaded, alice_client):
+    """Issue 25, finding 5: the IBM testbed said "Bottleneck: network" while its 40 SATA disks
+    were "not counted". By hand: 4 x 10 x 6 TB SATA HDDs in RAID0 (Table 1), no drive model or
+    datasheet; a hard disk streams at most ~300 MB/s, so the disks bound 12 GB/s (SATA links:
+    24 GB/s), while 4 EDR links (100 Gb/s, Section 2) carry 50 GB/s, and more: every server is
+    also a client (Table 2), so a quarter of the data stays on its node (66.7 GB/s). Table 3's
+    peaks, 7.52 GiB/s write (8.07 GB/s) and 6.10 GiB/s read (6.55 GB/s), are 67% and 55% of
+    the disks' bound: the disks, not the network."""
+    testbed = Testbed.objects.get(published_key="001/testbed/openpower")
+    limits = compute_limits(testbed)
+    by_name = {lim.name: lim for lim in limits.limits}
+    assert limits.read_bottleneck.name == limits.write_bottleneck.name == "drives"
+    assert by_name["drives"].read == by_name["drives"].write == pytest.approx(12e9)
+    assert by_name["drives"].detail == (
+        "40 drives in 4 storage targets (RAID0), no datasheet bandwidth: at most 300 MB/s per "
+        "SATA hard disk, a single-actuator disk's outer tracks"
+    )
+    assert not any("6 TB SATA" in m for m in limits.missing)
+    assert set(by_name) == {"drives", "network (storage servers)"}
+    assert by_name["network (storage servers)"].read == pytest.approx(4 * 12.5e9 * 4 / 3)
+    (write,) = points("metric=write_bw&x=tool", "001/run/iozone-p16")
+    (read,) = points("metric=read_bw&x=tool", "001/run/iozone-p8")
+    assert write.limit_name == read.limit_name == "drives"
+    assert round(write.efficiency) == 67 and round(read.efficiency) == 55
+    assert not write.flags and not read.flags
+    html = alice_client.get(testbed.get_absolute_url()).content.decode()
+    assert "Bottleneck: <strong>drives</strong> for reads" in html
+
+
 # -- seed 003: INFN low-power SoC ------------------------------------------------------------
 
 
