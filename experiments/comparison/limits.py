@@ -65,6 +65,7 @@ def annotate(ctx, point: Point, row: dict, m: MetricInfo, configs: list[dict]) -
         point.limit_name = bottleneck.name
         point.limit_detail = bottleneck.detail
         point.limit_scope = limits.scope
+        point.limit_basis = bottleneck.basis
         point.limit_value = limit / m.divisor
         point.efficiency = row["raw_mean"] / limit * 100
         of = f"{bottleneck.name}, {limits.scope}"

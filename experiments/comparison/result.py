@@ -33,6 +33,7 @@ class Point:
     limit_value: float | None = None  # display units, before normalisation
     limit_detail: str = ""
     limit_scope: str = ""  # what the limit is of: testbed, one target, one drive
+    limit_basis: str = ""  # what sets it, briefly ("1 link per server x 12.0 GB/s")
     testbed: str = ""
     flags: list[str] = field(default_factory=list)
     diff_pct: float | None = None  # against the baseline series at the same x (and y)

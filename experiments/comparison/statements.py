@@ -194,6 +194,51 @@ def named(key: str, value: str) -> str:
     return value
 
 
+# Two points "at the same share" of their limits: efficiencies within this many points.
+SAME_SHARE_POINTS = 10.0
+# ... and both at least this share (%) of their limit: only a limit a result comes near explains it.
+NEAR_LIMIT = 60.0
+# Limits that differ by less than this (relative) do not explain a difference.
+LIMITS_DIFFER = 0.1
+
+
+def _figure(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 1 else f"{x:.1f}" if abs(x) < 100 else f"{x:,.0f}"
+
+
+def limits_clause(m: MetricInfo, p: Point, base: Point, spec: ComparisonSpec) -> str:
+    """ "; both at about 90% of their network (storage servers) limit (94% vs 89%), which
+    differ: …: the limits, not the architecture, explain the difference" when both points sit
+    at about the same share of limits that differ (issue 25: "aarch64 writes 44% slower"
+    said nothing of Arm's 1 link per server against x86's 2). Empty otherwise."""
+    if p.efficiency is None or base.efficiency is None or not (p.efficiency and base.efficiency):
+        return ""
+    if abs(p.efficiency - base.efficiency) > SAME_SHARE_POINTS or not (p.mean and base.mean):
+        return ""
+    if min(p.efficiency, base.efficiency) < NEAR_LIMIT:
+        return ""  # far below both limits: they bind neither, whatever their ratio
+    # The limit in the points' own units and normalisation: value / share.
+    lim_p, lim_b = p.mean * 100 / p.efficiency, base.mean * 100 / base.efficiency
+    ratio = lim_p / lim_b
+    if abs(ratio - 1) < LIMITS_DIFFER or (ratio > 1) != (p.mean > base.mean):
+        return ""
+    share = 5 * round((p.efficiency + base.efficiency) / 2 / 5)
+    which = (
+        f"their {p.limit_name} limit"
+        if p.limit_name == base.limit_name
+        else f"their limits ({p.limit_name} vs {base.limit_name})"
+    )
+    unit = f" {m.unit}" if m.unit else ""  # normalised already: "GB/s per storage server"
+    differ = f"{_figure(lim_p)} vs {_figure(lim_b)}{unit}"
+    if p.limit_basis and base.limit_basis and p.limit_basis != base.limit_basis:
+        differ += f" ({p.limit_basis} vs {base.limit_basis})"
+    what = dimensions.label(spec.series).split(" (")[0].lower() if spec.series else "series"
+    return (
+        f"; both at about {share}% of {which} ({p.efficiency:.0f}% vs {base.efficiency:.0f}%), "
+        f"which differ: {differ}: the limits, not the {what}, explain the difference"
+    )
+
+
 def _sentence(
     m: MetricInfo, p: Point, base: Point, diff: float, test, spec, ignored=(), names=None
 ) -> str:
@@ -227,6 +272,7 @@ def _sentence(
         core += (
             f", peak vs peak ({a}: {p.peak_at or 'one point'}; {b}: {base.peak_at or 'one point'})"
         )
+    core += limits_clause(m, p, base, spec)
     if ignored:
         n += f"; ignoring {describe(list(ignored))}"
     if test is None:
