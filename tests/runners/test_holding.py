@@ -205,10 +205,17 @@ def test_comparison_flags_points_of_independent_storage_testbeds():
     assert other.flags == []
 
 
-def _later(delay: float, action) -> threading.Thread:
+def _once_waiting(run: Run, action) -> threading.Thread:
+    """Do ``action`` in a thread once ``run`` waits for its nodes (its ``waiting_for`` is
+    written), however long the executor takes to get there."""
+
     def body():
         try:
-            time.sleep(delay)
+            deadline = time.monotonic() + 60  # only against a run that never waits
+            while not Run.objects.get(pk=run.pk).waiting_for:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.02)
             action()
         finally:
             connection.close()
@@ -230,20 +237,21 @@ def test_the_executor_waits_for_its_nodes_then_runs(alice, executing_bench):
     assert holding.try_acquire(blocker, ["stor1"]) == (True, "")
     run = make_matrix(alice, bench, tool="dd", params={"bs": "64k", "count": 4}).runs.get()
     seen: list[str] = []
+    freed: list = []
 
     def free():
         seen.append(Run.objects.get(pk=run.pk).waiting_for)
+        freed.append(timezone.now())
         Run.objects.filter(pk=blocker.pk).update(status="succeeded", finished_at=timezone.now())
 
-    freed_at = timezone.now() + timedelta(seconds=1.5)
-    thread = _later(1.5, free)
+    thread = _once_waiting(run, free)
     status = execute.execute(run.pk, queue(run), "w@test")
     thread.join()
     run.refresh_from_db()
     assert status == "succeeded", run.error
     assert seen == [f"waiting for node stor1 (held by run {blocker.pk} ({blocker}))"]
     assert run.waiting_for == "" and run.nodes_held == ["stor1"]
-    assert run.started_at >= freed_at - timedelta(seconds=0.2)
+    assert run.started_at >= freed[0]  # it started once its node was free, not before
     assert NodeLease.objects.count() == 0, "released when the attempt ends"
 
 
@@ -258,7 +266,7 @@ def test_cancel_while_waiting_for_nodes(alice, executing_bench):
     blocker.refresh_from_db()
     assert holding.try_acquire(blocker, ["stor1"])[0]
     run = make_matrix(alice, bench, tool="dd", params={"bs": "64k", "count": 1}).runs.get()
-    thread = _later(1, lambda: Run.objects.filter(pk=run.pk).update(cancel_requested=True))
+    thread = _once_waiting(run, lambda: Run.objects.filter(pk=run.pk).update(cancel_requested=True))
     assert execute.execute(run.pk, queue(run), "w@test") == "cancelled"
     thread.join()
     run.refresh_from_db()
@@ -291,7 +299,14 @@ def test_a_run_slow_to_store_its_outcome_keeps_beating_and_its_nodes(
     taken: list[tuple[bool, str]] = []
 
     def slow_finish(run, *outcome):
-        time.sleep(3 * settings.RUN_STALE_SECONDS)  # three stale windows without the loop
+        # Slower than three stale windows (without the executor's loop), and the rival
+        # tries as soon as a heartbeat written after them shows: the beats went on.
+        began = timezone.now()
+        stale = timedelta(seconds=3 * settings.RUN_STALE_SECONDS)
+        deadline = time.monotonic() + 60  # only against beats that stopped
+        while Run.objects.get(pk=run.pk).heartbeat_at < began + stale:
+            assert time.monotonic() < deadline, "no heartbeat after three stale windows"
+            time.sleep(0.02)
         taken.append(holding.try_acquire(rival, ["stor1"]))
         finish(run, *outcome)
 
