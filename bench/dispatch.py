@@ -196,7 +196,7 @@ def profile(n: int, without_summaries: bool = False, cpu_profile: bool = False) 
 
     from experiments.execution.execute import execute
     from experiments.matrices.adaptive import after_run
-    from experiments.matrices.plan import expand
+    from experiments.matrices.expansion import expand
     from experiments.models import Run
 
     matrix = make_matrix(2 * n)
@@ -318,7 +318,7 @@ def main() -> None:
 
     from django.db.models import Count
 
-    from experiments.matrices.plan import launch
+    from experiments.matrices.expansion import launch
     from experiments.models import Run
 
     matrix = make_matrix(args.runs)

@@ -25,7 +25,7 @@ def main() -> None:
     token = common.bench_token()
     common.setup_django()
     from bench.dispatch import make_matrix
-    from experiments.matrices.plan import launch
+    from experiments.matrices.expansion import launch
     from experiments.models import Metric, Run
 
     headers = {"Authorization": f"Token {token}"}

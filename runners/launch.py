@@ -1,5 +1,5 @@
 """The launch spec: what a worker needs to run one run besides its parameters, written by the
-matrix expansion (``experiments.matrices.plan.launch_spec``) and read by the executor.
+matrix expansion (``experiments.matrices.launching.launch_spec``) and read by the executor.
 
 It is stored as ``Run.launch`` (JSON) beside what the run's life adds there: ``history``
 (earlier attempts), ``redispatched`` (messages sent again) and the parse options of the one

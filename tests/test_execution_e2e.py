@@ -118,8 +118,9 @@ def test_sigkill_mid_run_requeues_and_cancel_stops_the_tool(stack, tmp_path):
     ), stack.worker_log(f"second@{HOST}")[-3000:]
     assert wait_for(lambda: fio_pids(stack), 30)
     stack.shell(
-        "from experiments import matrices; from experiments.models import Run;"
-        "print(matrices.cancel_runs(Run.objects.all()))"
+        "from experiments.matrices.expansion import cancel_runs;"
+        " from experiments.models import Run;"
+        "print(cancel_runs(Run.objects.all()))"
     )
     assert wait_for(lambda: run_field(stack, "status") == "cancelled", 30)
     assert wait_for(lambda: not fio_pids(stack), 15)
@@ -159,8 +160,8 @@ def test_resume_after_the_broker_lost_its_messages(stack, tmp_path):
     assert stack.shell(statuses) == str(["queued"] * 4), "nothing should have arrived"
 
     resent = stack.shell(
-        "from experiments import matrices; from experiments.models import "
-        "Matrix; print(matrices.resume(Matrix.objects.get()))"
+        "from experiments.matrices.expansion import resume; from experiments.models import "
+        "Matrix; print(resume(Matrix.objects.get()))"
     )
     assert resent == "4"
     assert wait_for(lambda: stack.shell(statuses) == str(["succeeded"] * 4), 90), stack.worker_log(

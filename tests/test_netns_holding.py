@@ -60,12 +60,12 @@ for owner, prof, name, launcher in ((alice, profile, "tb-alice", "node1"),
 
 LAUNCH = """
 from django.contrib.auth import get_user_model
-from experiments import matrices
+from experiments.matrices.expansion import launch
 from experiments.matrices.files import from_data, parse_yaml
 users = get_user_model().objects
 made = [from_data(parse_yaml(text), users.get(username=who)) for who, text in {specs!r}]
 for m in made:
-    matrices.launch(m)
+    launch(m)
 print(len(made))
 """
 

@@ -39,11 +39,11 @@ TestbedNode.objects.create(testbed=bad, node=node, client=True)
 
 LAUNCH = """
 from django.contrib.auth import get_user_model
-from experiments import matrices
+from experiments.matrices.expansion import launch
 from experiments.matrices.files import from_data, parse_yaml
 admin = get_user_model().objects.get(is_superuser=True)
 matrix = from_data(parse_yaml({text!r}), admin)
-matrices.launch(matrix)
+launch(matrix)
 print(matrix.pk)
 """
 
@@ -174,8 +174,9 @@ def test_cancel_runs_scancel(lab):
     assert "JobState=RUNNING" in cluster.scontrol("show", "job", "-o", job)
     time.sleep(1)
     stack.shell(
-        "from experiments import matrices; from experiments.models import Run;"
-        f"print(matrices.cancel_runs(Run.objects.filter(matrix_id={matrix})))"
+        "from experiments.matrices.expansion import cancel_runs;"
+        " from experiments.models import Run;"
+        f"print(cancel_runs(Run.objects.filter(matrix_id={matrix})))"
     )
     cancelled = time.monotonic()
     assert wait_for(lambda: finished(stack, matrix), 60), run_of(stack, matrix)

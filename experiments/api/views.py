@@ -24,7 +24,9 @@ from experiments.api.parsers import JSONLinesParser, StrictJSONParser
 from experiments.api.permissions import StaffWrites
 from experiments.comparison import reports as report_ops
 from experiments.execution import dispatch as dispatching
-from experiments.matrices import plan as matrix_ops
+from experiments.matrices.axes import MatrixError
+from experiments.matrices.expansion import MatrixBusy, delete_matrix, launch
+from experiments.matrices.launching import launch_refused
 from experiments.models import (
     Drive,
     HardwareProfile,
@@ -169,12 +171,12 @@ class MatrixViewSet(OwnedViewSet):
         matrix = self.get_object()
         if not matrix.can_edit(request.user):
             raise PermissionDenied("Only the owner or staff may launch this matrix.")
-        refused = matrix_ops.launch_refused(matrix, request.user)
+        refused = launch_refused(matrix, request.user)
         if refused:
             raise PermissionDenied(f"Nothing was launched: {refused}.")
         try:
-            counts = matrix_ops.launch(matrix)
-        except matrix_ops.MatrixError as exc:
+            counts = launch(matrix)
+        except MatrixError as exc:
             # Nothing was created (expand() checks every cell before it stores any run).
             raise ValidationError({"detail": f"Nothing was launched. {exc}"}) from None
         except dispatching.BrokerUnavailable as exc:
@@ -184,8 +186,8 @@ class MatrixViewSet(OwnedViewSet):
 
     def perform_destroy(self, instance):
         try:
-            matrix_ops.delete_matrix(instance)
-        except matrix_ops.MatrixBusy as exc:
+            delete_matrix(instance)
+        except MatrixBusy as exc:
             raise Conflict(str(exc)) from None
 
 

@@ -1,7 +1,7 @@
 """Sending runs to their workers and finding the ones that got lost: ``dispatch`` (a fresh
 token per run, sent to the launcher node's queue once the transaction commits) and the
 ``janitor`` sweep (runs whose worker died, messages the broker lost). The matrix expansion
-(``experiments.matrices.plan``) creates the runs; this module moves them.
+(``experiments.matrices.expansion``) creates the runs; this module moves them.
 """
 
 from __future__ import annotations

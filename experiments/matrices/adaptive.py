@@ -43,7 +43,8 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from experiments.execution.dispatch import BrokerUnavailable, dispatch
-from experiments.matrices.plan import TARGET_AXIS, TUNING_PREFIX, preview_command
+from experiments.matrices.axes import TARGET_AXIS, TUNING_PREFIX
+from experiments.matrices.preview import preview_command
 from experiments.models import CellState, Matrix, Metric, Run
 from runners import registry
 from runners.launch import LaunchError
@@ -199,7 +200,7 @@ def after_run(run_id: int) -> Decision | None:
 def after_ended(run_ids: Iterable[int]) -> int:
     """Decide the cells of runs that ended without their worker's hook: failed or cancelled
     by the janitor (their worker died), cancelled before they started or while their worker
-    was gone (experiments.matrices.plan.cancel_runs). One decision per cell, from the state of
+    was gone (experiments.matrices.expansion.cancel_runs). One decision per cell, from the state of
     all its runs; the number of cells decided. A cell whose runs were cancelled gets no
     run added; one whose last pending run the janitor failed is short, or gets its next
     repetition when enough runs succeeded and they disagree."""

@@ -31,7 +31,7 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
-from experiments.matrices.plan import MatrixError
+from experiments.matrices.axes import MatrixError
 from experiments.matrices.validation import FIELDS, MatrixInvalid, validate_matrix
 from experiments.models import Matrix, Testbed, TuningSet
 from experiments.shared.input_checks import CONTROL_CHARS_BUT_LINES

@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 
 from experiments.matrices.files import MAX_YAML_BYTES, too_large
-from experiments.matrices.plan import FACT_NAMES
+from experiments.matrices.rules import FACT_NAMES
 from experiments.matrices.validation import MatrixInvalid, validate_matrix
 from experiments.models import Matrix, RunOrder, Testbed, TuningSet
 from runners.tools import ADAPTERS

@@ -15,7 +15,7 @@ exclusion rules parse and use known names within the evaluator's bounds; repetit
 adaptive matrix's minimum, maximum and target coefficient of variation), the run order and its
 seed, tasks per node and timeout are in range; texts are bounded and free of control
 characters. Then every cell's command is built as the preview builds it
-(``matrices.cell_problems``), so a matrix whose cells the tool refuses is not saved. Every
+(``preview.cell_problems``), so a matrix whose cells the tool refuses is not saved. Every
 problem is reported at once, not the first.
 """
 
@@ -28,8 +28,21 @@ from typing import Any
 
 from django.conf import settings
 
-from experiments.matrices import plan as matrices
-from experiments.matrices.plan import SLURM_NODES, TARGET_AXIS, TUNING_PREFIX, MatrixError
+from experiments.matrices.axes import (
+    MAX_AXIS_VALUES,
+    MAX_NAME_LENGTH,
+    SLURM_NODES,
+    TARGET_AXIS,
+    TUNING_PREFIX,
+    MatrixError,
+    axis_values,
+    check_cell_count,
+    check_scalar,
+    normalise_axes,
+)
+from experiments.matrices.launching import slurm_refusal
+from experiments.matrices.preview import cell_problems
+from experiments.matrices.rules import MAX_RULES, Rule, check_rule_budget, compile_rule, rule_names
 from experiments.models import LaunchMode, Matrix, RunOrder, Testbed
 from experiments.models.matrices import MAX_ORDER_SEED
 from experiments.shared.input_checks import CONTROL_CHARS, CONTROL_CHARS_BUT_LINES
@@ -160,7 +173,7 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
     axes = data["axes"] if data["axes"] is not None else []
     sizes: list[int] = []
     try:
-        axes = matrices.normalise_axes(axes)
+        axes = normalise_axes(axes)
     except MatrixError as exc:
         errors.add("axes", exc.message if exc.field == "axes" else str(exc))
         axes = [a for a in axes if isinstance(a, dict)] if isinstance(axes, list) else []
@@ -168,7 +181,7 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
         for axis in axes:
             name = axis["param"].strip()
             axis["param"] = name
-            values = matrices.axis_values(axis)
+            values = axis_values(axis)
             sizes.append(len(values))
             message = _check_name(tool, adapter, name)
             if message:
@@ -195,24 +208,24 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
     clean["testbeds"], clean["tuning_sets"] = testbeds, tunings
 
     rules = data["exclusions"] if data["exclusions"] is not None else []
-    compiled: list[matrices.Rule] = []
+    compiled: list[Rule] = []
     if isinstance(rules, str):
         rules = [rules]
     if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
         errors.add("exclusions", "must be a list of rules (text)")
         rules = []
     rules = [r.strip() for r in rules if r.strip()]
-    if len(rules) > matrices.MAX_RULES:
-        errors.add("exclusions", f"more than {matrices.MAX_RULES} rules")
+    if len(rules) > MAX_RULES:
+        errors.add("exclusions", f"more than {MAX_RULES} rules")
         rules = []
-    names = matrices.rule_names(params, axes)
+    names = rule_names(params, axes)
     for rule in rules:
         try:
-            compiled.append(matrices.compile_rule(rule, names))
+            compiled.append(compile_rule(rule, names))
         except MatrixError as exc:
             errors.add("exclusions", exc.message)
     try:
-        matrices.check_rule_budget(compiled)
+        check_rule_budget(compiled)
     except MatrixError as exc:
         errors.add("exclusions", exc.message)
     clean["exclusions"] = rules
@@ -220,7 +233,7 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
     if sizes and "axes" not in errors:
         cells = max(1, len(testbeds)) * max(1, len(tunings)) * math.prod(sizes)
         try:
-            matrices.check_cell_count(cells)
+            check_cell_count(cells)
         except MatrixError as exc:
             errors.add("axes", exc.message)
         else:
@@ -240,7 +253,7 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
         # parameters (bs larger than size, time_based without runtime) and target names
         # refuse the matrix now, not in the preview after it was saved.
         draft = Matrix(**{k: v for k, v in clean.items() if k not in ("testbeds", "tuning_sets")})
-        for field_name, messages in matrices.cell_problems(draft, testbeds, tunings).items():
+        for field_name, messages in cell_problems(draft, testbeds, tunings).items():
             for message in messages:
                 errors.add(field_name, message)
 
@@ -258,7 +271,7 @@ def _check_slurm(clean, adapter, params, axes, testbeds, errors: _Errors) -> Non
     for axis in axes:
         if axis.get("param") == SLURM_NODES:
             try:
-                values += matrices.axis_values(axis)
+                values += axis_values(axis)
             except MatrixError:
                 pass  # reported with the axes
     if clean["launch_mode"] != LaunchMode.SLURM:
@@ -268,7 +281,7 @@ def _check_slurm(clean, adapter, params, axes, testbeds, errors: _Errors) -> Non
     for testbed in testbeds:
         # Only testbeds that were found: a name or id that matched none is reported as such.
         if isinstance(testbed, Testbed) and not testbed.slurm_partition:
-            errors.add("launch_mode", matrices.slurm_refusal(testbed))
+            errors.add("launch_mode", slurm_refusal(testbed))
     if adapter is None or slurm.inner_mode(adapter.modes) is None:
         return
     if slurm.inner_mode(adapter.modes) != "mpi":
@@ -347,8 +360,8 @@ def _check_name(tool: Any, adapter, name: Any) -> str:
     """'' when ``name`` may be a parameter or axis of ``tool``, else the message."""
     if not isinstance(name, str) or not name.strip():
         return "parameter names must be text"
-    if len(name) > matrices.MAX_NAME_LENGTH:
-        return f"a parameter name is longer than {matrices.MAX_NAME_LENGTH} characters"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"a parameter name is longer than {MAX_NAME_LENGTH} characters"
     if name in (TARGET_AXIS, SLURM_NODES):
         return ""
     if name.startswith(TUNING_PREFIX):
@@ -373,12 +386,12 @@ def _check_value(adapter, name: str, value: Any) -> str:
     param = adapter.params.get(name) if adapter is not None else None
     try:
         if isinstance(value, list) and param is not None and param.kind == "list":
-            if len(value) > matrices.MAX_AXIS_VALUES:
-                return f"{name}: more than {matrices.MAX_AXIS_VALUES} items"
+            if len(value) > MAX_AXIS_VALUES:
+                return f"{name}: more than {MAX_AXIS_VALUES} items"
             for item in value:
-                matrices.check_scalar(item, name)
+                check_scalar(item, name)
         else:
-            matrices.check_scalar(value, name)
+            check_scalar(value, name)
     except MatrixError as exc:
         return str(exc)
     if name == TARGET_AXIS or name.startswith(TUNING_PREFIX):

@@ -21,9 +21,21 @@ from experiments.comparison.charts import display_unit
 from experiments.execution import dispatch as dispatching
 from experiments.inventory import localhost
 from experiments.matrices import adaptive
-from experiments.matrices import plan as matrices
+from experiments.matrices.axes import MatrixError
+from experiments.matrices.comparing import compare_query
+from experiments.matrices.expansion import (
+    MatrixBusy,
+    cancel_runs,
+    delete_matrix,
+    launch,
+    progress,
+    rerun_failed,
+    resume,
+)
 from experiments.matrices.files import from_yaml, to_yaml
 from experiments.matrices.forms import MatrixForm, MatrixImportForm, format_axes, format_params
+from experiments.matrices.launching import check_nodes, launch_refused
+from experiments.matrices.preview import plan
 from experiments.models import Matrix, Metric, Run, Worker
 from experiments.templatetags.beeweb import num
 from experiments.views.common import (
@@ -133,7 +145,7 @@ def matrix_import(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             matrix = from_yaml(form.cleaned_data["yaml"], request.user)
-        except matrices.MatrixError as exc:
+        except MatrixError as exc:
             form.add_error(None, str(exc))
         else:
             messages.success(request, f"Created matrix {matrix} from YAML.")
@@ -189,10 +201,10 @@ def _results(run_ids: list[int]) -> dict[int, str]:
 
 
 def _progress_context(matrix: Matrix) -> dict:
-    progress = matrices.progress(matrix)
+    state = progress(matrix)
     runs_qs = _runs(matrix).defer("raw_output", "effective_config", "params", "argv")
     hidden = 0
-    if progress["total"] > TABLE_LIMIT:
+    if state["total"] > TABLE_LIMIT:
         urgency = Case(
             *[
                 When(status=s, then=Value(i))
@@ -211,7 +223,7 @@ def _progress_context(matrix: Matrix) -> dict:
             : max(0, TABLE_LIMIT - len(runs))
         ]
         runs += list(recent)
-        hidden = progress["total"] - len(runs)
+        hidden = state["total"] - len(runs)
     else:
         runs = list(runs_qs)
     running = [r for r in runs if r.status == Run.Status.RUNNING]
@@ -240,7 +252,7 @@ def _progress_context(matrix: Matrix) -> dict:
     return {
         "matrix": matrix,
         "runs": runs,
-        "progress": progress,
+        "progress": state,
         "hidden": hidden,
         "waiting_queues": sorted(q for q in queues if q not in online),
         "adaptive": adaptive.cell_summary(matrix, TABLE_LIMIT),
@@ -251,22 +263,22 @@ def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     matrix = get_for_user(request, Matrix, uuid)
     context = _progress_context(matrix)
     try:
-        context["plan"] = matrices.plan(matrix)
-    except matrices.MatrixError as exc:
+        context["plan"] = plan(matrix)
+    except MatrixError as exc:
         context["plan_error"] = str(exc)
     context["can_edit"] = matrix.can_edit(request.user)
     if context["can_edit"]:
         # Said before the Launch button is pressed: testbeds the user does not operate, and
         # nodes a run would use that their owner does not share.
-        refused = matrices.launch_refused(matrix, request.user)
+        refused = launch_refused(matrix, request.user)
         if refused is None:
             try:
-                matrices.check_nodes(matrix)
-            except matrices.MatrixError as exc:
+                check_nodes(matrix)
+            except MatrixError as exc:
                 refused = exc.message
         context["launch_refused"] = refused
     context["yaml"] = to_yaml(matrix)
-    context["compare_query"] = matrices.compare_query(matrix)
+    context["compare_query"] = compare_query(matrix)
     # The sweep at a glance (parallel coordinates) and its runs as a table, both of the
     # metric the comparison link opens on.
     metric = QueryDict(context["compare_query"]).get("metric", "")
@@ -295,13 +307,13 @@ def _action(request: HttpRequest, uuid: UUID, action, *, operate: bool = True) -
     """Run ``action`` on the matrix; ``operate``: it sends runs, so the user must operate
     every testbed of the matrix (cancelling needs only the right to edit it)."""
     matrix = get_for_user(request, Matrix, uuid, write=True)
-    refused = matrices.launch_refused(matrix, request.user) if operate else None
+    refused = launch_refused(matrix, request.user) if operate else None
     if refused:
         messages.error(request, f"Nothing was launched: {refused}.")
         return redirect(matrix.get_absolute_url())
     try:
         text = action(matrix)
-    except matrices.MatrixError as exc:
+    except MatrixError as exc:
         messages.error(request, f"Nothing was launched. {exc}")
     except dispatching.BrokerUnavailable as exc:
         messages.error(request, str(exc))
@@ -312,14 +324,14 @@ def _action(request: HttpRequest, uuid: UUID, action, *, operate: bool = True) -
 
 @require_POST
 def matrix_launch(request: HttpRequest, uuid: UUID) -> HttpResponse:
-    def launch(matrix):
-        counts = matrices.launch(matrix)
+    def launched(matrix):
+        counts = launch(matrix)
         return (
             f"Launched: {counted(counts['queued'], 'run')} queued ({counts['created']} new, "
             f"{counts['excluded']} excluded by rules)."
         )
 
-    return _action(request, uuid, launch)
+    return _action(request, uuid, launched)
 
 
 @require_POST
@@ -327,7 +339,7 @@ def matrix_rerun(request: HttpRequest, uuid: UUID) -> HttpResponse:
     return _action(
         request,
         uuid,
-        lambda m: f"Queued {counted(matrices.rerun_failed(m), 'failed or cancelled run')} again.",
+        lambda m: f"Queued {counted(rerun_failed(m), 'failed or cancelled run')} again.",
     )
 
 
@@ -336,9 +348,7 @@ def matrix_resume(request: HttpRequest, uuid: UUID) -> HttpResponse:
     return _action(
         request,
         uuid,
-        lambda m: (
-            f"Sent {counted(matrices.resume(m), 'planned or queued run')} to their workers again."
-        ),
+        lambda m: f"Sent {counted(resume(m), 'planned or queued run')} to their workers again.",
     )
 
 
@@ -358,7 +368,7 @@ def matrix_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
         )
 
     def cancel(matrix):
-        counts = matrices.cancel_runs(matrix.runs.all())
+        counts = cancel_runs(matrix.runs.all())
         cancelled, stopping = counts["cancelled"], counts["stopping"]
         if not cancelled and not stopping:
             return "Nothing to cancel: no run of this matrix is queued or running."
@@ -381,8 +391,8 @@ def matrix_delete(request: HttpRequest, uuid: UUID) -> HttpResponse:
     if request.method == "POST":
         name = str(matrix)
         try:
-            matrices.delete_matrix(matrix)
-        except matrices.MatrixBusy as exc:
+            delete_matrix(matrix)
+        except MatrixBusy as exc:
             messages.error(request, f"Not deleted: {exc}")
             return redirect(matrix.get_absolute_url())
         messages.success(request, f"Deleted matrix {name} and its runs.")
@@ -415,7 +425,7 @@ def run_cancel(request: HttpRequest, uuid: UUID) -> HttpResponse:
             "Its tool is stopped now." if run.status == Run.Status.RUNNING else "",
             [("next", back)],
         )
-    counts = matrices.cancel_runs(Run.objects.filter(pk=run.pk))
+    counts = cancel_runs(Run.objects.filter(pk=run.pk))
     if counts["cancelled"]:
         # Queued, or running on a worker that is gone: the error says which.
         error = Run.objects.filter(pk=run.pk).values_list("error", flat=True).first() or ""

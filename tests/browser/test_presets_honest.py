@@ -122,7 +122,7 @@ def run_own_fio_matrix(owner, testbed):
     the worker's Celery task (runners.execute_run, eagerly in this process: a worker process
     could not see the test database), running /usr/bin/fio and parsing its JSON."""
     from beeweb.celery import app
-    from experiments.matrices import plan as matrices
+    from experiments.matrices.expansion import launch
     from experiments.models import Matrix, Run
 
     matrix = Matrix.objects.create(
@@ -141,7 +141,7 @@ def run_own_fio_matrix(owner, testbed):
     eager = app.conf.task_always_eager
     app.conf.task_always_eager = True
     try:
-        counts = matrices.launch(matrix)
+        counts = launch(matrix)
     finally:
         app.conf.task_always_eager = eager
     assert counts["queued"] == 8

@@ -24,7 +24,7 @@ def local_fio_matrix(user):
     """A fio matrix on the localhost testbed, expanded and 'run': rw write/read x numjobs
     1, 2, 4 x 3 repetitions, with results stored as a finished run would store them."""
     from experiments.inventory.localhost import ensure_localhost_testbed
-    from experiments.matrices.plan import expand
+    from experiments.matrices.expansion import expand
     from experiments.models import Matrix, Run
     from experiments.results.store import replace_metrics
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from experiments.comparison import ComparisonSpec, compute
 from experiments.matrices import adaptive
-from experiments.matrices import plan as matrices
+from experiments.matrices.expansion import cancel_runs, expand, run_order
 from experiments.matrices.files import from_yaml, to_yaml
 from experiments.matrices.validation import MatrixInvalid, validate_matrix
 from experiments.models import CellState, Matrix, Run
@@ -89,20 +89,20 @@ def test_a_cancelled_run_never_adds_one():
 
 def test_orders_cell_by_cell_interleaved_and_random():
     keys = ["a", "b", "c"]
-    assert matrices.run_order(keys, 2, "cells") == [
+    assert run_order(keys, 2, "cells") == [
         ("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1), ("c", 2)
     ]  # fmt: skip
-    assert matrices.run_order(keys, 2, "interleaved") == [
+    assert run_order(keys, 2, "interleaved") == [
         ("a", 1), ("b", 1), ("c", 1), ("a", 2), ("b", 2), ("c", 2)
     ]  # fmt: skip
-    shuffled = matrices.run_order(keys * 1, 4, "random", 42)
-    assert shuffled == matrices.run_order(keys, 4, "random", 42)  # the same seed, the same order
-    assert sorted(shuffled) == matrices.run_order(keys, 4, "cells")
-    assert shuffled != matrices.run_order(keys, 4, "cells")
-    orders = {tuple(matrices.run_order(keys, 4, "random", seed)) for seed in range(10)}
+    shuffled = run_order(keys * 1, 4, "random", 42)
+    assert shuffled == run_order(keys, 4, "random", 42)  # the same seed, the same order
+    assert sorted(shuffled) == run_order(keys, 4, "cells")
+    assert shuffled != run_order(keys, 4, "cells")
+    orders = {tuple(run_order(keys, 4, "random", seed)) for seed in range(10)}
     assert len(orders) > 5
     with pytest.raises(ValueError):
-        matrices.run_order(keys, 2, "random", None)
+        run_order(keys, 2, "random", None)
 
 
 @pytest.fixture
@@ -128,14 +128,14 @@ def _created_order(matrix) -> list[tuple[int, int]]:
 def test_expansion_creates_runs_in_the_matrix_order(dd_matrix):
     Matrix.objects.filter(pk=dd_matrix.pk).update(order="interleaved")
     dd_matrix.refresh_from_db()
-    matrices.expand(dd_matrix)
+    expand(dd_matrix)
     assert _created_order(dd_matrix) == [(1, 1), (2, 1), (3, 1), (1, 2), (2, 2), (3, 2)]
 
 
 def test_random_order_draws_records_and_reuses_its_seed(dd_matrix, alice, bench):
     Matrix.objects.filter(pk=dd_matrix.pk).update(order="random")
     dd_matrix.refresh_from_db()
-    matrices.expand(dd_matrix)
+    expand(dd_matrix)
     dd_matrix.refresh_from_db()
     seed = dd_matrix.order_seed
     assert seed is not None
@@ -144,7 +144,7 @@ def test_random_order_draws_records_and_reuses_its_seed(dd_matrix, alice, bench)
     # Another matrix with the recorded seed (its YAML export) creates the same order.
     copy = from_yaml(to_yaml(dd_matrix).replace("name: dd sweep", "name: dd copy"), alice)
     assert copy.order_seed == seed
-    matrices.expand(copy)
+    expand(copy)
     assert _created_order(copy) == first
 
 
@@ -264,7 +264,7 @@ def adaptive_matrix(alice, bench):
         axes=[{"param": "count", "values": [1, 2]}],
     )
     matrix.testbeds.set([bench])
-    matrices.expand(matrix)
+    expand(matrix)
     return matrix
 
 
@@ -353,7 +353,7 @@ def fio_matrix_fixed(alice, bench):
         owner=alice, name="fixed", tool="dd", repetitions=2, fixed_params={"bs": "1m"}
     )
     matrix.testbeds.set([bench])
-    matrices.expand(matrix)
+    expand(matrix)
     return matrix
 
 
@@ -475,7 +475,7 @@ def test_cancelling_queued_runs_decides_their_cells(adaptive_matrix):
     waiting = CellState.objects.filter(matrix=adaptive_matrix)
     assert {s.state for s in waiting} == {MEASURING}
     Run.objects.filter(pk__in=[stable[2].pk, noisy[2].pk]).update(status=Run.Status.QUEUED)
-    counts = matrices.cancel_runs(adaptive_matrix.runs.all())
+    counts = cancel_runs(adaptive_matrix.runs.all())
     assert counts == {"cancelled": 2, "stopping": 0}
     states = {s.cell_key: s for s in CellState.objects.filter(matrix=adaptive_matrix)}
     for cell in (stable, noisy):

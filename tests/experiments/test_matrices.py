@@ -9,8 +9,11 @@ import yaml
 from django.urls import reverse
 
 from experiments.execution import dispatch as dispatching
-from experiments.matrices import plan as matrices
+from experiments.matrices.axes import MatrixError, axis_values
+from experiments.matrices.expansion import cancel_runs, expand, progress, rerun_failed, resume
 from experiments.matrices.files import from_yaml, to_yaml
+from experiments.matrices.preview import plan
+from experiments.matrices.rules import FACT_NAMES, compile_rule, evaluate_rule
 from experiments.models import Matrix, Node, Run
 
 pytestmark = pytest.mark.django_db
@@ -35,11 +38,11 @@ def fio_matrix(alice, bench):
 
 
 def test_axis_values_explicit_and_ranges():
-    assert matrices.axis_values({"param": "t", "values": [1, 2]}) == [1, 2]
-    pow2 = matrices.axis_values({"param": "t", "range": {"start": 1, "stop": 1024}})
+    assert axis_values({"param": "t", "values": [1, 2]}) == [1, 2]
+    pow2 = axis_values({"param": "t", "range": {"start": 1, "stop": 1024}})
     assert pow2 == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     linear = {"param": "t", "range": {"start": 4, "stop": 16, "step": 4, "scale": "linear"}}
-    assert matrices.axis_values(linear) == [4, 8, 12, 16]
+    assert axis_values(linear) == [4, 8, 12, 16]
     for bad in (
         {"param": "t", "values": []},
         {"param": "t", "values": [1, 1]},
@@ -47,8 +50,8 @@ def test_axis_values_explicit_and_ranges():
         {"param": "t", "range": {"start": 8, "stop": 4}},
         {"param": "t", "range": {"start": 1, "stop": 4, "scale": "log"}},
     ):
-        with pytest.raises(matrices.MatrixError, match="axis t"):
-            matrices.axis_values(bad)
+        with pytest.raises(MatrixError, match="axis t"):
+            axis_values(bad)
 
 
 @pytest.mark.parametrize(
@@ -63,31 +66,29 @@ def test_axis_values_explicit_and_ranges():
     ],
 )
 def test_exclusion_rules_reject_anything_but_arithmetic(rule):
-    with pytest.raises(matrices.MatrixError, match="exclusions"):
-        matrices.compile_rule(rule, {"numjobs", "cores"})
+    with pytest.raises(MatrixError, match="exclusions"):
+        compile_rule(rule, {"numjobs", "cores"})
 
 
 def test_exclusion_rule_unknown_name_lists_known_names():
-    with pytest.raises(matrices.MatrixError, match="unknown name 'threads'.*clients"):
-        matrices.compile_rule("threads > 4", set(matrices.FACT_NAMES))
+    with pytest.raises(MatrixError, match="unknown name 'threads'.*clients"):
+        compile_rule("threads > 4", set(FACT_NAMES))
 
 
 def test_exclusion_rules_evaluate():
-    tree = matrices.compile_rule(
+    tree = compile_rule(
         "numjobs > clients * cores and rw in ['write']", {"numjobs", "clients", "cores", "rw"}
     )
-    assert matrices.evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": 4, "rw": "write"})
-    assert not matrices.evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": 4, "rw": "read"})
+    assert evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": 4, "rw": "write"})
+    assert not evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": 4, "rw": "read"})
     # An unknown fact never hides a cell.
-    assert not matrices.evaluate_rule(
-        tree, {"numjobs": 8, "clients": 1, "cores": None, "rw": "write"}
-    )
+    assert not evaluate_rule(tree, {"numjobs": 8, "clients": 1, "cores": None, "rw": "write"})
 
 
 def test_expansion_is_idempotent(fio_matrix):
-    first = matrices.expand(fio_matrix)
+    first = expand(fio_matrix)
     assert first == {"created": 24, "existing": 0, "excluded": 0}
-    assert matrices.expand(fio_matrix)["created"] == 0
+    assert expand(fio_matrix)["created"] == 0
     assert fio_matrix.runs.count() == 24
     run = fio_matrix.runs.get(params__rw="read", params__numjobs=4, repetition=2)
     assert run.status == Run.Status.PLANNED
@@ -99,31 +100,31 @@ def test_expansion_is_idempotent(fio_matrix):
 
 
 def test_adding_an_axis_value_expands_only_the_new_cells(fio_matrix):
-    matrices.expand(fio_matrix)
+    expand(fio_matrix)
     fio_matrix.axes[1]["values"].append(16)
     fio_matrix.save()
-    assert matrices.expand(fio_matrix)["created"] == 6
+    assert expand(fio_matrix)["created"] == 6
 
 
 def test_exclusions_skip_cells(fio_matrix, profile):
     # The R740xd client has 2 × 24 cores: skip numjobs above half of them.
     fio_matrix.exclusions = ["numjobs * 8 > clients * cores"]
     fio_matrix.save()
-    result = matrices.plan(fio_matrix)
+    result = plan(fio_matrix)
     assert result.excluded == 2  # numjobs 8 for write and read
     assert result.runs == 18
-    assert matrices.expand(fio_matrix)["created"] == 18
+    assert expand(fio_matrix)["created"] == 18
 
 
 def test_preview_has_commands_data_volume_and_estimates(fio_matrix):
-    result = matrices.plan(fio_matrix)
+    result = plan(fio_matrix)
     assert result.runs == 24 and not result.errors
     eight = next(c for c in result.cells if c.cell.params["numjobs"] == 8)
     assert eight.data_bytes == 8 * 8 * 1024 * 1024
     assert eight.argv[0] == "fio"
     # No earlier runs: no estimate; then one finished run of the cell gives one.
     assert result.estimate_s is None
-    matrices.expand(fio_matrix)
+    expand(fio_matrix)
     from datetime import timedelta
 
     from django.utils import timezone
@@ -133,7 +134,7 @@ def test_preview_has_commands_data_volume_and_estimates(fio_matrix):
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.SUCCEEDED, started_at=now, finished_at=now + timedelta(seconds=12)
     )
-    again = matrices.plan(fio_matrix)
+    again = plan(fio_matrix)
     cell = next(c for c in again.cells if c.cell.key == run.cell_key)
     assert cell.estimate_s == 12
 
@@ -142,30 +143,30 @@ def test_preview_has_commands_data_volume_and_estimates(fio_matrix):
 def test_injection_in_a_parameter_is_rejected_before_anything_runs(fio_matrix, value):
     fio_matrix.fixed_params["bs"] = value
     fio_matrix.save()
-    result = matrices.plan(fio_matrix)
+    result = plan(fio_matrix)
     assert result.errors and all("bs" in c.error for c in result.errors)
-    with pytest.raises(matrices.MatrixError, match="bs"):
-        matrices.expand(fio_matrix)
+    with pytest.raises(MatrixError, match="bs"):
+        expand(fio_matrix)
     assert not fio_matrix.runs.exists()
 
 
 def test_path_outside_the_benchmark_directory_is_rejected(fio_matrix):
     fio_matrix.fixed_params["directory"] = "../../etc"
     fio_matrix.save()
-    with pytest.raises(matrices.MatrixError, match="directory"):
-        matrices.expand(fio_matrix)
+    with pytest.raises(MatrixError, match="directory"):
+        expand(fio_matrix)
 
 
 def test_testbed_without_benchmark_directory_is_explained(fio_matrix, bench):
     bench.benchmark_dir = ""
     bench.save()
-    assert "no benchmark directory" in matrices.plan(fio_matrix).errors[0].error
+    assert "no benchmark directory" in plan(fio_matrix).errors[0].error
 
 
 def test_dispatch_queues_on_commit_with_fresh_tokens(
     fio_matrix, django_capture_on_commit_callbacks
 ):
-    matrices.expand(fio_matrix)
+    expand(fio_matrix)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         ids = list(fio_matrix.runs.values_list("pk", flat=True)[:2])
         assert dispatching.dispatch(ids) == 2
@@ -176,11 +177,11 @@ def test_dispatch_queues_on_commit_with_fresh_tokens(
 
 
 def test_cancel_queued_runs(fio_matrix, django_capture_on_commit_callbacks):
-    matrices.expand(fio_matrix)
+    expand(fio_matrix)
     with django_capture_on_commit_callbacks(execute=False):
         dispatching.dispatch(list(fio_matrix.runs.values_list("pk", flat=True)))
-    assert matrices.cancel_runs(fio_matrix.runs.all()) == {"cancelled": 24, "stopping": 0}
-    assert matrices.progress(fio_matrix)["percent"] == 100
+    assert cancel_runs(fio_matrix.runs.all()) == {"cancelled": 24, "stopping": 0}
+    assert progress(fio_matrix)["percent"] == 100
 
 
 def test_yaml_round_trip(fio_matrix, alice):
@@ -192,7 +193,7 @@ def test_yaml_round_trip(fio_matrix, alice):
     assert copy.pk != fio_matrix.pk
     assert copy.axes == fio_matrix.axes and copy.fixed_params == fio_matrix.fixed_params
     assert list(copy.testbeds.all()) == list(fio_matrix.testbeds.all())
-    assert matrices.plan(copy).runs == 24
+    assert plan(copy).runs == 24
 
 
 @pytest.mark.parametrize(
@@ -211,7 +212,7 @@ def test_yaml_round_trip(fio_matrix, alice):
     ],
 )
 def test_yaml_errors_name_the_field(bench, alice, text, message):
-    with pytest.raises(matrices.MatrixError, match=message):
+    with pytest.raises(MatrixError, match=message):
         from_yaml(text, alice)
 
 
@@ -340,7 +341,7 @@ def test_localhost_node_queue_matches_the_worker(alice, settings, tmp_path):
         owner=alice, name="local", tool="dd", fixed_params={"count": 4, "bs": "1m"}, repetitions=1
     )
     matrix.testbeds.set([testbed])
-    matrices.expand(matrix)
+    expand(matrix)
     assert matrix.runs.get().queue == f"node.{socket.gethostname()}"
 
 
@@ -350,7 +351,7 @@ def test_progress_of_a_large_matrix_lists_what_needs_attention(
     from experiments.views import matrices as views
 
     monkeypatch.setattr(views, "TABLE_LIMIT", 5)
-    matrices.expand(fio_matrix)
+    expand(fio_matrix)
     fio_matrix.runs.filter(repetition__gt=1).update(status="succeeded")
     failed = fio_matrix.runs.filter(repetition=1).first()
     Run.objects.filter(pk=failed.pk).update(status="failed", error="dd exited with 1")
@@ -364,20 +365,20 @@ def test_progress_of_a_large_matrix_lists_what_needs_attention(
 def test_rerun_failed_queues_only_failed_and_cancelled_runs(
     fio_matrix, django_capture_on_commit_callbacks
 ):
-    matrices.expand(fio_matrix)
+    expand(fio_matrix)
     runs = list(fio_matrix.runs.order_by("pk"))
     Run.objects.filter(pk__in=[r.pk for r in runs[2:]]).update(status="succeeded")
     Run.objects.filter(pk=runs[0].pk).update(status="failed", error="fio exited with 1")
     Run.objects.filter(pk=runs[1].pk).update(status="cancelled")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        assert matrices.rerun_failed(fio_matrix) == 2
+        assert rerun_failed(fio_matrix) == 2
     assert len(callbacks) == 1
     assert set(fio_matrix.runs.values_list("status", flat=True)) == {"queued", "succeeded"}
     assert fio_matrix.runs.filter(status="queued").count() == 2
     # Resume sends planned and queued runs again, each with a new token.
     before = dict(fio_matrix.runs.filter(status="queued").values_list("pk", "dispatch_token"))
     with django_capture_on_commit_callbacks(execute=False):
-        assert matrices.resume(fio_matrix) == 2
+        assert resume(fio_matrix) == 2
     after = dict(fio_matrix.runs.filter(status="queued").values_list("pk", "dispatch_token"))
     assert before.keys() == after.keys() and all(before[k] != after[k] for k in before)
 
@@ -391,9 +392,9 @@ def test_preview_and_expansion_queries_do_not_grow_with_cells(fio_matrix):
         fio_matrix.save()
         fio_matrix.runs.all().delete()
         with CaptureQueriesContext(connection) as planned:
-            matrices.plan(fio_matrix)
+            plan(fio_matrix)
         with CaptureQueriesContext(connection) as expanded:
-            matrices.expand(fio_matrix)
+            expand(fio_matrix)
         # Inserts come in batches (SQLite's variable limit); every read is counted.
         reads = [q for q in expanded.captured_queries if q["sql"].startswith("SELECT")]
         return len(planned), len(reads)
@@ -411,7 +412,7 @@ def test_live_throughput_and_result_column(alice_client, fio_matrix):
     from experiments.models import Metric
     from tests.runners.test_progress import FIO_WRITE
 
-    matrices.expand(fio_matrix)
+    expand(fio_matrix)
     running, done, other = list(fio_matrix.runs.order_by("pk")[:3])
     Run.objects.filter(pk=running.pk).update(
         status="running", raw_output=FIO_WRITE, started_at=timezone.now() - timedelta(seconds=4)

@@ -15,7 +15,8 @@ from django.urls import reverse
 
 from experiments.comparison.presets import DASHBOARD_PRESETS
 from experiments.comparison.reports import create_share_link, revoke_share_link
-from experiments.matrices import plan as matrices
+from experiments.matrices.comparing import compare_query
+from experiments.matrices.expansion import expand
 from experiments.matrices.forms import MatrixForm
 from experiments.models import Matrix, Report, Run
 from experiments.results.store import replace_metrics
@@ -266,8 +267,8 @@ def test_compare_link_shows_every_series_the_matrix_produced(alice, bench):
     matrix.testbeds.set([bench])
     # Before any result: what the rw axis will measure, write and read (the matrix page's
     # link is drawn before its runs finish and is not redrawn when they do).
-    assert _metrics_of(matrices.compare_query(matrix)) == ["write_bw", "read_bw"]
-    matrices.expand(matrix)
+    assert _metrics_of(compare_query(matrix)) == ["write_bw", "read_bw"]
+    expand(matrix)
     for run in Run.objects.filter(matrix=matrix):
         rw = run.params["rw"]
         replace_metrics(
@@ -278,7 +279,7 @@ def test_compare_link_shows_every_series_the_matrix_produced(alice, bench):
                 {"name": f"{rw}_lat", "value": 1e-3, "unit": "s"},
             ],
         )
-    query = parse_qs(matrices.compare_query(matrix))
+    query = parse_qs(compare_query(matrix))
     # Both series, write and read, of the same unit; not the IOPS and latencies.
     assert query["metric"] == ["write_bw", "read_bw"]
     assert query["x"] == ["param:numjobs"] and query["series"] == ["param:rw"]
@@ -290,13 +291,13 @@ def test_compare_link_of_a_read_only_matrix_before_results(alice, bench):
         owner=alice, name="r", tool="fio", fixed_params={"rw": "read"}, axes=[]
     )
     matrix.testbeds.set([bench])
-    assert _metrics_of(matrices.compare_query(matrix)) == ["read_bw"]
+    assert _metrics_of(compare_query(matrix)) == ["read_bw"]
 
 
 def test_compare_link_of_a_matrix_without_direction_is_the_tools_default(alice, bench):
     matrix = Matrix.objects.create(owner=alice, name="d", tool="dd", fixed_params={}, axes=[])
     matrix.testbeds.set([bench])
-    assert _metrics_of(matrices.compare_query(matrix)) == [registry.default_metric("dd")]
+    assert _metrics_of(compare_query(matrix)) == [registry.default_metric("dd")]
 
 
 # --- First-run dashboard -------------------------------------------------------------------

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from experiments.execution import execute
-from experiments.matrices import plan as matrices
+from experiments.matrices.expansion import expand
 from experiments.models import Matrix, Run, Target
 from experiments.results.importing import import_output
 from runners import push
@@ -38,7 +38,7 @@ def make_matrix(owner, testbed, tool, params, axes=()):
         repetitions=1,
     )
     matrix.testbeds.set([testbed])
-    matrices.expand(matrix)
+    expand(matrix)
     return matrix
 
 

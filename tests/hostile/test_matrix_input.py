@@ -22,8 +22,11 @@ from django.core.management import call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from experiments.matrices import plan as matrices
+from experiments.matrices.axes import MatrixError
+from experiments.matrices.expansion import expand
 from experiments.matrices.files import MAX_YAML_ALIASES, MAX_YAML_BYTES, from_yaml, parse_yaml
+from experiments.matrices.preview import plan
+from experiments.matrices.rules import Rule, compile_rule, compile_rules, evaluate_rule
 from experiments.models import Matrix, Run, Testbed, TestbedNode
 
 pytestmark = pytest.mark.django_db
@@ -194,7 +197,7 @@ def test_the_api_takes_no_yaml(alice_api, bench):
     ],
 )
 def test_oversized_or_unstorable_yaml_is_refused(alice, bench, text, message):
-    with little_work(), pytest.raises(matrices.MatrixError, match=message):
+    with little_work(), pytest.raises(MatrixError, match=message):
         from_yaml(text, alice)
     assert not Matrix.objects.exists()
 
@@ -203,7 +206,7 @@ def test_yaml_file_size_is_bounded(alice, bench):
     text = _yaml("description: " + "x" * 9000 + "\n")
     padding = "#" + "x" * 200 + "\n"
     text += padding * (MAX_YAML_BYTES // len(padding))
-    with pytest.raises(matrices.MatrixError, match="larger than 256 KiB"):
+    with pytest.raises(MatrixError, match="larger than 256 KiB"):
         parse_yaml(text)
 
 
@@ -285,7 +288,7 @@ def test_the_same_invalid_definition_gets_the_same_error_everywhere(
     assert page.status_code == 200 and message in _page_text(page)
     response = alice_api.post("/api/matrices/", _api(bench, **api), format="json")
     assert response.status_code == 400 and message in str(response.json()), response.json()
-    with pytest.raises(matrices.MatrixError) as info:
+    with pytest.raises(MatrixError) as info:
         from_yaml(text, alice)
     assert message in str(info.value)
     assert not Matrix.objects.exists()
@@ -416,7 +419,7 @@ def test_power_tower_is_refused_quickly_by_form_api_and_yaml(alice_client, alice
             reverse("experiments:matrix_new"), _form(bench, exclusions_text=HEAVY)
         )
         api = alice_api.post("/api/matrices/", _api(bench, exclusions=[HEAVY]), format="json")
-        with pytest.raises(matrices.MatrixError, match="beyond") as info:
+        with pytest.raises(MatrixError, match="beyond") as info:
             from_yaml(_yaml(exclude=f'["{HEAVY}"]'), alice)
     assert (
         page.status_code == 200
@@ -444,28 +447,28 @@ def test_power_tower_is_refused_quickly_by_form_api_and_yaml(alice_client, alice
     ],
 )
 def test_rules_beyond_the_bounds_are_refused(rule, message):
-    with little_work(), pytest.raises(matrices.MatrixError, match=message):
-        matrices.compile_rule(rule, {"numjobs", "rw"})
+    with little_work(), pytest.raises(MatrixError, match=message):
+        compile_rule(rule, {"numjobs", "rw"})
 
 
 def test_rule_count_and_total_size_are_bounded():
     names = {"numjobs"}
-    with pytest.raises(matrices.MatrixError, match="more than 20 rules"):
-        matrices.compile_rules(["numjobs > 1"] * 21, names)
+    with pytest.raises(MatrixError, match="more than 20 rules"):
+        compile_rules(["numjobs > 1"] * 21, names)
     big = "numjobs > " + " + ".join(["1"] * 12)  # 39 parts each
-    assert len(matrices.compile_rules([big] * 6, names)) == 6
-    with pytest.raises(matrices.MatrixError, match="273 parts together"):
-        matrices.compile_rules([big] * 7, names)
+    assert len(compile_rules([big] * 6, names)) == 6
+    with pytest.raises(MatrixError, match="273 parts together"):
+        compile_rules([big] * 7, names)
 
 
 def test_evaluation_stays_bounded_per_cell():
-    rule = matrices.compile_rule("numjobs ** numjobs ** numjobs > 1", {"numjobs"})
+    rule = compile_rule("numjobs ** numjobs ** numjobs > 1", {"numjobs"})
     with little_work():
         # 9 ** 387420489 is never computed: beyond the bounds the rule does not hold.
-        assert not matrices.evaluate_rule(rule, {"numjobs": 9})
-        assert matrices.evaluate_rule(rule, {"numjobs": 2})  # 2 ** 4 = 16
-        huge = matrices.compile_rule("numjobs * numjobs > 1", {"numjobs"})
-        assert not matrices.evaluate_rule(huge, {"numjobs": 10**4000})
+        assert not evaluate_rule(rule, {"numjobs": 9})
+        assert evaluate_rule(rule, {"numjobs": 2})  # 2 ** 4 = 16
+        huge = compile_rule("numjobs * numjobs > 1", {"numjobs"})
+        assert not evaluate_rule(huge, {"numjobs": 10**4000})
 
 
 def test_a_stored_heavy_rule_does_not_pin_the_matrix_page(alice_client, bob_client, alice, bench):
@@ -490,14 +493,14 @@ def test_a_stored_heavy_rule_does_not_pin_the_matrix_page(alice_client, bob_clie
 
 def test_rules_are_evaluated_once_per_distinct_combination(fio_big_matrix, monkeypatch):
     evaluated = []
-    evaluate = matrices.Rule._evaluate
+    evaluate = Rule._evaluate
     monkeypatch.setattr(
-        matrices.Rule,
+        Rule,
         "_evaluate",
         lambda rule, values: evaluated.append(1) or evaluate(rule, values),
     )
-    plan = matrices.plan(fio_big_matrix)
-    assert plan.excluded == 2 * 500
+    planned = plan(fio_big_matrix)
+    assert planned.excluded == 2 * 500
     # 2,000 cells (numjobs 1..1000 x rw write, read); the rule reads numjobs and size only.
     assert len(evaluated) == 1000
 
@@ -542,7 +545,7 @@ def test_params_named_items_keys_values_render_everywhere(
     )
     assert made.status_code == 201, made.json()
     matrix = Matrix.objects.get(uuid=made.json()["uuid"])
-    matrices.expand(matrix)
+    expand(matrix)
     # A run stored by a push client or an older version with every shadowing name.
     odd = Run.objects.create(
         owner=alice, testbed=bench, tool="mdtest", status="succeeded", params=SHADOWING

@@ -301,8 +301,9 @@ def test_tuning_only_where_the_node_allows_it_and_restored_after(
 
     assert wait_for(sleeping, 90), stack.worker_log(f"confine-c2@{HOST}")
     stack.shell(
-        "from experiments import matrices; from experiments.models import Run\n"
-        "print(matrices.cancel_runs(Run.objects.filter(matrix__name='tuned', params__items=99)))"
+        "from experiments.matrices.expansion import cancel_runs;"
+        " from experiments.models import Run\n"
+        "print(cancel_runs(Run.objects.filter(matrix__name='tuned', params__items=99)))"
     )
     assert wait_for(lambda: finished(stack, "tuned"), 90)
     results = {r["params"]["items"]: r for r in runs(stack, "tuned")}

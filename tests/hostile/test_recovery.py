@@ -38,7 +38,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from experiments.execution import dispatch as dispatching
 from experiments.execution import execute
-from experiments.matrices import plan as matrices
+from experiments.matrices.expansion import cancel_runs, expand, launch, rerun_failed
 from experiments.models import Matrix, Run, Worker
 from tests.e2e import LONG_FIO, Stack, wait_for
 
@@ -65,7 +65,7 @@ def make_matrix(owner, testbed, params=None, repetitions=1, tool="fio") -> Matri
         drop_caches=False,
     )
     matrix.testbeds.set([testbed])
-    matrices.expand(matrix)
+    expand(matrix)
     return matrix
 
 
@@ -100,7 +100,7 @@ def test_cancel_of_a_run_whose_worker_is_gone_is_final_at_once(alice, bench, set
         status="running", heartbeat_at=timezone.now() - timedelta(minutes=5)
     )
     Run.objects.filter(pk=alive.pk).update(status="running", heartbeat_at=timezone.now())
-    assert matrices.cancel_runs(Run.objects.all()) == {"cancelled": 1, "stopping": 1}
+    assert cancel_runs(Run.objects.all()) == {"cancelled": 1, "stopping": 1}
     gone.refresh_from_db()
     alive.refresh_from_db()
     assert gone.status == "cancelled" and "worker was gone" in gone.error
@@ -197,7 +197,7 @@ def test_launch_while_the_broker_is_down_leaves_runs_planned(alice, alice_client
         "experiments.execution.tasks.execute_run.apply_async", side_effect=_broker_down
     ):
         with pytest.raises(dispatching.BrokerUnavailable, match="2 of 2 runs were not queued"):
-            matrices.rerun_failed(matrix)
+            rerun_failed(matrix)
     assert set(matrix.runs.values_list("status", flat=True)) == {"failed"}
     # The broker back: the same launch sends them.
     matrix.runs.update(status="planned", error="")
@@ -219,7 +219,7 @@ def test_a_send_failing_half_way_unqueues_only_the_unsent_runs(alice, bench):
 
     with mock.patch("experiments.execution.tasks.execute_run.apply_async", side_effect=flaky):
         with pytest.raises(dispatching.BrokerUnavailable) as caught:
-            matrices.launch(matrix)
+            launch(matrix)
     assert (caught.value.unsent, caught.value.total) == (2, 3)
     assert sorted(matrix.runs.values_list("status", flat=True)) == ["planned", "planned", "queued"]
 
@@ -237,7 +237,7 @@ def test_matrix_with_active_runs_cannot_be_deleted(alice, alice_client, bench):
     ).content.decode()
     assert "Not deleted" in page and "cancel them first" in page
     assert Matrix.objects.filter(pk=matrix.pk).exists()
-    assert matrices.cancel_runs(matrix.runs.all()) == {"cancelled": 1, "stopping": 1}
+    assert cancel_runs(matrix.runs.all()) == {"cancelled": 1, "stopping": 1}
     assert alice_client.delete(f"/api/matrices/{matrix.uuid}/").status_code == 409
     Run.objects.filter(matrix=matrix, status="running").update(status="cancelled")
     assert alice_client.delete(f"/api/matrices/{matrix.uuid}/").status_code == 204

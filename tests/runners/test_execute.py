@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from experiments.execution import dispatch as dispatching
 from experiments.execution import execute
-from experiments.matrices import plan as matrices
+from experiments.matrices.expansion import cancel_runs, expand
 from experiments.models import Matrix, Run
 from experiments.results import summaries
 
@@ -41,7 +41,7 @@ def make_matrix(owner, testbed, tool="fio", params=None, axes=None, **fields):
         **fields,
     )
     matrix.testbeds.set([testbed])
-    matrices.expand(matrix)
+    expand(matrix)
     return matrix
 
 
@@ -283,7 +283,7 @@ def test_cancel_while_running(alice, bench):
     while Run.objects.get(pk=run.pk).pid is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert Run.objects.get(pk=run.pk).status == "running"
-    assert matrices.cancel_runs(Run.objects.filter(pk=run.pk)) == {"cancelled": 0, "stopping": 1}
+    assert cancel_runs(Run.objects.filter(pk=run.pk)) == {"cancelled": 0, "stopping": 1}
     worker.join(timeout=30)
     assert result["status"] == "cancelled"
     run.refresh_from_db()

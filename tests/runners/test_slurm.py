@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from experiments.execution import holding
-from experiments.matrices import plan as matrices
+from experiments.matrices.expansion import expand
 from experiments.matrices.files import from_yaml
+from experiments.matrices.preview import plan
 from experiments.matrices.validation import MatrixInvalid
 from experiments.models import Run, TestbedNode
 from runners import slurm
@@ -243,14 +244,14 @@ def test_a_slurm_matrix_plans_runs_without_hosts_and_previews_its_steps(alice, b
         SLURM_FIO.format(tool="ior", params="{block_size: 4m}") + "axes: {slurm_nodes: [1, 2]}",
         alice,
     )
-    plan = matrices.plan(matrix)
-    assert all(not item.error for item in plan.active), [i.error for i in plan.active]
-    specs = [LaunchSpec.read(item.launch) for item in plan.active]
+    planned = plan(matrix)
+    assert all(not item.error for item in planned.active), [i.error for i in planned.active]
+    specs = [LaunchSpec.read(item.launch) for item in planned.active]
     assert [(s.mode, s.partition, s.account, s.nodes, s.hosts) for s in specs] == [
         ("slurm", "debug", "io-lab", 1, ()),
         ("slurm", "debug", "io-lab", 2, ()),
     ]
-    assert plan.active[1].argv[:7] == [
+    assert planned.active[1].argv[:7] == [
         "srun",
         "--jobid=<job>",
         "--mpi=pmix",
@@ -259,7 +260,7 @@ def test_a_slurm_matrix_plans_runs_without_hosts_and_previews_its_steps(alice, b
         "--kill-on-bad-exit=1",
         "ior",
     ]
-    matrices.expand(matrix)
+    expand(matrix)
     run = Run.objects.filter(matrix=matrix).order_by("pk").last()
     assert run.params["slurm_nodes"] == 2
     # The run holds its launcher (bench's client stor1), not the clients Slurm allocates,
@@ -278,7 +279,7 @@ def test_the_run_page_and_the_api_show_the_slurm_job(alice, alice_client, bench)
         ),
         alice,
     )
-    matrices.expand(matrix)
+    expand(matrix)
     run = Run.objects.get(matrix=matrix)
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.FAILED,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments.execution import execute
-from experiments.matrices import plan as matrices
+from experiments.matrices.expansion import expand
 from experiments.models import Matrix, Run
 from runners.parsers import parse
 from runners.tools import ADAPTERS, ParamError, build_command
@@ -106,7 +106,7 @@ def test_executor_runs_ioping(alice, executing_bench):
         repetitions=1,
     )
     matrix.testbeds.set([executing_bench])
-    matrices.expand(matrix)
+    expand(matrix)
     run_ = matrix.runs.get()
     token = uuid.uuid4()
     Run.objects.filter(pk=run_.pk).update(status=Run.Status.QUEUED, dispatch_token=token)

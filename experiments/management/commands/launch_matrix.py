@@ -15,8 +15,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from experiments.execution import dispatch as dispatching
-from experiments.matrices import plan as matrices
+from experiments.matrices.axes import MatrixError
+from experiments.matrices.expansion import launch, progress
 from experiments.matrices.files import MAX_YAML_BYTES, from_data, parse_yaml, too_large
+from experiments.matrices.preview import plan
 from experiments.models import CellState, Run, Testbed
 
 
@@ -50,26 +52,30 @@ class Command(BaseCommand):
             data = parse_yaml(text)
             self._localhost(data, user)
             matrix = from_data(data, user)
-        except matrices.MatrixError as exc:
+        except MatrixError as exc:
             self.stderr.write(f"{file}: {exc}")
             sys.exit(2)
         try:
-            plan = matrices.plan(matrix)
-            if plan.errors:
-                first = plan.errors[0]
-                raise matrices.MatrixError("params", f"{first.cell.label}: {first.error}")
-            runs = f"{plan.runs}" if plan.max_runs is None else f"{plan.runs}-{plan.max_runs}"
+            planned = plan(matrix)
+            if planned.errors:
+                first = planned.errors[0]
+                raise MatrixError("params", f"{first.cell.label}: {first.error}")
+            runs = (
+                f"{planned.runs}"
+                if planned.max_runs is None
+                else f"{planned.runs}-{planned.max_runs}"
+            )
             self.stdout.write(
                 f"matrix {matrix.name} ({matrix.uuid}): {runs} runs, "
-                f"{plan.excluded} cells skipped by rules"
+                f"{planned.excluded} cells skipped by rules"
             )
             if dry_run:
-                for cell in plan.active:
+                for cell in planned.active:
                     self.stdout.write("  " + " ".join(cell.argv))
                 matrix.delete()
                 return
-            counts = matrices.launch(matrix)
-        except matrices.MatrixError as exc:
+            counts = launch(matrix)
+        except MatrixError as exc:
             matrix.delete()
             self.stderr.write(f"{file}: {exc}")
             sys.exit(2)
@@ -85,10 +91,10 @@ class Command(BaseCommand):
         try:
             problem = too_large(path.stat().st_size)
             if problem:
-                raise matrices.MatrixError("file", problem)
+                raise MatrixError("file", problem)
             return path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise matrices.MatrixError("file", f"cannot read it ({exc})") from None
+            raise MatrixError("file", f"cannot read it ({exc})") from None
 
     def _owner(self, username: str | None):
         users = get_user_model().objects
@@ -128,14 +134,14 @@ class Command(BaseCommand):
         deadline = time.monotonic() + timeout if timeout else None
         last = None
         while True:
-            progress = matrices.progress(matrix)
-            line = f"{progress['finished']}/{progress['total']} finished " + " ".join(
-                f"{k}={v}" for k, v in sorted(progress["counts"].items())
+            state = progress(matrix)
+            line = f"{state['finished']}/{state['total']} finished " + " ".join(
+                f"{k}={v}" for k, v in sorted(state["counts"].items())
             )
             if line != last:
                 self.stdout.write(line)
                 last = line
-            if progress["finished"] == progress["total"] and self._decided(matrix):
+            if state["finished"] == state["total"] and self._decided(matrix):
                 break
             if deadline and time.monotonic() > deadline:
                 self.stderr.write(f"gave up waiting after {timeout:.0f} s")
