@@ -18,8 +18,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.comparison.attributes import param_text
 from experiments.comparison.charts import PALETTE
-from experiments.comparison.comparability import NOT_CONFIGURATION, _param_text, shown
+from experiments.comparison.comparability import NOT_CONFIGURATION, shown
 from experiments.models import Metric, Run
 from experiments.models.runs import OWN_RUNS
 from experiments.results.store import DETAIL_KEYS
@@ -125,7 +126,7 @@ def _setup(run: Run, swept: str) -> dict[str, str]:
     }
     for key, value in sorted((run.params or {}).items()):
         if key != swept and key not in NOT_CONFIGURATION and key not in DERIVED:
-            attrs[key] = shown(f"param:{key}", _param_text(value))
+            attrs[key] = shown(f"param:{key}", param_text(value))
     return attrs
 
 
