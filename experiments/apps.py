@@ -12,8 +12,9 @@ class ExperimentsConfig(AppConfig):
         # finds runners.execute_run by name in the app's registry.
         from experiments.execution import tasks  # noqa: F401
         from experiments.matrices import adaptive
-        from experiments.models.runs import runs_ended
-        from experiments.results import summaries
+        from experiments.models.runs import data_changed, runs_ended
+        from experiments.results import store, summaries
 
         summaries.connect()
+        data_changed.connect(store.on_data_changed, dispatch_uid="experiments.results.store")
         runs_ended.connect(adaptive.on_runs_ended, dispatch_uid="experiments.matrices.adaptive")

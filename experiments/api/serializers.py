@@ -40,7 +40,7 @@ from experiments.models import (
 from experiments.results.ingest import _has_nul
 from experiments.results.telemetry import for_run as telemetry_docs
 from experiments.shared.tuning_keys import TuningValueError, normalise
-from experiments.shared.validators import work_path_problem
+from experiments.shared.validators import usable_problem, work_path_problem
 from runners.tools import ADAPTERS
 
 
@@ -151,6 +151,16 @@ class NicSerializer(serializers.ModelSerializer):
             "usable_gbytes",
             "usable_source",
         ]
+
+    def validate(self, data):
+        merged = {
+            f: data[f] if f in data else getattr(self.instance, f, None)
+            for f in ("rate_gbps", "usable_gbytes")
+        }
+        problem = usable_problem(merged["rate_gbps"], merged["usable_gbytes"])
+        if problem:
+            raise serializers.ValidationError({"usable_gbytes": problem})
+        return data
 
 
 class HardwareProfileSerializer(OwnedSerializer):

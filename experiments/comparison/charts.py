@@ -97,7 +97,9 @@ def _error_bars(pts: list[Point], kind: str) -> _Bars:
         if kind == "none" or p.n < 2:
             pass
         elif kind == "ci" and p.n >= MIN_CI_N and p.ci_low is not None:
-            hi, lo, name = p.ci_high, p.ci_low, "95% CI"
+            # The t interval is symmetric about the mean; its lower end is given clipped at
+            # zero (stats.confidence_interval): the bar and its hover say when it was.
+            hi, lo, name = p.ci_high, min(p.ci_low, 2 * p.mean - p.ci_high), "95% CI"
         elif kind == "ci":
             hi, lo, name = p.max, p.min, f"min–max (n = {p.n} < {MIN_CI_N}: no CI)"
             minmax = True

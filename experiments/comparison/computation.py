@@ -645,7 +645,10 @@ def compute(
         if median is None:
             median = medians[key] if key in medians else _median(reps.get(key, []))
         d = m.divisor
-        ci = stats.confidence_interval(row["n"], row["mean"], sd)
+        # Every metric of the vocabulary (throughput, op/s, latency, times, sizes, scores)
+        # is non-negative, and so are its normalisations (divided by counts): the interval's
+        # lower end is clipped at zero (DESIGN.md).
+        ci = stats.confidence_interval(row["n"], row["mean"], sd, floor=0.0)
         cv = stats.cv(row["mean"], sd)
         point = Point(
             metric=m.name,
@@ -696,9 +699,10 @@ def compute(
     order = {name: i for i, name in enumerate(spec.metrics)}
     points.sort(key=lambda p: order[p.metric])
     result.points = points
-    result.n_runs = max(
-        (sum(r["runs"] for r in rows if r["name"] == m) for m in spec.metrics), default=0
-    )
+    result.runs_by_metric = {
+        m: int(sum(r["runs"] for r in rows if r["name"] == m)) for m in spec.metrics
+    }
+    result.n_runs = max(result.runs_by_metric.values(), default=0)
 
     labels = {}
     for p in points:

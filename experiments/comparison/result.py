@@ -150,7 +150,10 @@ class ComparisonResult:
     colours: dict[str, str] = field(default_factory=dict)
     series: list[list[str]] = field(default_factory=list)  # [[raw key, label], …]
     baseline_label: str = ""
-    n_runs: int = 0
+    n_runs: int = 0  # the most runs behind any one metric (a run may measure several)
+    # Runs behind each metric shown, in the spec's order: how many runs the page shows when
+    # it shows several metrics (two runs, one measured writes and one reads, are 1 and 1).
+    runs_by_metric: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     generated_at: str = ""
@@ -177,6 +180,17 @@ class ComparisonResult:
         data["charts"] = [Chart(**c) for c in data.get("charts", [])]
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def runs_text(self) -> str:
+        """How many runs the result stands on: "3 runs"; with several metrics, per metric
+        ("runs: 1 for write_bw, 1 for read_bw"), since one run may measure several of them
+        and another only one."""
+        counts = [(m, n) for m, n in self.runs_by_metric.items() if n]
+        if len(counts) <= 1:
+            return f"{self.n_runs} run{'' if self.n_runs == 1 else 's'}"
+        each = ", ".join(f"{n} for {m}" for m, n in counts)
+        return f"runs: {each} (a run that measured several of them counts for each)"
 
     @property
     def series_names(self) -> list[list[str]]:

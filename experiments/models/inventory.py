@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
@@ -13,6 +14,7 @@ from experiments.models.common import (
     UUIDModel,
     published_key_constraint,
 )
+from experiments.shared import validators as bounds
 from experiments.shared.validators import (
     validate_address,
     validate_count,
@@ -39,29 +41,31 @@ class HardwareProfile(OwnedModel, PublishedModel):
     model = models.CharField(max_length=120, blank=True)
     architecture = models.CharField(max_length=16, choices=Architecture.choices)
     cpu_model = models.CharField("CPU model", max_length=160, blank=True)
-    sockets = models.PositiveSmallIntegerField(null=True, blank=True, validators=[validate_count])
+    sockets = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[validate_count, bounds.SOCKETS]
+    )
     cores_per_socket = models.PositiveSmallIntegerField(
-        null=True, blank=True, validators=[validate_count]
+        null=True, blank=True, validators=[validate_count, bounds.CORES_PER_SOCKET]
     )
     threads_per_core = models.PositiveSmallIntegerField(
-        null=True, blank=True, validators=[validate_count]
+        null=True, blank=True, validators=[validate_count, bounds.THREADS_PER_CORE]
     )
     clock_ghz = models.FloatField(
-        "clock (GHz)", null=True, blank=True, validators=[MinValueValidator(0.01)]
+        "clock (GHz)", null=True, blank=True, validators=[MinValueValidator(0.01), bounds.CLOCK_GHZ]
     )
     numa_domains = models.PositiveSmallIntegerField(
-        "NUMA domains", null=True, blank=True, validators=[validate_count]
+        "NUMA domains", null=True, blank=True, validators=[validate_count, bounds.NUMA_DOMAINS]
     )
     memory_gib = models.FloatField(
-        "memory (GiB)", null=True, blank=True, validators=[validate_positive]
+        "memory (GiB)", null=True, blank=True, validators=[validate_positive, bounds.MEMORY_GIB]
     )
     memory_channels = models.PositiveSmallIntegerField(
-        null=True, blank=True, validators=[validate_count]
+        null=True, blank=True, validators=[validate_count, bounds.MEMORY_CHANNELS]
     )
     dimm_type = models.CharField("DIMM type", max_length=80, blank=True)
     raid_controller = models.CharField("RAID controller", max_length=160, blank=True)
     tdp_watts = models.PositiveIntegerField(
-        "TDP (W)", null=True, blank=True, validators=[validate_count]
+        "TDP (W)", null=True, blank=True, validators=[validate_count, bounds.TDP_WATTS]
     )
     notes = models.TextField(blank=True)
 
@@ -108,9 +112,14 @@ class Drive(UUIDModel):
     profile = models.ForeignKey(HardwareProfile, on_delete=models.CASCADE, related_name="drives")
     kind = models.CharField(max_length=8, choices=DriveKind.choices)
     model = models.CharField(max_length=160, blank=True)
-    count = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    count = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), bounds.DRIVES]
+    )
     capacity_gb = models.FloatField(
-        "capacity (GB)", null=True, blank=True, validators=[validate_positive]
+        "capacity (GB)",
+        null=True,
+        blank=True,
+        validators=[validate_positive, bounds.DRIVE_CAPACITY_GB],
     )
     interface = models.CharField(max_length=8, choices=DriveInterface.choices, blank=True)
     pcie_gen = models.PositiveSmallIntegerField(
@@ -120,19 +129,28 @@ class Drive(UUIDModel):
         validators=[MinValueValidator(1), MaxValueValidator(6)],
     )
     pcie_lanes = models.PositiveSmallIntegerField(
-        "PCIe lanes", null=True, blank=True, validators=[validate_count]
+        "PCIe lanes", null=True, blank=True, validators=[validate_count, bounds.PCIE_LANES]
     )
     seq_read_mbps = models.FloatField(
-        "sequential read (MB/s)", null=True, blank=True, validators=[validate_positive]
+        "sequential read (MB/s)",
+        null=True,
+        blank=True,
+        validators=[validate_positive, bounds.DRIVE_MBPS],
     )
     seq_write_mbps = models.FloatField(
-        "sequential write (MB/s)", null=True, blank=True, validators=[validate_positive]
+        "sequential write (MB/s)",
+        null=True,
+        blank=True,
+        validators=[validate_positive, bounds.DRIVE_MBPS],
     )
     rand_read_iops = models.FloatField(
-        "random read IOPS", null=True, blank=True, validators=[validate_positive]
+        "random read IOPS", null=True, blank=True, validators=[validate_positive, bounds.DRIVE_IOPS]
     )
     rand_write_iops = models.FloatField(
-        "random write IOPS", null=True, blank=True, validators=[validate_positive]
+        "random write IOPS",
+        null=True,
+        blank=True,
+        validators=[validate_positive, bounds.DRIVE_IOPS],
     )
     purpose = models.CharField(max_length=10, choices=DrivePurpose.choices, default="data")
 
@@ -157,16 +175,20 @@ class Nic(UUIDModel):
     profile = models.ForeignKey(HardwareProfile, on_delete=models.CASCADE, related_name="nics")
     kind = models.CharField(max_length=12, choices=NicKind.choices)
     model = models.CharField(max_length=160, blank=True)
-    rate_gbps = models.FloatField("rate (Gb/s)", validators=[MinValueValidator(0.001)])
-    ports = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1)])
+    rate_gbps = models.FloatField(
+        "rate (Gb/s)", validators=[MinValueValidator(0.001), bounds.NIC_RATE_GBPS]
+    )
+    ports = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), bounds.NIC_PORTS]
+    )
     count = models.PositiveSmallIntegerField(
-        "adapters", default=1, validators=[MinValueValidator(1)]
+        "adapters", default=1, validators=[MinValueValidator(1), bounds.NIC_ADAPTERS]
     )
     usable_gbytes = models.FloatField(
         "usable GB/s per link",
         null=True,
         blank=True,
-        validators=[MinValueValidator(0.001)],
+        validators=[MinValueValidator(0.001), bounds.NIC_USABLE_GBYTES],
         help_text="Bandwidth one link carries in GB/s (decimal bytes), as a study states it "
         "or as measured (e.g. 12.4 for EDR InfiniBand); empty means the line rate / 8.",
     )
@@ -187,6 +209,11 @@ class Nic(UUIDModel):
     @property
     def links(self) -> int:
         return self.count * self.ports
+
+    def clean(self) -> None:
+        problem = bounds.usable_problem(self.rate_gbps, self.usable_gbytes)
+        if problem:
+            raise ValidationError({"usable_gbytes": problem})
 
 
 class Node(OwnedModel, PublishedModel):
@@ -256,7 +283,9 @@ class Testbed(OwnedModel, PublishedModel):
 
     name = models.CharField(max_length=160)
     description = models.TextField(blank=True)
-    beegfs_version = models.CharField("BeeGFS version", max_length=60, blank=True)
+    beegfs_version = models.CharField(
+        "BeeGFS version", max_length=60, blank=True, validators=[bounds.validate_beegfs_version]
+    )
     fabric = models.CharField(max_length=12, choices=Fabric.choices, blank=True)
     switch = models.CharField(max_length=160, blank=True)
     network_notes = models.TextField(blank=True)
@@ -402,7 +431,7 @@ class TestbedNode(UUIDModel):
     storage_links = models.PositiveSmallIntegerField(
         null=True,
         blank=True,
-        validators=[validate_count],
+        validators=[validate_count, bounds.LINKS],
         help_text="Network links that carry storage traffic; empty means all ports of its NICs.",
     )
 
@@ -478,7 +507,10 @@ class Target(UUIDModel):
     numa_domain = models.PositiveSmallIntegerField("NUMA domain", null=True, blank=True)
     raid_level = models.CharField("RAID level", max_length=4, choices=RaidLevel.choices)
     disks = models.PositiveSmallIntegerField(
-        "disks per array", null=True, blank=True, validators=[MinValueValidator(1)]
+        "disks per array",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), bounds.TARGET_DISKS],
     )
     drive = models.ForeignKey(
         Drive,
@@ -501,14 +533,17 @@ class Target(UUIDModel):
         "write below it.",
     )
     capacity_gb = models.FloatField(
-        "capacity (GB)", null=True, blank=True, validators=[validate_positive]
+        "capacity (GB)",
+        null=True,
+        blank=True,
+        validators=[validate_positive, bounds.TARGET_CAPACITY_GB],
     )
     pool = models.ForeignKey(
         StoragePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="targets"
     )
     count = models.PositiveSmallIntegerField(
         default=1,
-        validators=[MinValueValidator(1)],
+        validators=[MinValueValidator(1), bounds.TARGETS],
         help_text="Identical targets this row stands for (e.g. 6 per server).",
     )
 

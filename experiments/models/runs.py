@@ -62,6 +62,12 @@ def refresh_summaries(run_ids) -> None:
 # app is ready), so neither the janitor nor the matrices import the adaptive decisions.
 runs_ended = Signal()
 
+# Sent with ``run_ids`` whenever runs with metric rows may have changed whether they are data
+# (their status, ``Run.DATA``), inside the change's transaction: experiments.results.store marks
+# their headline metrics again (``primary`` only on runs that are data) and refreshes their
+# summaries (connected when the app is ready).
+data_changed = Signal()
+
 
 class RunQuerySet(models.QuerySet):
     def visible_to(self, user) -> RunQuerySet:
@@ -73,14 +79,32 @@ class RunQuerySet(models.QuerySet):
         source, the stored verdict) refreshes the summaries of the runs it changes, in its
         transaction (experiments.results.summaries). Runs without a headline metric are in no
         summary (the executor writes a run's verdict before its metrics): nothing to refresh;
-        their configuration key is brought up to date when their metrics are stored."""
-        if not SUMMARY_FIELDS.intersection(kwargs):
+        their configuration key is brought up to date when their metrics are stored.
+
+        A status that moves runs with metric rows in or out of the data (``Run.DATA``: a
+        succeeded run cancelled, a failed one set to succeeded) marks their headline
+        metrics again (``data_changed``), in the same transaction."""
+        status = kwargs.get("status")
+        if status is not None:
+            data = status in Run.DATA
+            moved = self.filter(metrics__isnull=False)
+            moved = (
+                moved.exclude(status__in=Run.DATA) if data else moved.filter(status__in=Run.DATA)
+            )
+        if not SUMMARY_FIELDS.intersection(kwargs) and status is None:
             return super().update(**kwargs)
         with transaction.atomic(using=self.db):
-            ids = list(self.filter(metrics__primary=True).values_list("pk", flat=True).distinct())
+            ids = []
+            if SUMMARY_FIELDS.intersection(kwargs):
+                ids = list(
+                    self.filter(metrics__primary=True).values_list("pk", flat=True).distinct()
+                )
+            changed = [] if status is None else list(moved.values_list("pk", flat=True).distinct())
             count = super().update(**kwargs)
             if ids:
                 refresh_summaries(run_ids=ids)
+            if changed:
+                data_changed.send(sender=Run, run_ids=changed)
         return count
 
 
@@ -107,6 +131,11 @@ class Run(OwnedModel, PublishedModel):
         Status.IMPORTED,
         Status.PUBLISHED,
     }
+    # Runs that finished as measured: only their metrics are data (DESIGN.md). A cancelled,
+    # failed (a tool's error, a timeout, an unparseable output) or unfinished run keeps what it
+    # measured on its own page, but none of its metrics is ``primary``: no comparison,
+    # summary, runs-table value, export or API aggregate counts it.
+    DATA = frozenset({Status.SUCCEEDED, Status.IMPORTED, Status.PUBLISHED})
 
     # No index of its own: exp_run_testbed_created_id (testbed, -created, -id) leads with it
     # (lookups by testbed, the PROTECT check of a testbed's delete); one index fewer to keep
@@ -287,6 +316,11 @@ class Run(OwnedModel, PublishedModel):
         instance._summarised = instance._summary_values()
         return instance
 
+    @property
+    def is_data(self) -> bool:
+        """Whether the run finished as measured (``DATA``): its metrics count in comparisons."""
+        return self.status in Run.DATA
+
     def _summary_values(self) -> tuple:
         # Parameters as text: a dict changed in place is still told from the loaded one.
         return tuple(
@@ -297,10 +331,15 @@ class Run(OwnedModel, PublishedModel):
     def save(self, *args, **kwargs) -> None:
         """A saved change of what the summaries read refreshes them in the same transaction
         (a new run has no metrics, hence no summary, yet)."""
-        if not self._state.adding and kwargs.get("update_fields") is None:
-            # The key as the summaries last set it, not as this instance read it.
-            stored = Run.objects.filter(pk=self.pk).values_list("config_key", flat=True)
-            self.config_key = next(iter(stored), self.config_key)
+        fields = kwargs.get("update_fields")
+        was_data = None  # whether the stored row is data, when the status may change
+        if not self._state.adding and (fields is None or "status" in fields):
+            stored = Run.objects.filter(pk=self.pk).values_list("config_key", "status").first()
+            if stored is not None:
+                if fields is None:
+                    # The key as the summaries last set it, not as this instance read it.
+                    self.config_key = stored[0]
+                was_data = stored[1] in Run.DATA
         loaded = getattr(self, "_summarised", None)
         now = self._summary_values()
         fields = kwargs.get("update_fields")
@@ -308,12 +347,17 @@ class Run(OwnedModel, PublishedModel):
         changed = (loaded != now if loaded is not None else not self._state.adding) and (
             fields is None or bool(SUMMARY_FIELDS.intersection(fields))
         )
-        if not changed:
+        # Moved in or out of the data: its headline metrics are marked again.
+        moved = was_data is not None and was_data != self.is_data
+        if not changed and not moved:
             super().save(*args, **kwargs)
         else:
             with transaction.atomic():
                 super().save(*args, **kwargs)
-                refresh_summaries(run_ids=[self.pk])
+                if changed:
+                    refresh_summaries(run_ids=[self.pk])
+                if moved:
+                    data_changed.send(sender=Run, run_ids=[self.pk])
         self._summarised = now
 
     def get_absolute_url(self) -> str:
@@ -647,15 +691,23 @@ def update_row(run_id: int, fields: dict) -> int:
     quote = connection.ops.quote_name
     columns, params = _set_clause(fields)
     sql = f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s"
-    if not SUMMARY_FIELDS.intersection(fields):
+    summarised = bool(SUMMARY_FIELDS.intersection(fields))
+    if not summarised and "status" not in fields:
         with connection.cursor() as cursor:  # one statement: autocommit needs no BEGIN
             cursor.execute(sql, [*params, run_id])
             return cursor.rowcount
+    # A new status of a run with metric rows may move it in or out of the data
+    # (``data_changed``: its headline metrics are marked again).
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        cursor.execute(f"{sql} RETURNING {_has_metric(primary=True)}", [*params, run_id])
+        cursor.execute(
+            f"{sql} RETURNING {_has_metric(primary=True)}, {_has_metric(primary=False)}",
+            [*params, run_id],
+        )
         row = cursor.fetchone()
-        if row is not None and row[0]:
+        if row is not None and row[0] and summarised:
             refresh_summaries(run_ids=[run_id])
+        if row is not None and row[1] and "status" in fields:
+            data_changed.send(sender=Run, run_ids=[run_id])
         return 0 if row is None else 1
 
 
@@ -663,10 +715,11 @@ class StoredRow:
     """What ``store_row`` found: whether the run had metric rows (a headline one) before,
     and its configuration columns as the update left them (SUMMARY_KEY_COLUMNS' order)."""
 
-    __slots__ = ("metrics", "primary", "columns")
+    __slots__ = ("metrics", "primary", "columns", "status")
 
-    def __init__(self, metrics: bool, primary: bool, columns: tuple) -> None:
+    def __init__(self, metrics: bool, primary: bool, columns: tuple, status: str = "") -> None:
         self.metrics, self.primary, self.columns = bool(metrics), bool(primary), columns
+        self.status = status
 
 
 def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
@@ -674,8 +727,9 @@ def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
     also writing its configuration key ``key`` when it has no metric row at all (a first
     store: no summary counts it yet, so no configuration is left); a run that has some keeps
     the key its summaries last saw, and their refresh moves it. One statement that also
-    returns what the store needs to know: the metric rows it had, and its configuration
-    columns (to check ``key``). None when the row does not exist."""
+    returns what the store needs to know: the metric rows it had, its configuration
+    columns (to check ``key``) and its status as written (whether its metrics are data).
+    None when the row does not exist."""
     quote = connection.ops.quote_name
     columns, params = _set_clause(fields)
     key_column = quote("config_key")
@@ -686,6 +740,7 @@ def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
             _has_metric(False),
             _has_metric(True),
             *(quote(Run._meta.get_field(c).column) for c in SUMMARY_KEY_COLUMNS),
+            quote("status"),
         ]
     )
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
@@ -697,7 +752,7 @@ def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
         row = cursor.fetchone()
         if row is None:
             return None
-        stored = StoredRow(row[0], row[1], tuple(row[2:]))
+        stored = StoredRow(row[0], row[1], tuple(row[2:-1]), row[-1])
         if stored.primary and SUMMARY_FIELDS.intersection(fields):
             refresh_summaries(run_ids=[run_id])
         return stored

@@ -57,6 +57,7 @@ from experiments.results.store import (
     derive,
     insert,
     metric_rows,
+    not_data,
     parse_options,
     record_launch,
 )
@@ -102,6 +103,7 @@ ITEM_FIELDS = {
 }
 METRIC_FIELDS = {"name", "value", "unit", "stat", "iteration", "extra", "source_ref"}
 STATUSES = {Run.Status.IMPORTED, Run.Status.SUCCEEDED, Run.Status.FAILED}
+DATA = Run.DATA  # the statuses whose metrics are data (a failed run's are stored, not primary)
 TOOLS = frozenset(Tool.values)  # (Tool.values is rebuilt on every access)
 
 
@@ -535,6 +537,8 @@ def _bulk_create(new: list[tuple[Item, dict[str, Any]]]) -> None:
         rows = item.metrics
         if rows and type(rows[0]) is tuple:  # explicit metrics, as _metrics checked them
             rows = metric_rows(_metric_dicts(rows))
+        if item.run.status not in Run.DATA:  # a failed run's metrics are not data
+            not_data(rows)
         for metric in rows:
             metric.run_id = run_id
         metrics.extend(rows)
@@ -855,10 +859,13 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> list[list[tuple]]:
             if not rows:
                 primaries.append([])
             elif type(rows[0]) is tuple:
-                flags = primary_flags(rows)
+                # A failed run's metrics are stored, none primary: they are not data.
+                flags = primary_flags(rows) if item.run.status in DATA else [False] * len(rows)
                 metrics.extend(_metric_lines(pk, rows, texts, flags))
                 primaries.append(list(map(_NAME_VALUE_EXTRA, compress(rows, flags))))
             else:
+                if item.run.status not in DATA:
+                    not_data(rows)
                 metrics.extend(_metric_lines(pk, rows, texts))
                 primaries.append([(m.name, m.value, m.extra) for m in rows if m.primary])
         with cursor.cursor.copy(f"COPY {plan.target} FROM STDIN") as copy:

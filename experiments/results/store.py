@@ -16,6 +16,12 @@ stores the same metrics and parameters whichever way it came in:
 - **Metrics.** Replaced as a whole, in one transaction with the run's parsed fields, one
   primary per name (``mark_primary``). A failed parse stores its error, never part of a
   result.
+- **Only data is primary.** A run that did not finish as measured (cancelled, failed, timed
+  out: not ``Run.DATA``, as its status is written with its metrics) keeps every metric it
+  measured, none of them primary: comparisons, summaries, the runs table, exports and API
+  aggregates read primary rows only, so none of them counts it, without a join on the run's
+  status. A status that changes later marks them again (``mark_data``, on
+  ``experiments.models.runs.data_changed``).
 - **Raw output first.** Callers store the raw text before it is parsed (or, in bulk, in the
   same rows), and a parser that fails or crashes records its error: nothing is lost, and
   ``reparse`` can retry after a parser fix.
@@ -248,6 +254,8 @@ def _store_with_metrics(run: Run, fields: dict[str, Any], rows: list) -> None:
         stored = store_row(run.pk, fields, key)
         if stored is None:
             return
+        if stored.status not in Run.DATA:
+            not_data(rows)
         if stored.metrics:
             _replace(run, rows, {True} if stored.primary else {False})
             return
@@ -352,8 +360,58 @@ def replace_metrics(run: Run, metrics: Iterable[dict[str, Any]] | list[SimpleNam
             .values_list("primary", flat=True)
             .distinct()
         )
+        status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+        if status not in Run.DATA:
+            not_data(rows)
         _replace(run, rows, had)
     return rows
+
+
+def not_data(rows: list) -> list:
+    """``rows`` (``metric_rows``) of a run that is not data (``Run.DATA``): none primary."""
+    for row in rows:
+        row.primary = False
+    return rows
+
+
+def mark_data(run_ids: Iterable[int]) -> None:
+    """Mark the headline metrics of ``run_ids`` again after their status changed: those of a
+    run that is data by ``mark_primary``, none of another's; the summaries of the runs whose
+    flags changed are refreshed (the Metric queryset's update), in the caller's transaction.
+    One query per hundred runs to read the flags, one per change."""
+    run_ids = list(run_ids)
+    promote: list[int] = []
+    demote: list[int] = []
+    for start in range(0, len(run_ids), 500):
+        chunk = run_ids[start : start + 500]
+        data = set(
+            Run.objects.filter(pk__in=chunk, status__in=Run.DATA).values_list("pk", flat=True)
+        )
+        rows: dict[int, list] = {}
+        for row in (
+            Metric.objects.filter(run_id__in=chunk)
+            .order_by("run_id", "id")
+            .values("id", "run_id", "name", "stat", "iteration", "extra", "primary")
+        ):
+            rows.setdefault(row["run_id"], []).append(SimpleNamespace(**row))
+        for run_id, metrics in rows.items():
+            was = [m.primary for m in metrics]
+            if run_id in data:
+                mark_primary(metrics)
+            else:
+                not_data(metrics)
+            for metric, before in zip(metrics, was, strict=True):
+                if metric.primary != before:
+                    (promote if metric.primary else demote).append(metric.id)
+    with transaction.atomic(), summaries.batch():
+        if demote:
+            Metric.objects.filter(pk__in=demote).update(primary=False)
+        if promote:
+            Metric.objects.filter(pk__in=promote).update(primary=True)
+
+
+def on_data_changed(sender, run_ids, **kwargs) -> None:
+    mark_data(run_ids)
 
 
 def _replace(run: Run, rows: list, had: set[bool]) -> None:

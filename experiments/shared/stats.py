@@ -117,13 +117,23 @@ def sample_variance(n: int, mean: float, sum_sq: float) -> float:
 
 
 def confidence_interval(
-    n: int, mean: float, stddev: float | None, level: float = 0.95
+    n: int,
+    mean: float,
+    stddev: float | None,
+    level: float = 0.95,
+    floor: float | None = None,
 ) -> tuple[float, float] | None:
-    """Two-sided t interval of the mean; None for fewer than two values."""
+    """Two-sided t interval of the mean; None for fewer than two values. ``floor``: the
+    least value the quantity can take (0 for throughput, op/s, latency, sizes): the lower
+    end is clipped at it (the t interval of two or three spread values reaches below zero,
+    which a throughput never does; the upper end stays the t interval's)."""
     if n < 2 or stddev is None or math.isnan(stddev):
         return None
     half = t_ppf(0.5 + level / 2.0, n - 1) * stddev / math.sqrt(n)
-    return mean - half, mean + half
+    low = mean - half
+    if floor is not None and low < floor:
+        low = floor
+    return low, mean + half
 
 
 def cv(mean: float, stddev: float | None) -> float | None:

@@ -11,11 +11,13 @@ are checked on the server (:func:`work_path_problem`), whatever the node's own c
 from __future__ import annotations
 
 import ipaddress
+import math
 import posixpath
 import re
 import unicodedata
 
 from django.core.exceptions import ValidationError
+from django.utils.deconstruct import deconstructible
 
 # System directories: neither they nor anything below them may hold benchmarks.
 SYSTEM_TREES = (
@@ -175,3 +177,114 @@ def validate_slurm_name(value: str) -> None:
             "'-' or '.')",
             code="slurm_name",
         )
+
+
+# --- What datasheets allow ------------------------------------------------------------------
+# The largest value a real datasheet states, with headroom (docs/design-notes.md, "Datasheet
+# bounds", says why each): a number beyond it is a typo or a unit slip (MHz for GHz, MB for
+# GB), and the limits would multiply it into a testbed's ceiling.
+
+
+@deconstructible
+class AtMost:
+    """``value <= limit`` (and finite), with the reason in the message: "at most 10 GHz: no
+    CPU runs faster (got 500)"."""
+
+    def __init__(self, limit: float, unit: str, why: str) -> None:
+        self.limit, self.unit, self.why = limit, unit, why
+
+    def __call__(self, value) -> None:
+        if value is None:
+            return
+        if not math.isfinite(value) or value > self.limit:
+            raise ValidationError(
+                f"at most {_number(self.limit)}{' ' + self.unit if self.unit else ''}: "
+                f"{self.why} (got {_number(value)})",
+                code="max_value",
+            )
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, AtMost) and (self.limit, self.unit, self.why) == (
+            other.limit,
+            other.unit,
+            other.why,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.limit, self.unit, self.why))
+
+
+def _number(value: float) -> str:
+    """1,000,000 and 2.5, not 1e+06."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if float(value).is_integer() and abs(value) < 1e18:
+        return f"{int(value):,}"
+    return f"{value:,.6g}" if abs(value) < 1e15 else f"{value:.3g}"
+
+
+# Each bound: the value, its unit, and why (docs/design-notes.md, "Datasheet bounds").
+SOCKETS = AtMost(32, "sockets", "the largest single systems (HPE Superdome Flex) have 32")
+CORES_PER_SOCKET = AtMost(
+    512, "cores", "the largest CPUs have 192 (AMD EPYC 9965) to 288 (Intel Xeon 6780E)"
+)
+THREADS_PER_CORE = AtMost(8, "threads", "SMT8 (IBM POWER) is the most any CPU runs")
+CLOCK_GHZ = AtMost(10, "GHz", "no CPU runs above about 6.2 GHz (is it a value in MHz?)")
+NUMA_DOMAINS = AtMost(256, "domains", "32 sockets with 8 sub-NUMA clusters each")
+MEMORY_GIB = AtMost(
+    65536, "GiB", "64 TiB is the most one system holds (IBM Power E1080, HPE Superdome Flex)"
+)
+MEMORY_CHANNELS = AtMost(512, "channels", "32 sockets with 12 channels each are 384")
+TDP_WATTS = AtMost(1000, "W", "a processor's TDP; the hottest CPUs state 500 W")
+DRIVES = AtMost(1024, "drives", "a server with external enclosures (106 per 4U JBOD)")
+DRIVE_CAPACITY_GB = AtMost(
+    1_000_000, "GB", "the largest drives hold about 250 TB (is it a value in MB?)"
+)
+DRIVE_MBPS = AtMost(
+    100_000, "MB/s", "a PCIe 6 x16 link carries about 128 GB/s; NVMe drives state up to 15,000"
+)
+DRIVE_IOPS = AtMost(100_000_000, "IOPS", "the fastest drives state 3 to 6 million")
+PCIE_LANES = AtMost(32, "lanes", "x32 is the widest PCIe link")
+NIC_RATE_GBPS = AtMost(
+    3200, "Gb/s", "the fastest links are 800 Gb/s (XDR InfiniBand, 800 GbE; is it in Mb/s?)"
+)
+NIC_USABLE_GBYTES = AtMost(400, "GB/s", "a 3,200 Gb/s link would carry 400 GB/s")
+NIC_PORTS = AtMost(16, "ports", "adapters have 1 to 4 ports (8 on breakout cards)")
+NIC_ADAPTERS = AtMost(64, "adapters", "a server has a few PCIe slots (OCP and riser cards)")
+LINKS = AtMost(1024, "links", "64 adapters with 16 ports each")
+TARGET_DISKS = AtMost(1024, "disks", "a RAID array or pool of a few enclosures")
+TARGET_CAPACITY_GB = AtMost(100_000_000, "GB", "100 PB is beyond any one storage target")
+TARGETS = AtMost(1024, "targets", "BeeGFS servers run a few to a few dozen targets")
+
+
+# BeeGFS releases: 7.4.5, 8.0, 7.3.2-1 (a package revision), 7.0-beta1, and the FhGFS/BeeGFS
+# releases named by date, 2015.03-r17.
+BEEGFS_VERSION = re.compile(
+    r"^(?:[1-9][0-9]?(?:\.[0-9]{1,3}){1,3}|20[0-9]{2}\.[0-9]{2}(?:-r[0-9]{1,3})?)"
+    r"(?:[-~+][A-Za-z0-9]{1,20}(?:\.[A-Za-z0-9]{1,20})*)?\Z"
+)
+
+
+def validate_beegfs_version(value: str) -> None:
+    """A BeeGFS version as its packages and ``beegfs-ctl --version`` state it."""
+    if value and not BEEGFS_VERSION.match(value):
+        raise ValidationError(
+            f"{value[:40]!r} is not a BeeGFS version: write it as the release states it, "
+            "e.g. 7.4.5, 8.0 or 2015.03-r17",
+            code="beegfs_version",
+        )
+
+
+def usable_problem(rate_gbps: float | None, usable_gbytes: float | None) -> str | None:
+    """Why a link's usable bandwidth (GB/s) cannot be what a link of ``rate_gbps`` carries:
+    no link carries more than its line rate (100 Gb/s is 12.5 GB/s)."""
+    if rate_gbps is None or usable_gbytes is None:
+        return None
+    if not (math.isfinite(rate_gbps) and math.isfinite(usable_gbytes)):
+        return None  # the fields' own validators say why
+    if usable_gbytes > rate_gbps / 8:
+        return (
+            f"{_number(usable_gbytes)} GB/s is more than the line rate carries "
+            f"({_number(rate_gbps)} Gb/s is {_number(rate_gbps / 8)} GB/s)"
+        )
+    return None

@@ -57,7 +57,9 @@ def test_two_runs_show_min_max_not_a_confidence_interval(arm):
     add_run(arm, 5e9, threads=8)
     result, chart = chart_of("metric=write_bw&x=param:threads&series=arch")
     point = next(p for p in result.points if p.x == "4")
-    assert point.n == 2 and point.ci_low < -600  # the API keeps the statistic itself
+    # The API keeps the interval, its lower end clipped at zero (issue 25: a throughput
+    # has no interval below zero); the upper end is the t interval's.
+    assert point.n == 2 and point.ci_low == 0.0 and point.ci_high > 800
     (trace,) = traces(chart)
     error = trace["error_y"]
     assert error["arrayminus"][0] == pytest.approx(59.0)  # 62 - min 3
