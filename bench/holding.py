@@ -78,6 +78,7 @@ def main() -> None:
     from django.utils import timezone
 
     from experiments.execution import execute, holding
+    from experiments.execution.attempt import Attempt
     from experiments.models import NodeLease, Run
 
     user, (tb1, tb2), make_run = setup()
@@ -117,7 +118,7 @@ def main() -> None:
 
         def wait(waiter=waiter, got=got):
             try:
-                assert execute._hold(waiter) is None
+                assert execute._hold(Attempt(waiter, token="", worker="")) is None
                 got.append(time.perf_counter())
             finally:
                 connection.close()

@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from experiments.execution import holding
-from experiments.execution.execute import update_run
+from experiments.execution.attempt import update_run
 from experiments.models import Run, Worker
 from experiments.models.runs import runs_ended
 

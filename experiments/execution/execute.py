@@ -1,6 +1,8 @@
 """Running one benchmark run on this node: claim it, prepare the node, start the tool in its
 own process group, stream its output into the database, stop it on timeout or cancel, then
-store the raw output *before* parsing it.
+store the raw output *before* parsing it. The claim starts an ``Attempt``
+(``experiments.execution.attempt``) that every step takes; a Slurm-mode run's allocation is
+``experiments.execution.allocation``.
 
 Invariants:
 - A delivery whose dispatch token is not the run's current token does nothing (duplicate
@@ -38,7 +40,8 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models.expressions import Col
 from django.utils import timezone
 
-from experiments.execution import agent, holding, nodepolicy
+from experiments.execution import agent, allocation, holding, nodepolicy
+from experiments.execution.attempt import Attempt, Outcome
 from experiments.models import Run, Worker
 from experiments.models.runs import update_row
 from experiments.results import telemetry
@@ -57,11 +60,11 @@ HISTORY_BYTES = 64 * 1024
 NOT_TOOL_PARAMS = frozenset({"target", "slurm_nodes"})
 
 
-def claim(run_id: int, token: str, worker: str) -> Run | None:
-    """Mark the run as running by this worker, or None when this delivery is stale. In the
-    same transaction (one durable commit on the fast path), the run's first try at holding
-    its nodes (``experiments.execution.holding``): ``held(run)`` says whether it holds them
-    already."""
+def claim(run_id: int, token: str, worker: str) -> Attempt | None:
+    """Mark the run as running by this worker and start its attempt, or None when this
+    delivery is stale. In the same transaction (one durable commit on the fast path), the
+    run's first try at holding its nodes (``experiments.execution.holding``): the attempt's
+    ``held`` says whether it holds them already."""
     with transaction.atomic():
         run = _locked_run(run_id)
         if run is None:
@@ -108,12 +111,11 @@ def claim(run_id: int, token: str, worker: str) -> Run | None:
         held, _ = holding.try_acquire(run, names)
         if held:
             run.nodes_held = names
-        run.__dict__[HELD] = held
         # What run.save(update_fields=CLAIMED_FIELDS) writes (no summarised field among
         # them), as one plain UPDATE.
         run.updated = now
         update_row(run.pk, {name: getattr(run, name) for name in CLAIMED_FIELDS})
-        return run
+        return Attempt(run, token=str(token), worker=worker, held=held)
 
 
 def _locked_run(run_id: int) -> Run | None:
@@ -182,42 +184,7 @@ CLAIMED_FIELDS = [
 ]
 
 
-# Set on a claimed run: whether it holds its nodes (claim, _hold); whether it freed them.
-HELD = "_holds_nodes"
-RELEASED = "_nodes_released"
-
-
-def held(run: Run) -> bool:
-    return bool(run.__dict__.get(HELD))
-
-
-def stage(run: Run, **fields: Any) -> None:
-    """Set fields of the run that are written with its next write (``update_run``) rather
-    than in a commit of their own: the command and the tool's pid, which a run of a few
-    milliseconds would otherwise pay a durable commit each for. A run that outlasts its
-    first wait writes them at once (``_supervise``)."""
-    run.__dict__.setdefault("_staged", {}).update(fields)
-    for key, value in fields.items():
-        setattr(run, key, value)
-
-
-def staged(run: Run) -> bool:
-    return bool(run.__dict__.get("_staged"))
-
-
-def update_run(run: Run, **fields: Any) -> int:
-    """Write fields of the run (and those staged), as one plain UPDATE that keeps the
-    configuration summaries' rule (``experiments.models.runs.update_row``); 0 when its row
-    no longer exists (deleted meanwhile)."""
-    fields = {**run.__dict__.pop("_staged", {}), **fields}
-    fields.setdefault("updated", timezone.now())
-    count = update_row(run.pk, fields)
-    for key, value in fields.items():
-        setattr(run, key, value)
-    return count
-
-
-def _finish(run: Run, status: str, output: str, exit_code: int | None, error: str) -> None:
+def _finish(attempt: Attempt, status: str, output: str, exit_code: int | None, error: str) -> None:
     """Store the outcome in two transactions: the raw output (the run still shows as
     running) with the telemetry of the tool's run, committed before anything is parsed;
     then the parsed metrics, the final status and the release of the run's nodes, all or
@@ -227,6 +194,7 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
     flush (``_commit_unflushed``); the second, synchronous, commit flushes the WAL up to
     its own record, so once the outcome is committed both are durable. The claim stays
     synchronous: it holds the run's nodes before the tool touches them."""
+    run = attempt.run
     outermost = not connection.in_atomic_block
     with transaction.atomic():
         if outermost:
@@ -237,10 +205,13 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
         # row of this node to replace.
         verdict: dict[str, Any] = {}
         telemetry.save_deferred(
-            run, alone=not agent.others_held(run), first=run.attempts == 1, verdict=verdict
-        )
-        if not update_run(
             run,
+            attempt.take_telemetry(),
+            alone=not agent.others_held(run),
+            first=run.attempts == 1,
+            verdict=verdict,
+        )
+        if not attempt.update(
             raw_output=output[-MAX_OUTPUT_BYTES:],
             exit_code=exit_code,
             finished_at=timezone.now(),
@@ -267,7 +238,7 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
             if output.strip():
                 parse_stored(run, outcome=outcome)
             else:
-                update_run(run, **outcome(run))
+                attempt.update(**outcome(run))
             holding.release(run)
     except IntegrityError:
         # Foreign keys are checked as the transaction commits: a run deleted meanwhile.
@@ -275,7 +246,7 @@ def _finish(run: Run, status: str, output: str, exit_code: int | None, error: st
             raise
         log.warning("run %s was deleted while its output was parsed", run.pk)
         return
-    run.__dict__[RELEASED] = True
+    attempt.released = True
 
 
 def _commit_unflushed() -> None:
@@ -421,19 +392,20 @@ def execute(run_id: int, token: str, worker: str) -> str:
     before anything is created or started, when this node's BEEWEB_NODE_DIRS does not
     contain it) and a scratch directory under RUN_DIR; both are removed afterwards, and
     nothing else is."""
-    run = claim(run_id, token, worker)
-    if run is None:
+    attempt = claim(run_id, token, worker)
+    if attempt is None:
         return "stale"
+    run = attempt.run
     try:
-        stopped = None if held(run) else _hold(run)
+        stopped = None if attempt.held else _hold(attempt)
         if stopped is not None:
-            _finish(run, *stopped)
+            _finish(attempt, *stopped)
             return run.status
         with _beating(run):
-            _attempt(run, worker)
+            _attempt(attempt)
         return run.status
     finally:
-        if not run.__dict__.get(RELEASED):
+        if not attempt.released:
             holding.release(run)
 
 
@@ -550,27 +522,29 @@ def _beat_once(run_id: int, attempt: int) -> None:
     )
 
 
-def _hold(run: Run) -> tuple[str, str, int | None, str] | None:
+def _hold(attempt: Attempt) -> Outcome | None:
     """Wait until the run holds all its nodes (None), writing heartbeats and why it waits;
     the outcome when it is cancelled or deleted meanwhile. ``started_at`` becomes the moment
     the nodes are held: the time before it is waiting, not running."""
+    run = attempt.run
     names = holding.nodes_for(run)
     last_write = time.monotonic()
     while True:
         got, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
         if got:
             now = timezone.now()
-            update_run(run, waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
+            attempt.update(waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
+            attempt.held = True
             return None
         tick = time.monotonic()
         if tick - last_write >= settings.RUN_PROGRESS_SECONDS:
             last_write = tick
             now = timezone.now()
-            if not update_run(run, heartbeat_at=now):
+            if not attempt.update(heartbeat_at=now):
                 return Run.Status.CANCELLED, "", None, "the run was deleted while it waited"
             Worker.objects.filter(name=run.worker).update(last_seen=now)
         if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-            update_run(run, waiting_for="")
+            attempt.update(waiting_for="")
             return (
                 Run.Status.CANCELLED,
                 "",
@@ -580,12 +554,12 @@ def _hold(run: Run) -> tuple[str, str, int | None, str] | None:
         time.sleep(holding.POLL_SECONDS)
 
 
-def _attempt(run: Run, worker: str) -> None:
+def _attempt(attempt: Attempt) -> None:
     """The attempt once the run holds its nodes: its directories, the tool, the outcome."""
     try:
-        workdir = _run_dir(run, worker)
+        workdir = _run_dir(attempt.run, attempt.worker)
     except Refused as exc:
-        _finish(run, Run.Status.FAILED, "", None, str(exc))
+        _finish(attempt, Run.Status.FAILED, "", None, str(exc))
         return
     created = [workdir]
     try:
@@ -599,13 +573,13 @@ def _attempt(run: Run, worker: str) -> None:
             outcome = (Run.Status.FAILED, "", None, f"could not create {scratch}: {exc}")
         else:
             created.append(scratch)
-            outcome = _run_in(run, workdir, scratch)
+            outcome = _run_in(attempt, workdir, scratch)
     finally:
-        _remove_beating(run, created)
-    _finish(run, *outcome)
+        _remove_beating(attempt, created)
+    _finish(attempt, *outcome)
 
 
-def _remove_beating(run: Run, paths: list[Path]) -> None:
+def _remove_beating(attempt: Attempt, paths: list[Path]) -> None:
     """Remove ``paths`` before the outcome is stored (a finished run leaves nothing on the
     node), writing heartbeats meanwhile: removing a large mdtest tree can outlast
     RUN_STALE_SECONDS, and the janitor must not take the run for orphaned. Small directories
@@ -619,7 +593,7 @@ def _remove_beating(run: Run, paths: list[Path]) -> None:
     while remover.is_alive():
         remover.join(settings.RUN_PROGRESS_SECONDS)
         if remover.is_alive():
-            update_run(run, heartbeat_at=timezone.now())
+            attempt.update(heartbeat_at=timezone.now())
 
 
 def _small(path: Path, most: int = 64) -> bool:
@@ -635,11 +609,12 @@ def _small(path: Path, most: int = 64) -> bool:
     return True
 
 
-def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | None, str]:
+def _run_in(attempt: Attempt, workdir: Path, scratch: Path) -> Outcome:
     """Build the command for the run's directory, apply the tuning the node allows, run the
     preparation steps and the tool; (status, output, exit code, error). Every OS setting
     applied is restored before this returns, whatever happened. A Slurm-mode run first gets
-    its nodes from Slurm (``_run_in_slurm``)."""
+    its nodes from Slurm (``experiments.execution.allocation``)."""
+    run = attempt.run
     try:
         spec = replace(LaunchSpec.read(run.launch), workdir=str(workdir))
         adapter = get_adapter(run.tool)
@@ -648,26 +623,33 @@ def _run_in(run: Run, workdir: Path, scratch: Path) -> tuple[str, str, int | Non
     except LaunchError as exc:
         return Run.Status.FAILED, "", None, str(exc)
     if spec.mode == "slurm":
-        return _run_in_slurm(run, spec, adapter, scratch)
-    return _build_and_run(run, spec, adapter, scratch)
+        return allocation.run_in_slurm(
+            attempt,
+            spec,
+            adapter,
+            _tool_params(run),
+            lambda inner, job: _build_and_run(attempt, inner, adapter, scratch, job),
+        )
+    return _build_and_run(attempt, spec, adapter, scratch)
 
 
 def _build_and_run(
-    run: Run,
+    attempt: Attempt,
     spec: LaunchSpec,
     adapter: Any,
     scratch: Path,
-    job: str = "",
-    on_stop: Callable[[], None] | None = None,
-) -> tuple[str, str, int | None, str]:
-    """The command built for ``spec`` (inside Slurm job ``job`` when given), the node's
-    configuration recorded, tuning applied, then the steps and the tool."""
+    job: allocation.Job | None = None,
+) -> Outcome:
+    """The command built for ``spec`` (inside Slurm job ``job`` when given: its steps, its
+    nodes' cache drop, its scancel when the run is stopped), the node's configuration
+    recorded, tuning applied, then the steps and the tool."""
+    run = attempt.run
     try:
-        ctx = spec.context(scratch, run_as_root=os.geteuid() == 0, slurm_job=job)
+        ctx = spec.context(scratch, run_as_root=os.geteuid() == 0, slurm_job=job.id if job else "")
         command = adapter.build(_tool_params(run), ctx)
         _check_paths(command, ctx)
         if job:
-            command = slurm.as_steps(command, job, spec.mode)
+            command = slurm.as_steps(command, job.id, spec.mode)
     except ParamError as exc:
         return Run.Status.FAILED, "", None, f"invalid parameters: {exc}"
 
@@ -680,21 +662,27 @@ def _build_and_run(
             _tuning_for(run, spec), ctx.workdir, allowed
         )
     launch = record_launch(run.launch, run.params, command.parse_options)
-    stage(  # written as the tool starts (or by the first step that writes before)
-        run,
+    attempt.stage(  # written as the tool starts (or by the first step that writes before)
         argv=command.argv,
         command=" ".join(command.argv),
         effective_config=config,
         tool_version=(config.get("tool_version") or "")[:60],
         launch=launch,
     )
-    drop = (lambda: slurm.drop_caches(job, [h.name for h in spec.hosts])) if job else None
     try:
-        return _run_steps(run, spec, command, ctx, config, drop=drop, on_stop=on_stop)
+        return _run_steps(
+            attempt,
+            spec,
+            command,
+            ctx,
+            config,
+            drop=job.drop_caches if job else None,
+            on_stop=job.stop if job else None,
+        )
     finally:
         if applied:
             nodeconfig.restore_tuning(applied)
-            update_run(run, effective_config=config)
+            attempt.update(effective_config=config)
 
 
 def _tool_params(run: Run) -> dict[str, Any]:
@@ -705,146 +693,20 @@ def _tool_params(run: Run) -> dict[str, Any]:
     }
 
 
-def _run_in_slurm(
-    run: Run, spec: LaunchSpec, adapter: Any, scratch: Path
-) -> tuple[str, str, int | None, str]:
-    """The run inside a Slurm allocation of its own (``runners.slurm``): allocate, record the
-    job and its nodes, run the steps, and end with Slurm's verdict when Slurm ended the job.
-    The allocation is released (and its final state recorded) whatever happened."""
-    inner = slurm.inner_mode(adapter.modes)
-    if inner is None:
-        return Run.Status.FAILED, "", None, f"{run.tool} cannot run in Slurm mode"
-    try:
-        adapter.validate(_tool_params(run))  # before Slurm is asked for anything
-    except ParamError as exc:
-        return Run.Status.FAILED, "", None, f"invalid parameters: {exc}"
-    try:
-        argv = slurm.salloc_argv(
-            run.pk,
-            nodes=spec.nodes,
-            tasks_per_node=spec.tasks_per_node,
-            partition=spec.partition,
-            account=spec.account,
-            timeout_s=spec.timeout_s or 3600,
-        )
-    except ParamError as exc:
-        return Run.Status.FAILED, "", None, f"invalid Slurm settings: {exc}"
-    allocation = slurm.Allocation(argv)
-    stopped = threading.Event()  # cancelled, timed out or deleted: beeweb ended the job
-
-    def stop() -> None:
-        if allocation.job_id:
-            stopped.set()
-            slurm.cancel(allocation.job_id)
-
-    try:
-        allocation.start()
-        waited = _allocate(run, allocation)
-        if waited is not None:
-            return waited
-        job_id = str(allocation.job_id)
-        job = slurm.show_job(job_id)
-        names = slurm.hostnames(job.nodelist)
-        hosts = slurm.hosts_of(names)
-        update_run(
-            run,
-            slurm_job_id=job_id,
-            slurm_state=job.state,
-            slurm_reason=job.reason,
-            slurm_nodes=names,
-            launch={**run.launch, "hosts": [[h.name, h.address] for h in hosts]},
-        )
-        # Slurm's time limit ends the job before the executor's own deadline does.
-        timeout_s = slurm.minutes(spec.timeout_s or 3600) * 60 + slurm.GRACE_SECONDS
-        inner_spec = replace(spec, mode=inner, hosts=hosts, timeout_s=timeout_s)
-        status, output, exit_code, error = _build_and_run(
-            run, inner_spec, adapter, scratch, job=job_id, on_stop=stop
-        )
-        if stopped.is_set():
-            error = f"{error}; Slurm job {job_id} cancelled (scancel)"
-        elif status != Run.Status.SUCCEEDED:
-            job = slurm.settled(job_id)
-            if not job.live:
-                error = f"Slurm ended job {job_id}: {job.describe()}"
-                status = Run.Status.FAILED
-        return status, output, exit_code, error
-    except slurm.SlurmError as exc:
-        return Run.Status.FAILED, allocation.output(), None, f"Slurm: {exc}"
-    finally:
-        allocation.release()
-        _record_job(run, allocation.job_id)
-
-
-def _allocate(run: Run, allocation: Any) -> tuple[str, str, int | None, str] | None:
-    """Wait until Slurm grants the allocation (None), writing heartbeats and the pending job;
-    the outcome when salloc fails or the run is cancelled or deleted meanwhile (a pending
-    job is then cancelled)."""
-    last_write = time.monotonic()
-    while not allocation.granted.wait(0.2):
-        if allocation.job_id and run.slurm_job_id != allocation.job_id:
-            update_run(
-                run,
-                slurm_job_id=allocation.job_id,
-                slurm_state="PENDING",
-                waiting_for=f"waiting for Slurm to allocate job {allocation.job_id}",
-            )
-        if allocation.ended:
-            allocation.release()  # reads the rest of its output
-            if allocation.granted.is_set():
-                break
-            lines = allocation.output().splitlines()
-            why = lines[-1] if lines else f"exit status {allocation.proc.returncode}"
-            return (
-                Run.Status.FAILED,
-                allocation.output(),
-                allocation.proc.returncode,
-                f"Slurm refused the allocation: {why}",
-            )
-        tick = time.monotonic()
-        if tick - last_write < settings.RUN_PROGRESS_SECONDS:
-            continue
-        last_write = tick
-        now = timezone.now()
-        alive = update_run(run, heartbeat_at=now)
-        Worker.objects.filter(name=run.worker).update(last_seen=now)
-        cancel = alive and Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
-        if not alive or cancel:
-            if allocation.job_id:
-                slurm.cancel(allocation.job_id)
-            what = f"Slurm job {allocation.job_id}" if allocation.job_id else "the allocation"
-            if not alive:
-                return Run.Status.CANCELLED, "", None, f"the run was deleted; {what} cancelled"
-            return Run.Status.CANCELLED, "", None, f"cancelled while {what} was pending"
-    update_run(run, waiting_for="", slurm_job_id=str(allocation.job_id))
-    return None
-
-
-def _record_job(run: Run, job_id: str | None) -> None:
-    """The job's final state and reason, once salloc has let it go."""
-    if not job_id:
-        return
-    try:
-        job = slurm.settled(job_id, wait=5.0)
-    except slurm.SlurmError as exc:
-        log.warning("run %s: could not read Slurm job %s: %s", run.pk, job_id, exc)
-        return
-    update_run(run, slurm_state=job.state, slurm_reason=job.reason)
-
-
 def _run_steps(
-    run: Run,
+    attempt: Attempt,
     spec: LaunchSpec,
     command: Command,
     ctx: Any,
     config: dict[str, Any],
     drop: Callable[[], Any] | None = None,
     on_stop: Callable[[], None] | None = None,
-) -> tuple[str, str, int | None, str]:
+) -> Outcome:
     """Preparation steps, the cache drop on every node (each held node by its own worker's
-    node agent, experiments.execution.agent; ``drop`` adds a Slurm run's allocated nodes, dropped
-    through
-    the allocation), then the measured command, under one timeout. ``on_stop`` runs before a
-    cancelled, timed-out or deleted run's process group is killed."""
+    node agent, experiments.execution.agent; ``drop`` adds a Slurm run's allocated nodes,
+    dropped through the allocation), then the measured command, under one timeout.
+    ``on_stop`` runs before a cancelled, timed-out or deleted run's process group is killed."""
+    run = attempt.run
     timeout_s = spec.timeout_s or 3600
     deadline = time.monotonic() + timeout_s
     try:
@@ -854,7 +716,7 @@ def _run_steps(
     for index, argv in enumerate(command.prepare):
         step = replace(command, argv=argv, prepare=[])
         status, output, exit_code, error = _supervise(
-            run,
+            attempt,
             step,
             ctx.scratch,
             timeout_s,
@@ -866,28 +728,28 @@ def _run_steps(
         config.setdefault("prepare", []).append(
             {"argv": argv, "exit_code": exit_code, "output": output[-HISTORY_BYTES:]}
         )
-        update_run(run, effective_config=config)
+        attempt.update(effective_config=config)
         if status != Run.Status.SUCCEEDED:
             return status, "", exit_code, f"preparation step {' '.join(argv)}: {error}"
     if spec.drop_caches:
         # Every node the run holds drops its caches, each by its own worker
         # (experiments.execution.agent);
         # a Slurm run's allocated nodes drop theirs through the allocation.
-        drops = agent.drop_caches(run, list(run.nodes_held or []), lambda: _beat(run))
+        drops = agent.drop_caches(run, list(run.nodes_held or []), lambda: _beat(attempt))
         if drops is None:
             return Run.Status.CANCELLED, "", None, "cancelled while its nodes dropped caches"
         if drop is not None:
             drops.update(drop())
         config["drop_caches"] = drops
-        update_run(run, effective_config=config)
+        attempt.update(effective_config=config)
     # This node's counters while the tool runs (the tool is a child of the reaper).
     with telemetry.recording(
-        run, ctx.scratch, watch_pid=reaper.reaper().pid, defer=True, lazy=True
+        run, ctx.scratch, watch_pid=reaper.reaper().pid, keep=attempt.keep_telemetry, lazy=True
     ) as keep_sampling:
         _sampling(run, agent.start_sampling)  # and the other held nodes', by their agents
         try:
             status, output, exit_code, error = _supervise(
-                run,
+                attempt,
                 command,
                 ctx.scratch,
                 timeout_s,
@@ -913,11 +775,12 @@ def _sampling(run: Run, change: Callable[[Run], int]) -> None:
         log.exception("run %s: could not %s", run.pk, change.__name__.replace("_", " "))
 
 
-def _beat(run: Run) -> bool:
+def _beat(attempt: Attempt) -> bool:
     """A heartbeat of the run (and its worker) while it waits for something other than its
     tool; False when the run was deleted or a cancel was asked."""
+    run = attempt.run
     now = timezone.now()
-    if not update_run(run, heartbeat_at=now):
+    if not attempt.update(heartbeat_at=now):
         return False
     Worker.objects.filter(name=run.worker).update(last_seen=now)
     return not Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
@@ -930,7 +793,7 @@ def _tuning_for(run: Run, spec: LaunchSpec) -> dict[str, str]:
 
 
 def _supervise(
-    run: Run,
+    attempt: Attempt,
     command: Command,
     scratch: Path,
     timeout_s: int,
@@ -939,12 +802,13 @@ def _supervise(
     stream: bool = True,
     on_stop: Callable[[], None] | None = None,
     running: Callable[[], None] | None = None,
-) -> tuple[str, str, int | None, str]:
+) -> Outcome:
     """Start the tool and watch it until it ends, ``deadline`` (monotonic) passes or the run
     is cancelled; (status, output, exit code, error). ``stream`` stores the output on the run
     as it grows (not for preparation steps, whose output is not the run's). ``on_stop`` runs
     before the process group is killed (a Slurm run's scancel); ``running`` once the tool
     outlasts its first wait (the sampling thread starts)."""
+    run = attempt.run
     log_path = scratch / log_name
     spawner = reaper.reaper()
     try:
@@ -952,7 +816,7 @@ def _supervise(
     except reaper.SpawnError as exc:
         # As a shell would: the reason in the output, exit status 127.
         return Run.Status.FAILED, f"{exc}\n", 127, str(exc)
-    stage(run, pid=pid)  # written with the first heartbeat, or with the outcome
+    attempt.stage(pid=pid)  # written with the first heartbeat, or with the outcome
     last_write = time.monotonic()
     last_size = -1
     reason = ""
@@ -980,7 +844,7 @@ def _supervise(
             reason = f"timed out after {timeout_s} s; the process group was killed"
             exit_code = kill()
             break
-        if now - last_write >= settings.RUN_PROGRESS_SECONDS or staged(run):
+        if now - last_write >= settings.RUN_PROGRESS_SECONDS or attempt.staged:
             last_write = now
             fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
             if stream:
@@ -988,7 +852,7 @@ def _supervise(
                 if size != last_size:
                     last_size = size
                     fields["raw_output"] = _read(log_path)
-            alive = update_run(run, **fields)
+            alive = attempt.update(**fields)
             # A solo-pool worker's own heartbeat timer waits while the task runs.
             Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
             if not alive:

@@ -491,23 +491,23 @@ def for_run(run: Run, cores: bool = True) -> list[dict[str, Any]]:
     return [export(r, cores) for r in rows]
 
 
-# Where ``recording(defer=True)`` keeps a finished run's document until ``save_deferred``.
-DEFERRED = "_telemetry_document"
-
-
 @contextmanager
 def recording(
-    run: Run, scratch: Path, watch_pid: int | None = None, defer: bool = False, lazy: bool = False
+    run: Run,
+    scratch: Path,
+    watch_pid: int | None = None,
+    keep: Callable[[dict[str, Any]], None] | None = None,
+    lazy: bool = False,
 ) -> Iterator[Callable[[], None]]:
     """Sample this node while the block runs (the executor wraps the measured command in it)
     and store the document, with fio's own logs from ``scratch`` as the tool's series;
     ``watch_pid``: the process whose new descendants are the tool's (default: this one).
-    ``defer``: keep the document on ``run`` for ``save_deferred`` instead, so that the
-    executor stores it in the transaction that stores the run's raw output (one durable
-    commit, not two). A block shorter than the sampling interval still gets its two
-    readings, at start and end. ``lazy``: the sampling thread starts when the block calls
-    what this yields (the executor: once the tool outlasts its first wait), so a run of a
-    few milliseconds starts no thread.
+    ``keep``: given the document instead, which is not stored here: the executor keeps it
+    (on its attempt) for ``save_deferred``, to store it in the transaction that stores the
+    run's raw output (one durable commit, not two). A block shorter than the sampling
+    interval still gets its two readings, at start and end. ``lazy``: the sampling thread
+    starts when the block calls what this yields (the executor: once the tool outlasts its
+    first wait), so a run of a few milliseconds starts no thread.
     Telemetry never decides a run's outcome: a failure to sample or store is logged only."""
     try:
         sampler: Sampler | None = Sampler(watch_pid=watch_pid or os.getpid())
@@ -521,8 +521,8 @@ def recording(
     finally:
         if sampler is not None:
             doc = _document(run, sampler, scratch, began)
-            if doc is not None and defer:
-                run.__dict__[DEFERRED] = doc
+            if doc is not None and keep is not None:
+                keep(doc)
             elif doc is not None:
                 _save_logged(run, doc)
 
@@ -532,12 +532,15 @@ def _nothing() -> None:
 
 
 def save_deferred(
-    run: Run, alone: bool = False, first: bool = False, verdict: dict[str, Any] | None = None
+    run: Run,
+    doc: dict[str, Any] | None,
+    alone: bool = False,
+    first: bool = False,
+    verdict: dict[str, Any] | None = None,
 ) -> None:
-    """Store the document ``recording(defer=True)`` kept on ``run`` (nothing without one),
+    """Store ``doc``, the document ``recording`` handed to its ``keep`` (nothing when None),
     inside a savepoint of the caller's transaction: a failure is logged and undone alone
     (``verdict`` then stays empty). ``alone``, ``first``, ``verdict``: as for ``save``."""
-    doc = run.__dict__.pop(DEFERRED, None)
     if doc is not None:
         _save_logged(run, doc, alone=alone, first=first, verdict=verdict)
 

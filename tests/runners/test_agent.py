@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from experiments.execution import agent, execute, holding, nodepolicy
+from experiments.execution.attempt import Attempt
 from experiments.models import Node, NodeLease, Run, RunTelemetry, TestbedNode, Worker
 from experiments.results import telemetry
 from runners.sampler import MIN_LAST_INTERVAL
@@ -208,13 +209,14 @@ def test_a_cancel_while_waiting_for_answers_stops_the_wait(held_run, settings, m
     worker_row("s2@s2", "s2")  # "alive", never answers
     settings.RUN_PROGRESS_SECONDS = 0.2
     beats = []
+    attempt = Attempt(held_run, token="", worker=held_run.worker)
 
     def cancelled_meanwhile() -> bool:
         # The user cancels while the run waits (a beat comes only from within the wait).
         if not beats:
             Run.objects.filter(pk=held_run.pk).update(cancel_requested=True)
         beats.append(1)
-        return execute._beat(held_run)
+        return execute._beat(attempt)
 
     drops = agent.drop_caches(held_run, held_run.nodes_held, cancelled_meanwhile)
     # None: stopped by the cancel at the first beat after it, not by the end of the wait

@@ -510,9 +510,9 @@ def test_a_run_deleted_before_its_raw_output_is_stored_leaves_no_telemetry(
 
     finish = execute._finish
 
-    def deleted_first(run, *args):
-        Run.objects.filter(pk=run.pk).delete()
-        return finish(run, *args)
+    def deleted_first(attempt, *args):
+        Run.objects.filter(pk=attempt.run.pk).delete()
+        return finish(attempt, *args)
 
     monkeypatch.setattr(execute, "_finish", deleted_first)
     matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})

@@ -298,17 +298,17 @@ def test_a_run_slow_to_store_its_outcome_keeps_beating_and_its_nodes(
     finish = execute._finish
     taken: list[tuple[bool, str]] = []
 
-    def slow_finish(run, *outcome):
+    def slow_finish(attempt, *outcome):
         # Slower than three stale windows (without the executor's loop), and the rival
         # tries as soon as a heartbeat written after them shows: the beats went on.
         began = timezone.now()
         stale = timedelta(seconds=3 * settings.RUN_STALE_SECONDS)
         deadline = time.monotonic() + 60  # only against beats that stopped
-        while Run.objects.get(pk=run.pk).heartbeat_at < began + stale:
+        while Run.objects.get(pk=attempt.run.pk).heartbeat_at < began + stale:
             assert time.monotonic() < deadline, "no heartbeat after three stale windows"
             time.sleep(0.02)
         taken.append(holding.try_acquire(rival, ["stor1"]))
-        finish(run, *outcome)
+        finish(attempt, *outcome)
 
     monkeypatch.setattr(execute, "_finish", slow_finish)
     assert execute.execute(run.pk, queue(run), "w@test") == "succeeded"

@@ -1,0 +1,80 @@
+"""One attempt of a run by this worker, from its claim to its outcome: what the executor
+(``experiments.execution.execute``) knows about the attempt and the Run row does not.
+
+``execute.claim`` creates the ``Attempt``; every step after it takes the attempt: holding
+the run's nodes (``_hold``), its directories, the Slurm allocation
+(``experiments.execution.allocation``), the preparation steps and the tool (``_supervise``),
+and the outcome (``_finish``). The attempt's writes of the run go through ``Attempt.update``
+(with the fields it staged); ``update_run`` writes a run outside any attempt (the janitor).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils import timezone
+
+from experiments.models import Run
+from experiments.models.runs import update_row
+
+# What a step of an attempt ends with: (status, output, exit code, error).
+Outcome = tuple[str, str, int | None, str]
+
+
+def update_run(run: Run, **fields: Any) -> int:
+    """Write fields of the run as one plain UPDATE that keeps the configuration summaries'
+    rule (``experiments.models.runs.update_row``), and set them on ``run``; 0 when its row
+    no longer exists (deleted meanwhile)."""
+    fields.setdefault("updated", timezone.now())
+    count = update_row(run.pk, fields)
+    for key, value in fields.items():
+        setattr(run, key, value)
+    return count
+
+
+@dataclass(eq=False)
+class Attempt:
+    """One attempt of ``run`` on this worker, claimed with dispatch token ``token`` by
+    ``worker`` (the run's row as the claim wrote it; the attempt's writes keep it current).
+
+    - ``held``: the run holds all its nodes (the claim got them, or ``_hold`` did).
+    - ``staged``: fields already set on ``run`` that its next write stores (``stage``).
+    - ``telemetry``: this node's telemetry document of the tool's run, kept from the end of
+      the recording (``keep_telemetry``) until the outcome stores it with the raw output.
+    - ``released``: the outcome's transaction freed the run's nodes (nothing is left for the
+      executor's ``finally`` to free).
+    """
+
+    run: Run
+    token: str
+    worker: str
+    held: bool = False
+    staged: dict[str, Any] = field(default_factory=dict)
+    telemetry: dict[str, Any] | None = None
+    released: bool = False
+
+    def stage(self, **fields: Any) -> None:
+        """Set fields of the run that are written with its next write (``update``) rather
+        than in a commit of their own: the command and the tool's pid, which a run of a few
+        milliseconds would otherwise pay a durable commit each for. A run that outlasts its
+        first wait writes them at once (``execute._supervise``)."""
+        self.staged.update(fields)
+        for key, value in fields.items():
+            setattr(self.run, key, value)
+
+    def update(self, **fields: Any) -> int:
+        """Write fields of the run, and those staged (``update_run``); 0 when its row no
+        longer exists (deleted meanwhile)."""
+        staged, self.staged = self.staged, {}
+        return update_run(self.run, **{**staged, **fields})
+
+    def keep_telemetry(self, doc: dict[str, Any]) -> None:
+        """Keep this node's document until the outcome stores it (``telemetry.recording``'s
+        ``keep``)."""
+        self.telemetry = doc
+
+    def take_telemetry(self) -> dict[str, Any] | None:
+        """The kept document (None without one), no longer kept."""
+        doc, self.telemetry = self.telemetry, None
+        return doc
