@@ -25,7 +25,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -357,7 +357,9 @@ class Sampler:
         prev, self._prev = self._prev, cur
         if prev is None:
             self.t0 = cur["now"]
-            self.started_at = datetime.now(UTC)
+            # The wall clock at t0 (not after the reading, which takes milliseconds): other
+            # clocks' times (fio's --log_unix_epoch logs) are put on this axis by it.
+            self.started_at = datetime.now(UTC) - timedelta(seconds=time.monotonic() - self.t0)
             self.cpu_seconds += time.thread_time() - cpu_before
             return
         dt = cur["now"] - prev["now"]
@@ -499,26 +501,42 @@ FIO_LOGS = {
     "iops": ({0: "read_iops", 1: "write_iops"}, 1),
     "clat": ({0: "read_lat", 1: "write_lat"}, 1e-9),  # ns
 }
+# A log time at or above this many ms is a Unix time (--log_unix_epoch: 2001-09-09 on);
+# below, ms since fio's job start (31 years of it).
+FIO_EPOCH_MS = 10**12
 
 
 def fio_log_options(scratch: Path | str) -> list[str]:
     """fio options that write its bandwidth, IOPS and latency logs, averaged per second, into
-    ``scratch`` (files ``fio_bw.<job>.log`` etc.)."""
+    ``scratch`` (files ``fio_bw.<job>.log`` etc.), stamped with the wall clock in ms
+    (``--log_unix_epoch=1``): without it fio counts from its job's start, which comes after
+    its start-up and file layout (seconds for large files), so the logs could only be placed
+    where the tool was started, late by that much."""
     prefix = f"{scratch}/{FIO_LOG_PREFIX}"
     return [
         f"--write_bw_log={prefix}",
         f"--write_iops_log={prefix}",
         f"--write_lat_log={prefix}",
         "--log_avg_msec=1000",
+        "--log_unix_epoch=1",
     ]
 
 
-def read_fio_logs(scratch: Path | str, offset_s: float = 0.0) -> dict[str, Any]:
+def read_fio_logs(
+    scratch: Path | str, offset_s: float = 0.0, started_at: float | None = None
+) -> dict[str, Any]:
     """fio's per-second logs in ``scratch`` on one time axis: ``{"t": [...], "series": {...}}``
-    with ``t`` in seconds (fio's own clock plus ``offset_s``). Jobs add up for bandwidth and
-    IOPS; latency is the mean over the jobs that logged in that second."""
-    sums: dict[str, dict[int, float]] = {}
-    counts: dict[str, dict[int, int]] = {}
+    with ``t`` in seconds. Jobs add up for bandwidth and IOPS; latency is the mean over the
+    jobs that logged in that second.
+
+    Logs stamped with the wall clock (``--log_unix_epoch=1``, what ``fio_log_options`` asks
+    for) are placed by fio's own clock on the axis that starts at ``started_at`` (Unix
+    seconds: a sampler's first reading), whatever fio's start-up took. Logs in ms from fio's
+    job start (older runs), or wall-clock logs without ``started_at``, are placed at
+    ``offset_s`` (the best guess there is: when the tool was started). Samples go into
+    seconds on fio's own grid: ms from its start rounded to the second (a wall-clock log's
+    start: its first sample, one second in)."""
+    raw: list[tuple[str, int, float]] = []  # (metric, ms, value in base units)
     for kind, (names, factor) in FIO_LOGS.items():
         for path in sorted(Path(scratch).glob(f"{FIO_LOG_PREFIX}_{kind}.*.log")):
             with open(path, errors="replace") as fh:
@@ -529,13 +547,23 @@ def read_fio_logs(scratch: Path | str, offset_s: float = 0.0) -> dict[str, Any]:
                     except (IndexError, ValueError):
                         continue
                     name = names.get(direction)
-                    if name is None:
-                        continue
-                    second = max(1, round(ms / 1000))
-                    sums.setdefault(name, {})
-                    counts.setdefault(name, {})
-                    sums[name][second] = sums[name].get(second, 0.0) + value * factor
-                    counts[name][second] = counts[name].get(second, 0) + 1
+                    if name is not None:
+                        raw.append((name, ms, value * factor))
+    epoch = [ms for _, ms, _ in raw if ms >= FIO_EPOCH_MS]
+    base = 0  # fio's start, in the logs' ms
+    if epoch:
+        base = min(epoch) - 1000
+        if started_at is not None and base / 1000 + 1 > started_at:
+            # Not before the first reading (else the wall clock stepped back meanwhile).
+            offset_s = base / 1000 - started_at
+    sums: dict[str, dict[int, float]] = {}
+    counts: dict[str, dict[int, int]] = {}
+    for name, ms, value in raw:
+        second = max(1, round((ms - base if ms >= FIO_EPOCH_MS else ms) / 1000))
+        sums.setdefault(name, {})
+        counts.setdefault(name, {})
+        sums[name][second] = sums[name].get(second, 0.0) + value
+        counts[name][second] = counts[name].get(second, 0) + 1
     seconds = sorted({s for per in sums.values() for s in per})
     series = {}
     for name, per in sums.items():

@@ -551,7 +551,14 @@ def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[s
         if not doc["t"]:
             return None  # no reading at all (the sampler failed at its start)
         if run.tool == "fio":
-            tool = read_fio_logs(scratch, round(began - sampler.t0, 3))
+            # By fio's own clock (its logs in Unix ms) from the sampler's first reading, so
+            # fio's start-up and file layout do not shift its series against the node's;
+            # older logs (ms from fio's job start) from when the block began.
+            tool = read_fio_logs(
+                scratch,
+                round(began - sampler.t0, 3),
+                started_at=datetime.fromisoformat(doc["started_at"]).timestamp(),
+            )
             if tool["t"]:
                 doc["tool"] = tool
         return doc

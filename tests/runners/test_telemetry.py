@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 import zlib
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -177,6 +178,32 @@ def test_fio_log_reader_on_written_lines(tmp_path):
     assert got["series"]["write_lat"] == [0.003, 0]
 
 
+def test_fio_log_reader_on_wall_clock_lines(tmp_path):
+    """--log_unix_epoch logs: placed by fio's clock against the sampler's first reading
+    (``started_at``), on fio's own grid of seconds; without ``started_at``, or with a first
+    sample before it (the wall clock stepped back), at ``offset_s`` as before."""
+    e = 1_795_000_000_000  # ms, Unix time
+    (tmp_path / "fio_bw.1.log").write_text(
+        f"{e + 1000}, 1024, 1, 0, 0\n{e + 2001}, 1024, 1, 0, 0\n"
+    )
+    (tmp_path / "fio_bw.2.log").write_text(f"{e + 999}, 1024, 1, 0, 0\n")
+    (tmp_path / "fio_clat.1.log").write_text(f"{e + 1000}, 2000000, 1, 0, 0\n")
+    # The sampler's first reading came 2.5 s before fio's start (e - 1, one second before
+    # its first sample): fio's start-up and layout.
+    got = read_fio_logs(tmp_path, offset_s=0.25, started_at=(e - 2501) / 1000)
+    assert got["t"] == [3.5, 4.5]  # its first sample where fio's clock put it
+    assert got["series"]["write_bw"] == [2 * 1024 * 1024, 1024 * 1024]
+    assert got["series"]["write_lat"] == [0.002, 0]
+    assert read_fio_logs(tmp_path, offset_s=0.25)["t"] == [1.25, 2.25]
+    assert read_fio_logs(tmp_path, offset_s=0.25, started_at=(e + 2000) / 1000)["t"] == [1.25, 2.25]
+    # Logs in ms from fio's start (runs before --log_unix_epoch) ignore ``started_at``.
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "fio_bw.1.log").write_text("1000, 1024, 1, 0, 0\n2001, 2048, 1, 0, 0\n")
+    old = read_fio_logs(tmp_path / "old", offset_s=0.25, started_at=(e - 2501) / 1000)
+    assert old == read_fio_logs(tmp_path / "old", offset_s=0.25)
+    assert old["t"] == [1.25, 2.25]
+
+
 def test_a_block_shorter_than_one_interval_has_readings_at_start_and_end():
     """A run of a few milliseconds: no thread wakes in between, stop() takes the closing
     reading at once, and the document holds one sample covering the whole run."""
@@ -196,6 +223,46 @@ def test_a_block_shorter_than_one_interval_has_readings_at_start_and_end():
     assert all(len(values) == 1 for values in doc["series"].values())
     assert 0 <= doc["series"]["cpu_busy"][0] <= 1 and doc["series"]["mem_used"][0] > 0
     assert "tool_cpu" in doc["series"]
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+def test_fios_series_starts_after_fios_own_start_however_long_its_start_up(tmp_path):
+    """fio lays out its file, then (exec_prerun) waits until the sampler around it has taken
+    two readings, so its job starts at least two intervals after the tool was started,
+    whatever the machine's speed: its first sample must not be placed before that start
+    (placed where the tool was started, it came one second after the first reading)."""
+    from types import SimpleNamespace
+
+    go = tmp_path / "go"
+    argv = [
+        "fio", "--name=x", "--rw=read", "--bs=64k", "--size=16m", "--runtime=2",
+        "--time_based", f"--directory={tmp_path}", "--output=/dev/null",
+        f"--exec_prerun=sh -c 'while [ ! -e {go} ]; do sleep 0.01; done'",
+        *fio_log_options(tmp_path),
+    ]  # fmt: skip
+    kept: list[dict] = []
+    run = SimpleNamespace(tool="fio", pk=0)
+    with stored.recording(run, tmp_path, watch_pid=os.getpid(), keep=kept.append) as sampling:
+        sampler = sampling.__self__
+        fio = subprocess.Popen(argv, cwd=tmp_path)
+        try:
+            deadline = time.monotonic() + 60  # only against a sampler that stopped sampling
+            while len(sampler.t) < 2 or not (tmp_path / "x.0.0").exists():
+                assert fio.poll() is None, "fio ended before its start"
+                assert time.monotonic() < deadline, "two readings and fio's file"
+                time.sleep(0.02)
+            go.touch()
+            go_at = time.time()  # fio's job starts after this
+        finally:
+            assert fio.wait(60) == 0
+    (doc,) = kept
+    began = datetime.fromisoformat(doc["started_at"]).timestamp()
+    start = go_at - began  # fio's start on the sampler's axis: after its second reading
+    assert start >= doc["t"][1] >= 2.0, (start, doc["t"])
+    tool = doc["tool"]["t"]
+    assert tool and tool[0] > start, (tool, start)
+    # Its samples within the sampled span (fio's grid of seconds rounds by under half of one).
+    assert tool[-1] < doc["t"][-1] + 0.5, (tool, doc["t"])
 
 
 @pytest.mark.django_db
@@ -269,7 +336,7 @@ def test_executor_stores_the_launchers_telemetry_with_fios_series(alice, executi
     else:
         assert "clock" not in doc["meta"]
     tool = doc["tool"]
-    # fio's seconds moved onto the sampler's axis by one offset (when the block began):
+    # fio's seconds put onto the sampler's axis by fio's own clock (--log_unix_epoch):
     # whole seconds apart, the first after one second and within the sampled span.
     assert len(tool["t"]) >= 2 and 1.0 <= tool["t"][0] < doc["t"][-1], (tool["t"], doc["t"])
     steps = [b - a for a, b in zip(tool["t"], tool["t"][1:], strict=False)]

@@ -48,6 +48,7 @@ def test_typical_argv(ctx):
         f"--write_iops_log={ctx.scratch}/fio",
         f"--write_lat_log={ctx.scratch}/fio",
         "--log_avg_msec=1000",
+        "--log_unix_epoch=1",  # stamped by the wall clock: placed by fio's own clock
         # The JSON result to a file, fio's ETA line on the console (the live throughput)
         f"--output={ctx.scratch}/fio.json",
         "--eta=always",
