@@ -347,6 +347,9 @@ def drop_caches(
     while this node does; then waits for their answers, calling ``beat()`` every
     RUN_PROGRESS_SECONDS (False: the run was cancelled or deleted; None is returned). One
     outcome per node, by hostname."""
+    # A beat is due RUN_PROGRESS_SECONDS from here, not from the end of this node's own
+    # drop (which can take long itself).
+    last_beat = time.monotonic()
     own = own_node(run)
     others = sorted(set(names) - {own})
     outcomes: dict[str, str] = {}
@@ -370,7 +373,6 @@ def drop_caches(
     outcomes[own] = drop_here()
     pending = {name for name in others if name not in outcomes}
     started = time.monotonic()
-    last_beat = started
     while pending:
         answers = NodeLease.objects.filter(
             run_id=run.pk, attempt=run.attempts, hostname__in=pending
@@ -380,14 +382,16 @@ def drop_caches(
             pending.discard(name)
         if not pending:
             break
+        # The beat before the end of the wait: a loop that wakes late (a starved worker) may
+        # find the wait over at its first look again, and must have beaten by then.
         now = time.monotonic()
-        if now - started >= ANSWER_SECONDS:
-            for name in pending:
-                outcomes[name] = f"no answer from {name}'s worker within {ANSWER_SECONDS:g} s"
-            break
         if now - last_beat >= settings.RUN_PROGRESS_SECONDS:
             last_beat = now
             if not beat():
                 return None
+        if now - started >= ANSWER_SECONDS:
+            for name in pending:
+                outcomes[name] = f"no answer from {name}'s worker within {ANSWER_SECONDS:g} s"
+            break
         time.sleep(poll)
     return dict(sorted(outcomes.items()))

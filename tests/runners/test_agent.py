@@ -194,6 +194,52 @@ def test_outcomes_per_node_agent_no_agent_and_silent_agent(held_run, agents, mon
     assert drops["s2"] == DROPPED
 
 
+class StarvedClock:
+    """``agent.time`` for a worker starved of CPU: every sleep of the wait for answers
+    wakes after the whole answer window (and more) has passed; ``advance`` moves it on."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps = 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps += 1
+        self.advance(agent.ANSWER_SECONDS + 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_starved_wait_for_answers_still_beats(held_run, settings, monkeypatch):
+    """However late the wait wakes, it beats before it gives up: a loop starved for the
+    whole answer window used to find the wait over first and end without a beat. And a beat
+    is due one interval after the drop began, not after this node's own (slow) drop."""
+    hold(held_run)
+    worker_row("s2@s2", "s2")  # "alive", never answers; s3 has no worker at all
+    clock = StarvedClock()
+    monkeypatch.setattr(agent, "time", clock)
+    settings.RUN_PROGRESS_SECONDS = 2.0
+
+    def slow_drop() -> str:
+        clock.advance(settings.RUN_PROGRESS_SECONDS)  # this node's drop took one interval
+        return "dropped"
+
+    monkeypatch.setattr(agent, "drop_here", slow_drop)
+    beats: list[int] = []  # the sleeps before each beat
+    drops = agent.drop_caches(
+        held_run, held_run.nodes_held, lambda: beats.append(clock.sleeps) or True
+    )
+    assert drops is not None
+    assert drops["s2"] == f"no answer from s2's worker within {agent.ANSWER_SECONDS:g} s"
+    # At the first look (the own drop took an interval) and at the late wake, before the
+    # wait ended: one sleep in all.
+    assert beats == [0, 1] and clock.sleeps == 1, (beats, clock.sleeps)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_refusing_node_records_its_refusal(held_run, agents, settings):
     hold(held_run)
