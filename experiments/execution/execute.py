@@ -23,6 +23,7 @@ whose
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import shutil
@@ -430,14 +431,23 @@ def _beating(run: Run):
 class Beater:
     """This process's heartbeat thread: every RUN_PROGRESS_SECONDS after a run was added (and
     after each beat since), one heartbeat of that attempt (``_beat_once``) until it is
-    removed. A run added and removed within one interval costs no query and no wake-up."""
+    removed. A run added and removed within one interval costs no query and no wake-up.
+
+    Once ``remove()`` returned, no beat of that run runs: a beat is decided under the lock
+    (the run still registered as it was when it came due), and ``remove()`` waits for the
+    beat under way of its run, if any, to end (one short UPDATE that skips a locked row)."""
 
     _instance: Beater | None = None
     _guard = threading.Lock()
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.runs: dict[int, tuple[int, float]] = {}  # run pk -> (attempt, next beat due)
+        # run pk -> (attempt, next beat due, registration): a run removed and added again
+        # is another registration, whose beats are its own.
+        self.runs: dict[int, tuple[int, float, int]] = {}
+        self.registrations = itertools.count()
+        self.beating: int | None = None  # the run whose beat is under way
+        self.beat_ended = threading.Condition(self.lock)
         self.pid = os.getpid()
         self.wakeup = threading.Event()
         self.wakes_at = 0.0
@@ -457,15 +467,18 @@ class Beater:
     def add(self, run_id: int, attempt: int) -> None:
         with self.lock:
             due = time.monotonic() + settings.RUN_PROGRESS_SECONDS
-            self.runs[run_id] = (attempt, due)
+            self.runs[run_id] = (attempt, due, next(self.registrations))
             # The thread wakes at least every interval, so it sees this due time in time
             # and is not woken (only a shorter interval than it sleeps for wakes it).
             if due < self.wakes_at:
                 self.wakeup.set()
 
     def remove(self, run_id: int) -> None:
+        """Stop beating for the run; a beat of it under way ends before this returns."""
         with self.lock:
             self.runs.pop(run_id, None)
+            while self.beating == run_id:
+                self.beat_ended.wait()
             # A thread that beat holds a database session: it closes it now rather than
             # at its next wake (a run that never beat costs no wake-up).
             if not self.runs and self.connected:
@@ -481,21 +494,29 @@ class Beater:
             interval = settings.RUN_PROGRESS_SECONDS
             now = time.monotonic()
             with self.lock:
-                due = [(pk, attempt) for pk, (attempt, at) in self.runs.items() if at <= now]
-            for pk, attempt in due:
+                due = [(pk, entry) for pk, entry in self.runs.items() if entry[1] <= now]
+            for pk, entry in due:
+                with self.lock:
+                    # Removed (or removed and added again) since it came due: no beat.
+                    if self.runs.get(pk) != entry:
+                        continue
+                    self.beating = pk
                 try:
                     self.connected = True
-                    _beat_once(pk, attempt)
+                    _beat_once(pk, entry[0])
                 except DatabaseError as exc:  # a busy SQLite file, a lost connection
                     log.debug("heartbeat of run %s skipped: %s", pk, exc)
                     connection.close()
                 except Exception:  # the next interval tries again
                     log.exception("heartbeat of run %s failed", pk)
-                with self.lock:
-                    if pk in self.runs and self.runs[pk][0] == attempt:
-                        self.runs[pk] = (attempt, time.monotonic() + interval)
+                finally:
+                    with self.lock:
+                        self.beating = None
+                        self.beat_ended.notify_all()
+                        if self.runs.get(pk) == entry:
+                            self.runs[pk] = (entry[0], time.monotonic() + interval, entry[2])
             with self.lock:
-                pending = [at for _, at in self.runs.values()]
+                pending = [at for _, at, _ in self.runs.values()]
             if not pending and self.connected:
                 connection.close()  # no run to beat for: no database session held
                 self.connected = False

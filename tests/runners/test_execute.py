@@ -339,6 +339,91 @@ def test_one_heartbeat_thread_per_worker_beats_while_a_run_holds_its_nodes(
     wait_until(lambda: not execute.Beater.get().connected, "closed again while idle")
 
 
+class PausedBeats:
+    """``execute._beat_once`` for a Beater of a test: records each beat ("beat", pk) as its
+    write; the first beat of a run in ``pause`` stops after the beater decided it, before
+    its write, until the test lets it go."""
+
+    def __init__(self, *pause: int) -> None:
+        self.events: list[tuple[str, int]] = []
+        self.decided = {pk: threading.Event() for pk in pause}
+        self.go = {pk: threading.Event() for pk in pause}
+
+    def __call__(self, pk: int, attempt: int) -> None:
+        if pk in self.decided and not self.decided[pk].is_set():
+            self.decided[pk].set()
+            assert self.go[pk].wait(60), "never let go"
+        self.events.append(("beat", pk))
+
+    def beats(self, pk: int) -> int:
+        return self.events.count(("beat", pk))
+
+
+def wait_for(predicate, what: str) -> None:
+    deadline = time.monotonic() + 60  # only against it never happening
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_remove_waits_for_a_beat_of_its_run_under_way(settings, monkeypatch):
+    """A beat decided just before ``remove()`` must not write just after it: ``remove()``
+    returns only once that beat is done (the beat held between decision and write by an
+    event; remove()'s waiting seen as it happens, not after some time)."""
+    settings.RUN_PROGRESS_SECONDS = 0.05
+    beats = PausedBeats(1)
+    monkeypatch.setattr(execute, "_beat_once", beats)
+    beater = execute.Beater()  # this test's own, not the process's
+    beater.add(1, 1)
+    assert beats.decided[1].wait(60)  # run 1's beat decided; its write waits
+    waiting = threading.Event()
+
+    class Watched(threading.Condition):
+        def wait(self, timeout=None):
+            waiting.set()  # remove() waits for the beat under way
+            return super().wait(timeout)
+
+    beater.beat_ended = Watched(beater.lock)
+    removed = threading.Event()
+
+    def remove() -> None:
+        beater.remove(1)
+        beats.events.append(("removed", 1))
+        removed.set()
+
+    remover = threading.Thread(target=remove)
+    remover.start()
+    wait_for(lambda: waiting.is_set() or removed.is_set(), "remove() returned or waits")
+    assert not removed.is_set(), "remove() returned while a beat of its run was under way"
+    beats.go[1].set()
+    remover.join(60)
+    assert beats.events == [("beat", 1), ("removed", 1)]
+
+
+def test_a_run_removed_after_its_beat_came_due_is_not_beaten(settings, monkeypatch):
+    """Runs 1 and 2 come due together; while run 1's beat is held, run 2 is removed: the
+    beater must not beat run 2 after that (it decided its beats before the removal)."""
+    settings.RUN_PROGRESS_SECONDS = 0.05
+    beats = PausedBeats(1, 3)
+    monkeypatch.setattr(execute, "_beat_once", beats)
+    beater = execute.Beater()
+    beater.add(3, 1)
+    assert beats.decided[3].wait(60)  # the thread is held in run 3's first beat
+    beater.add(1, 1)
+    beater.add(2, 1)
+    added = time.monotonic()
+    wait_for(lambda: time.monotonic() >= added + 0.05, "runs 1 and 2 due")
+    beats.go[3].set()  # its next look finds runs 1 and 2 due together
+    assert beats.decided[1].wait(60)
+    beater.remove(2)
+    beats.go[1].set()
+    # Run 1 beats again at a later look: the look that found run 2 due is over.
+    wait_for(lambda: beats.beats(1) >= 2, "a second beat of run 1")
+    beater.remove(1)
+    beater.remove(3)
+    assert beats.beats(2) == 0, beats.events
+
+
 @pytest.mark.django_db
 def test_a_reused_clock_measurement_is_recorded_with_its_age(alice, bench, monkeypatch):
     """The executor measures the node's clock against the database at most every
