@@ -109,9 +109,7 @@ def test_parse_refuses_text_that_is_not_of_the_kind_and_passes_other_names():
         ("dd", {"bs": "1m", "count": "16"}),
     ],
 )
-def test_the_argv_from_the_normal_form_is_the_argv_from_the_typed_spelling(
-    tool, typed, tmp_path
-):
+def test_the_argv_from_the_normal_form_is_the_argv_from_the_typed_spelling(tool, typed, tmp_path):
     ctx = LaunchContext(workdir=tmp_path, scratch=tmp_path / "scratch")
     adapter = ADAPTERS[tool]
     assert adapter.build(params.normalise(typed), ctx).argv == adapter.build(typed, ctx).argv
