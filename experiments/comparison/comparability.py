@@ -21,6 +21,7 @@ from experiments.comparison.attributes import (  # noqa: F401 (used by callers)
     valid_attribute,
 )
 from experiments.comparison.result import ComparisonResult, Difference, Point
+from runners.params import human
 
 if TYPE_CHECKING:
     from experiments.comparison.spec import ComparisonSpec
@@ -299,30 +300,16 @@ def _attribute_order(key: str) -> tuple:
     return (1, 0, key) if key != "memory" else (2, 0, key)
 
 
-_SIZE_WORDS = ("size", "bs", "block", "record", "transfer", "xfer", "chunk")
-
-
 def shown(key: str, value: str | None) -> str:
-    """An attribute's value for people: byte counts of size parameters in binary units
-    (10737418240 -> "10 GiB"), "not stated" for a parameter a run does not state."""
+    """An attribute's value for people: a parameter's as ``runners.params.human`` shows it
+    (sizes in units: 10737418240 -> "10 GiB", booleans yes/no), "not stated" for a
+    parameter a run does not state."""
     if value is None:
         return NOT_STATED
     if value == NOT_STATED:
         return value
-    if key.startswith("param:") and any(w in key[6:].lower() for w in _SIZE_WORDS):
-        try:
-            number = float(value)
-        except ValueError:
-            return value
-        if number >= 1000 and number.is_integer():
-            binary = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
-            decimal = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
-            exact = [(number / s, u) for u, s in (*binary, *decimal) if number % s == 0]
-            if exact:  # the largest exact unit: 8 TB, 10 GiB
-                value, unit = min(exact)
-                return f"{value:g} {unit}"
-            unit, scale = next(((u, s) for u, s in binary if number >= s), ("B", 1))
-            return f"{number / scale:.4g} {unit}"
+    if key.startswith("param:") and value != "":
+        return human(key[6:], value)
     return value
 
 

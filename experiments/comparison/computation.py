@@ -39,6 +39,7 @@ from experiments.models import CellState, Matrix
 from experiments.results.summaries import COLUMNS as SUMMARY_COLUMNS
 from experiments.shared import bottleneck, stats
 from runners import metrics
+from runners import params as param_kinds
 
 # Points whose coefficient of variation is above this are flagged as noisy.
 NOISY_CV = 0.05
@@ -103,10 +104,29 @@ def _filtered(qs: QuerySet, spec: ComparisonSpec, lookup) -> QuerySet:
     if spec.bottleneck:
         qs = qs.filter(run__bottleneck=spec.bottleneck)
     for i, (key, values) in enumerate(spec.filter_groups().items()):
+        if key.startswith("param:"):
+            values = _param_texts(key[6:], values)
         name = f"_f{i}"
         qs = qs.annotate(**{name: Cast(dimensions.expression(key, lookup), CharField())})
         qs = qs.filter(**{f"{name}__in": values})
     return qs
+
+
+def _param_texts(name: str, values: list[str]) -> list[str]:
+    """A parameter filter's values and the text of their normal forms (``runners.params``:
+    ``1m`` is 1048576, as runs store it; a boolean's text is "true" on PostgreSQL and "1"
+    on SQLite)."""
+    out = list(values)
+    for value in values:
+        try:
+            normal = param_kinds.parse(name, value)
+        except ValueError:
+            continue
+        if isinstance(normal, bool):
+            out += ["true", "1"] if normal else ["false", "0"]
+        else:
+            out.append(str(normal))
+    return list(dict.fromkeys(out))
 
 
 # The configuration of a run (DESIGN.md, "Alike runs"): the summary groups by these besides

@@ -9,8 +9,9 @@ reproduces the view and can be shared; the CSV and JSON exports read the same sp
   the table picks the parameters that vary and the commonest metrics of the filtered runs.
 - ``sort=-metric:write_bw``: any column, ``-`` for descending; ties break on the run's id.
 - filters: ``tool``, ``testbed`` (uuid), ``matrix`` (uuid), ``status``, ``owner=mine``,
-  ``published=yes|no``, ``p.NAME=VALUE`` (parameter equals), ``m.NAME=LO..HI`` (the run's
-  primary value of that metric in the column's display unit; either end may be left out).
+  ``published=yes|no``, ``p.NAME=VALUE`` (parameter equals, in any spelling of its kind:
+  ``p.bs=4k``, ``p.bs=4096``, ``p.bs=4 KiB``), ``m.NAME=LO..HI`` (the run's primary value
+  of that metric in the column's display unit; either end may be left out).
 - ``units=binary``: GiB/s and GiB instead of GB/s and GB (DESIGN.md).
 - ``after=CURSOR``: the page after the row the cursor names (keyset pagination).
 
@@ -42,6 +43,7 @@ from experiments.comparison.charts import display_unit, metric_label
 from experiments.models import Metric, Run
 from experiments.models.runs import Tool
 from runners import metrics as vocabulary
+from runners import params as param_kinds
 
 PAGE_SIZE = 50
 MAX_COLUMNS = 24
@@ -75,7 +77,7 @@ class Column:
     name: str  # the parameter, metric or field name
     label: str  # header
     unit: str = ""  # display unit of a metric
-    base_unit: str = ""
+    base_unit: str = ""  # a metric's base unit; a size or duration parameter's (B, s)
     divisor: float = 1.0
 
     def display(self, base: float | None) -> float | None:
@@ -99,7 +101,9 @@ def make_column(key: str, binary: bool = False) -> Column:
     kind, _, name = key.partition(":")
     if kind in ("param", "metric") and NAME.match(name):
         if kind == "param":
-            return Column(key, "param", name, name)
+            # A size or a duration: its normal form's unit (bytes, seconds), for exports.
+            unit = param_kinds.UNITS.get(param_kinds.kind(name) or "", "")
+            return Column(key, "param", name, name, base_unit=unit)
         base, unit, divisor = _metric_units(name, binary)
         label = f"{metric_label(name)} ({unit})" if unit else metric_label(name)
         return Column(key, "metric", name, label, unit, base, divisor)
@@ -351,9 +355,16 @@ def _filtered(query, user, binary: bool):
 
 
 def _param_equals(name: str, value: str) -> Q:
-    """``p.numjobs=4`` matches the number 4 and the text "4": parameters keep the type the
-    tool's parser or the matrix gave them, and a URL cannot say which."""
+    """``p.bs=4k`` matches the run's stored normal form (``runners.params``: ``4k``,
+    ``4096`` and ``4 KiB`` are all 4096 bytes; ``yes``, ``true`` and ``1`` are true).
+    Parameters without a kind match the number 4 and the text "4": they keep the type the
+    tool's parser or the client gave them, and a URL cannot say which."""
     q = Q(**{f"params__{name}": value})
+    if param_kinds.kind(name) is not None:
+        try:
+            return q | Q(**{f"params__{name}": param_kinds.parse(name, value)})
+        except ValueError:
+            return q
     try:
         number = json.loads(value)
     except ValueError:

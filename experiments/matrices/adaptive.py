@@ -48,6 +48,7 @@ from experiments.matrices.preview import preview_command
 from experiments.models import CellState, Matrix, Metric, Run
 from runners import registry
 from runners.launch import LaunchError
+from runners.params import normalise
 from runners.tools import get_adapter
 from runners.tools.base import ParamError
 
@@ -342,7 +343,7 @@ def _next_repetition(matrix: Matrix, cell_key: str, repetition: int) -> int | No
     # The cell's parameters and launch as planned: a run that ran holds what its output
     # added (experiments.execution.execute records the launch; the parser adds what the tool
     # reported).
-    params = dict(first.launch.get("params", first.params))
+    params = normalise(first.launch.get("params", first.params))
     launch = {k: v for k, v in first.launch.items() if k not in ("params", "parse_options")}
     try:
         tool_params = {k: v for k, v in params.items() if not k.startswith(TUNING_PREFIX)}

@@ -21,6 +21,7 @@ from experiments.models import Matrix, Run, RunOrder
 from experiments.models.matrices import MAX_ORDER_SEED
 from experiments.models.runs import runs_ended
 from runners.launch import queue_for
+from runners.params import normalise
 
 
 def run_order(
@@ -85,7 +86,8 @@ def expand(matrix: Matrix) -> dict[str, int]:
                 status=Run.Status.PLANNED,
                 cell_key=cell.key,
                 repetition=repetition,
-                params=cell.params,
+                # Normal forms (runners.params): the matrix keeps what was typed.
+                params=normalise(cell.params),
                 argv=item.argv,
                 command=" ".join(item.argv),
                 node=item.node,

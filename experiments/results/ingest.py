@@ -62,6 +62,7 @@ from experiments.results.store import (
     record_launch,
 )
 from experiments.shared.input_checks import INT_MAX, clean_text, json_problem, text_problem
+from runners.params import normalise
 from runners.parsers.base import METRIC_UNITS, STATS
 
 
@@ -450,7 +451,8 @@ def _validate(item: Item) -> dict[str, Any]:
     if problem:
         errors["params"] = problem
         params = {}
-    clean["params"] = params
+    # Stored in the normal forms (runners.params: "4k" -> 4096, "true" -> True).
+    clean["params"] = normalise(params)
     exit_code = get("exit_code")
     if exit_code is not None and (
         isinstance(exit_code, bool)

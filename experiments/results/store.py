@@ -12,7 +12,8 @@ stores the same metrics and parameters whichever way it came in:
 - **Parameters.** What the run was launched with (a matrix cell's parameters, ``tuning:``
   and ``target`` values included; a bulk item's ``params``), kept in
   ``Run.launch["params"]``, wins over what the output states; reparse re-derives only the
-  latter.
+  latter. ``Run.params`` holds each value in its kind's normal form (``runners.params``:
+  sizes in bytes, seconds, booleans), whatever the tool or the user spelled.
 - **Metrics.** Replaced as a whole, in one transaction with the run's parsed fields, one
   primary per name (``mark_primary``). A failed parse stores its error, never part of a
   result.
@@ -46,6 +47,7 @@ from experiments.models import Metric, Run
 from experiments.models.runs import Tool, store_row, update_row
 from experiments.results import summaries
 from experiments.shared.input_checks import json_problem
+from runners.params import normalise
 from runners.parsers import ParseError, ParseResult, parse
 
 # The most raw output a run stores (the executor keeps the end of longer output).
@@ -179,16 +181,18 @@ def derive(
     options: dict[str, Any] | None = None,
     params: dict[str, Any] | None = None,
 ) -> Parsed:
-    """Parse ``text`` and merge: the launched ``params`` win over the output's."""
+    """Parse ``text`` and merge: the launched ``params`` win over the output's. The
+    parameters are stored in their normal forms (``runners.params``: bytes, seconds,
+    booleans), whichever spelling the launch or the output used."""
     try:
         result = parse_output(text, tool, options)
     except ParseError as exc:
-        return Parsed(error=str(exc), params=dict(params or {}))
+        return Parsed(error=str(exc), params=normalise(dict(params or {})))
     return Parsed(
         tool=result.tool,
         tool_version=(result.tool_version or "")[:60],
         command=result.command or "",
-        params={**result.params, **(params or {})},
+        params=normalise({**result.params, **(params or {})}),
         metrics=metric_rows(m.to_dict() for m in result.metrics),
     )
 

@@ -117,7 +117,7 @@ def param(value, key: str = "") -> str:
     show them: sizes in units (8000000000000.0 -> "8 TB", 10737418240 -> "10 GiB"), whole
     floats without ".0", booleans as yes/no, mappings as "key: value, …" and lists
     comma-separated, never Python's repr ({'per_process': True})."""
-    from experiments.comparison.comparability import shown
+    from runners.params import human
 
     if isinstance(value, Mapping):
         return ", ".join(f"{k}: {param(v, k)}" for k, v in value.items())
@@ -127,9 +127,7 @@ def param(value, key: str = "") -> str:
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return shown(f"param:{key}", str(value))
+    return human(key, value)
 
 
 @register.filter

@@ -23,6 +23,7 @@ from experiments.models import HardwareProfile, Matrix, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
 from experiments.shared import keyset
 from experiments.templatetags.beeweb import num, pairs, param
+from runners import params as param_kinds
 from runners import progress as tool_progress
 
 
@@ -258,6 +259,8 @@ def _shown(col, value) -> tuple[str, bool]:
         return "—", col.kind == "metric"
     if col.kind == "metric":
         return num(col.display(value)), True
+    if col.kind == "param":  # in units: "1 MiB", "yes" (runners.params.human)
+        return param(value, col.name), False
     if hasattr(value, "strftime"):
         return timezone.localtime(value).strftime("%Y-%m-%d %H:%M"), False
     if isinstance(value, (dict, list)):
@@ -319,6 +322,8 @@ def _csv(spec, runs):
     for col in spec.columns:
         if col.kind == "metric":
             header += [f"{col.key} [{col.base_unit}]", f"{col.key} [{col.unit}]"]
+        elif col.base_unit:  # a size or duration parameter: its normal form, then for people
+            header += [f"{col.key} [{col.base_unit}]", col.key]
         else:
             header.append(col.key)
     writer.writerow(header)
@@ -330,6 +335,8 @@ def _csv(spec, runs):
             if col.kind == "metric":
                 shown = col.display(value)
                 line += [_cell_text(value), "" if shown is None else f"{shown:.6g}"]
+            elif col.base_unit:
+                line += [_cell_text(value), "" if value is None else param(value, col.name)]
             else:
                 line.append(_cell_text(value))
         writer.writerow(line)
@@ -344,6 +351,11 @@ def _json(spec, runs):
             "key": c.key,
             "label": c.label,
             **({"base_unit": c.base_unit, "unit": c.unit} if c.kind == "metric" else {}),
+            **(
+                {"kind": param_kinds.kind(c.name), "base_unit": c.base_unit}
+                if c.kind == "param" and c.base_unit
+                else {}
+            ),
         }
         for c in spec.columns
     ]
@@ -355,6 +367,9 @@ def _json(spec, runs):
             value = row["cells"][col.key]
             if col.kind == "metric":
                 values[col.key] = {"value": value, "display": col.display(value)}
+            elif col.base_unit:  # a size or duration parameter: normal form and for people
+                shown = None if value is None else param(value, col.name)
+                values[col.key] = {"value": value, "display": shown}
             else:
                 values[col.key] = value.isoformat() if hasattr(value, "isoformat") else value
         run = row["run"]

@@ -84,6 +84,35 @@ PARAMS_DOC: dict[str, str] = {
     "drives": "raw drives measured without BeeGFS or RAID (1: one drive, its limit applies)",
 }
 
+# The kind of each canonical parameter (and of the other parameters parsers state): what its
+# one normal form is (``runners.params``: sizes in bytes, durations in seconds, booleans,
+# whole numbers), whichever spelling a tool or a user gave. The adapters' ``Param`` kinds add
+# the tools' own parameter names (fio ``bs``, dd ``count`` …).
+PARAM_KINDS: dict[str, str] = {
+    "threads": "int",
+    "nodes": "int",
+    "tasks_per_node": "int",
+    "block_size": "size",
+    "transfer_size": "size",
+    "record_size": "size",
+    "file_size": "size",
+    "aggregate_size": "size",
+    "file_per_process": "bool",
+    "direct": "bool",
+    "iodepth": "int",
+    "iterations": "int",
+    "items": "int",
+    "storage_targets": "int",
+    "targets": "int",
+    "drives": "int",
+    "segments": "int",
+    "collective": "bool",
+    "network_distribution": "bool",
+    "runtime": "seconds",
+    "count": "int",
+    "slurm_nodes": "int",
+}
+
 
 @dataclass
 class Metric:

@@ -100,17 +100,17 @@ def test_runs_that_differ_in_more_than_the_swept_parameter_are_never_joined(alic
     replace_metrics(study, [{"name": "read_iops", "value": 7.0, "unit": "op/s"}])
     charts = charts_for([*runs, study], "iodepth")
     assert [c.setup for c in charts] == [
-        {"bs": "4k", "data source": "Study 2020"},
-        {"bs": "4k", "data source": "own runs"},
-        {"bs": "64k", "data source": "own runs"},
+        {"bs": "4 KiB", "data source": "Study 2020"},
+        {"bs": "4 KiB", "data source": "own runs"},
+        {"bs": "64 KiB", "data source": "own runs"},
     ]
     charts = charts_for(runs, "iodepth")
-    assert [c.setup for c in charts] == [{"bs": "4k"}, {"bs": "64k"}]
+    assert [c.setup for c in charts] == [{"bs": "4 KiB"}, {"bs": "64 KiB"}]
     # Of the charts drawn (two points at least), the study's single point is not one: the
     # drawn charts differ only in bs.
     drawn = latency_sweep._context([*runs, study], "iodepth", "these runs")
     assert drawn["varying"] == ["bs"]
-    assert [f["label"] for f in drawn["figures"]] == ["bs 4k", "bs 64k"]
+    assert [f["label"] for f in drawn["figures"]] == ["bs 4 KiB", "bs 64 KiB"]
     small = charts[0]
     assert {x: p.iops for x, p in small.points.items()} == {1.0: [10.0], 4.0: [40.0]}
     assert small.points[4.0].pct["p99"] == [pytest.approx(4e-4)]

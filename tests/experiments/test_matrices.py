@@ -94,7 +94,8 @@ def test_expansion_is_idempotent(fio_matrix):
     assert run.status == Run.Status.PLANNED
     assert run.queue == "node.stor1"
     assert run.argv[0] == "fio"
-    assert run.params == {"size": "8m", "bs": "1m", "rw": "read", "numjobs": 4}
+    # In the normal forms (runners.params); the matrix keeps what was typed.
+    assert run.params == {"size": 8 * 2**20, "bs": 2**20, "rw": "read", "numjobs": 4}
     # Three repetitions of one cell share its key; cells differ.
     assert len(set(fio_matrix.runs.values_list("cell_key", flat=True))) == 8
 

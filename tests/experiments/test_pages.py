@@ -225,7 +225,7 @@ def test_parameters_are_shown_human_readably(alice_client, alice, bench):
         assert "file_size=10 GiB" in text
         assert "file_per_process=yes" in text
         assert "threads=4" in text and "threads=4.0" not in text
-        assert "bs=1m" in text
+        assert "bs=1 MiB" in text
         assert "8000000000000" not in text and "True" not in text
     detail = alice_client.get(run.get_absolute_url()).content.decode()
     assert "per_process: yes" in detail

@@ -61,7 +61,7 @@ def test_a_first_store_is_one_update_of_the_run_with_its_outcome_and_key(alice):
     stored = Run.objects.get(pk=run.pk)
     assert (stored.status, stored.error, stored.parse_error) == ("succeeded", "", "")
     assert (run.status, run.error) == ("succeeded", ""), "the run in hand too"
-    assert stored.params["bs"] == "4k", "launched parameters win"
+    assert stored.params["bs"] == 4096, "launched parameters win (in bytes)"
     assert stored.config_key == summaries.key_of(stored) == Run.objects.get(pk=first.pk).config_key
     assert sorted(Metric.objects.filter(run=run).values_list("name", flat=True)) == sorted(
         Metric.objects.filter(run=first).values_list("name", flat=True)
@@ -113,7 +113,7 @@ def test_a_run_that_had_metrics_has_them_replaced_and_its_summaries_recomputed(a
     Run.objects.filter(pk=run.pk).update(raw_output=run.raw_output, launch=run.launch)
     parse_stored(run, outcome=_succeeded)
     stored = Run.objects.get(pk=run.pk)
-    assert stored.params["bs"] == "8k" and stored.config_key != old_key
+    assert stored.params["bs"] == 8192 and stored.config_key != old_key
     assert stored.config_key == summaries.key_of(stored)
     assert Metric.objects.filter(run=run, name="write_bw").count() == 1
     assert ConfigSummary.objects.get(name="write_bw", config_key=old_key).n == 1

@@ -25,6 +25,7 @@ from experiments.models import (
 from experiments.published import SEEDS
 from experiments.results.store import replace_metrics
 from experiments.shared.tuning_keys import TuningValueError, normalise
+from runners.params import normalise as normal_params
 from runners.parsers.base import METRIC_UNITS
 
 # Every field a data module may set, with the value it gets when the module leaves it out, so
@@ -328,6 +329,8 @@ class Loader:
                 else None,
                 "status": Run.Status.PUBLISHED,
             }
+            # Stored as every run's parameters are: in their normal forms (8e12 -> an int).
+            values["params"] = normal_params(values["params"])
             run = self.published(Run, key, values, source, data.get("source_ref", ""), key)
             self.sync_metrics(run, data["metrics"], key)
             self.loaded["runs"] += 1

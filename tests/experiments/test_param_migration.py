@@ -1,0 +1,101 @@
+"""Migration 0023 (issue 25, finding 3) on a copy of the published data: back to 0022, the
+studies loaded, their parameters and some own runs' put back as they were spelled before
+(8e12 as a float, IOR's '1m', fio's '4k', 'true'), forward again: every parameter in its
+normal form, runs of '1m' and 1048576 alike (one configuration key, one summary), and the
+stored keys and summaries what a recomputation gives."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from experiments.published import SEEDS
+from runners.params import normalise
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = [("experiments", "0022_runs_that_are_data")]
+AFTER = [("experiments", "0023_param_normal_forms")]
+
+
+def migrate(target):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(target)
+
+
+def text(params) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def test_params_are_normalised_and_summaries_rebuilt_on_the_published_data(alice):
+    from experiments.management.commands.load_published import load_published
+    from experiments.models import ConfigSummary, Run, Testbed
+    from experiments.results import summaries
+    from experiments.results.store import replace_metrics
+
+    migrate(BEFORE)
+    try:
+        load_published()
+        # The published runs' parameters as the studies spell them (before this change the
+        # loader stored them so: 8e12 for 8 TB), by key.
+        spelled = {
+            f"{seed.KEY}/run/{data['key']}": data["params"] for seed in SEEDS for data in seed.RUNS
+        }
+        published = list(Run.objects.filter(published=True))
+        assert published
+        for run in published:
+            Run.objects.filter(pk=run.pk).update(params=spelled[run.published_key])
+        # Own runs as the matrices, imports and pushes stored them.
+        testbed = Testbed.objects.create(owner=alice, name="own")
+        own = {}
+        for name, tool, params in (
+            ("ior-1m", "ior", {"transfer_size": "1m", "block_size": "4m", "direct": "true"}),
+            ("ior-bytes", "ior", {"transfer_size": 1048576, "block_size": 4194304, "direct": True}),
+            ("fio-4k", "fio", {"bs": "4k", "runtime": "1m", "numjobs": "4", "direct": 1}),
+            ("fio-text", "fio", {"rw": "randread", "ioengine": "libaio"}),
+        ):
+            run = Run.objects.create(
+                owner=alice, testbed=testbed, tool=tool, status="succeeded", label=name
+            )
+            Run.objects.filter(pk=run.pk).update(params=params)
+            run.refresh_from_db()
+            replace_metrics(run, [{"name": "write_bw", "value": 1e9, "unit": "B/s"}])
+            own[name] = run
+        summaries.rebuild()  # the keys of the old spellings, as the old code computed them
+        keys = dict(
+            Run.objects.filter(pk__in=[r.pk for r in own.values()]).values_list(
+                "label", "config_key"
+            )
+        )
+        assert keys["ior-1m"] != keys["ior-bytes"]
+        floats = Run.objects.filter(published=True, params__has_key="aggregate_size")
+        assert any(type(r.params["aggregate_size"]) is float for r in floats)
+    finally:
+        migrate(AFTER)
+
+    for run in Run.objects.all():
+        assert text(run.params) == text(normalise(run.params)), run.label
+    for run in Run.objects.filter(published=True):
+        assert run.params == normalise(spelled[run.published_key])
+    assert all(
+        type(r.params["aggregate_size"]) is int
+        for r in Run.objects.filter(published=True, params__has_key="aggregate_size")
+    )
+    runs = {r.label: r for r in Run.objects.filter(testbed__name="own")}
+    assert runs["ior-1m"].params == {
+        "transfer_size": 1048576,
+        "block_size": 4194304,
+        "direct": True,
+    }
+    assert runs["fio-4k"].params == {"bs": 4096, "runtime": 60, "numjobs": 4, "direct": True}
+    assert runs["fio-text"].params == {"rw": "randread", "ioengine": "libaio"}
+    assert runs["ior-1m"].config_key == runs["ior-bytes"].config_key
+    summary = ConfigSummary.objects.get(config_key=runs["ior-1m"].config_key, name="write_bw")
+    assert summary.n == 2
+    assert summaries.differences() == []
+    # The published data loads onto the migrated rows without a change.
+    assert load_published().stats["updated"] == 0
