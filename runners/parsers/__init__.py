@@ -23,7 +23,13 @@ import inspect
 from types import ModuleType
 
 from runners import registry
-from runners.parsers.base import Metric, ParseError, ParseResult, describe_parts
+from runners.parsers.base import (
+    Metric,
+    ParseError,
+    ParseResult,
+    describe_parts,
+    summarise_parts,
+)
 
 __all__ = [
     "Metric",
@@ -34,6 +40,7 @@ __all__ = [
     "get_parser",
     "parse",
     "parse_parts",
+    "summarise_parts",
 ]
 
 # Parsers that are not a benchmark tool's: the topology of a BeeGFS file system.

@@ -408,14 +408,19 @@ def _span(key: str, values: list[str]) -> tuple[str, str]:
     return key, ", ".join(dict.fromkeys(values))
 
 
-def describe_parts(parts: list[ParseResult]) -> str:
-    """ "15 independent jobs (bs 1k … 16M)" for an output of several independent
-    measurements; "" for one."""
+def summarise_parts(parts: list[ParseResult]) -> tuple[str, str]:
+    """("15 independent jobs", "bs 1k … 16M"): what an output of several independent
+    measurements holds, and what differs between them ("" when nothing the output states
+    does); ("", "") for one measurement."""
     if len(parts) < 2:
-        return ""
+        return "", ""
     kind = parts[0].extra.get("part", {}).get("kind", "run")
-    text = f"{len(parts)} independent {PART_PLURALS.get(kind, kind + 's')}"
-    differs = varying(parts)
-    if differs:
-        text += " (" + "; ".join(f"{key} {span}" for key, span in differs) + ")"
-    return text
+    held = f"{len(parts)} independent {PART_PLURALS.get(kind, kind + 's')}"
+    return held, "; ".join(f"{key} {span}" for key, span in varying(parts))
+
+
+def describe_parts(parts: list[ParseResult]) -> str:
+    """What an output of several independent measurements holds, "15 independent jobs (bs
+    1k … 16M)"; "" for one."""
+    held, differs = summarise_parts(parts)
+    return f"{held} ({differs})" if differs else held
