@@ -235,7 +235,9 @@ def _parsed(result: ParseResult, params: dict[str, Any] | None, held: str = "") 
         command=result.command or "",
         params={**result.params, **(params or {})},
         metrics=metric_rows(m.to_dict() for m in result.metrics),
-        part={k: part[k] for k in ("index", "count", "kind", "label")} if part else None,
+        part={k: part[k] for k in ("index", "count", "kind", "label")} | {"held": held}
+        if part
+        else None,
         held=held,
     )
 
@@ -260,7 +262,8 @@ def derive_parts(
 
 def part_launch(launch: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     """``launch`` (``record_launch``'s) of the run that stores ``part`` of its output: the
-    part's index in its parse options (a reparse derives the same part), and the part."""
+    part's index in its parse options (a reparse derives the same part), and the part
+    (index, count, kind, label, and ``held``: what the whole output holds)."""
     options = {**(launch.get("parse_options") or {}), PART: part["index"]}
     return {**launch, "parse_options": options, PART: dict(part)}
 
