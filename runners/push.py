@@ -7,6 +7,9 @@
 The URL and token may come from BEEWEB_URL and BEEWEB_TOKEN instead. Each file becomes one
 run: the server stores the raw text first, then parses it (the tool is detected when --tool
 is not given); a file it cannot parse is still kept, with the parse error, and reported here.
+A file of several independent measurements (fio jobs in different stonewall groups, an IOR
+or mdtest log of several runs) is sent whole and becomes one run per measurement, each
+listed here.
 ``--telemetry`` sends the run's telemetry with it (one file only; docs/telemetry.md).
 
 Every upload carries an idempotency key (--key, or the SHA-256 of the file's content), so
@@ -283,6 +286,15 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 elif not args.quiet:
                     what = "already stored as" if state == "existing" else "stored as"
+                    parts = result.get("parts")
+                    if isinstance(parts, list) and len(parts) > 1:
+                        # Several independent measurements (fio stonewall groups, an IOR
+                        # log of several runs): the server stored a run of each.
+                        print(f"{name}: {what} {len(parts)} runs: {result.get('held', '')}")
+                        for part in parts:
+                            metrics = f" ({part['metrics']} metrics)" if "metrics" in part else ""
+                            print(f"  run {part.get('uuid')} [{part.get('label')}]{metrics}")
+                        continue
                     metrics = f" ({result['metrics']} metrics)" if "metrics" in result else ""
                     print(f"{name}: {what} run {result.get('uuid')}{metrics}")
         if failures:

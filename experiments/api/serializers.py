@@ -745,7 +745,10 @@ class IngestRunSerializer(serializers.Serializer):
     notes = serializers.CharField(required=False)
     params = serializers.DictField(required=False)
     raw_output = serializers.CharField(
-        required=False, help_text="The tool's output: stored as given, then parsed."
+        required=False,
+        help_text="The tool's output: stored as given, then parsed. Send a file of several "
+        "independent measurements (fio stonewall groups, an IOR or mdtest log of several "
+        "runs) whole, as one item: one run is stored per measurement (the answer's parts).",
     )
     metrics = IngestMetricSerializer(many=True, required=False)
     tool_version = serializers.CharField(required=False, max_length=60)
@@ -762,6 +765,13 @@ class IngestRunSerializer(serializers.Serializer):
     )
 
 
+class IngestPartSerializer(serializers.Serializer):
+    uuid = serializers.UUIDField()
+    label = serializers.CharField(help_text="The part's name in the output (a fio job's).")
+    metrics = serializers.IntegerField(required=False)
+    parse_error = serializers.CharField(required=False)
+
+
 class IngestResultSerializer(serializers.Serializer):
     index = serializers.IntegerField()
     status = serializers.ChoiceField(choices=["created", "existing", "invalid"])
@@ -769,6 +779,17 @@ class IngestResultSerializer(serializers.Serializer):
     metrics = serializers.IntegerField(required=False)
     parse_error = serializers.CharField(required=False)
     errors = serializers.DictField(child=serializers.CharField(), required=False)
+    held = serializers.CharField(
+        required=False,
+        help_text="With parts: what the output holds, e.g. '15 independent jobs (bs 1k … 16M)'.",
+    )
+    parts = IngestPartSerializer(
+        many=True,
+        required=False,
+        help_text="When raw_output holds several independent measurements (fio jobs in "
+        "different stonewall groups, the runs of an IOR or mdtest log): the run of each, in "
+        "the output's order, the first being ``uuid``. Each holds the whole raw output.",
+    )
 
 
 class IngestResponseSerializer(serializers.Serializer):

@@ -471,10 +471,10 @@ class RunViewSet(
             return Response({"errors": result["errors"]}, status=status.HTTP_400_BAD_REQUEST)
         run = self.get_queryset().get(uuid=result["uuid"])
         code = status.HTTP_201_CREATED if result["status"] == "created" else status.HTTP_200_OK
-        return Response(
-            serializers.RunDetailSerializer(run, context=self.get_serializer_context()).data,
-            status=code,
-        )
+        data = serializers.RunDetailSerializer(run, context=self.get_serializer_context()).data
+        if "parts" in result:  # an output of several measurements: a run of each
+            data = {**data, "parts": result["parts"]}
+        return Response(data, status=code)
 
     @extend_schema(
         summary="Store many completed runs at once (JSON array or JSON lines)",

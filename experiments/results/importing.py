@@ -1,5 +1,7 @@
 """Importing existing benchmark output (browser, ``manage.py import_results``): each item is
-checked, stored as a run with its raw text, then parsed through ``experiments.results.store``."""
+checked, stored as a run with its raw text, then parsed through ``experiments.results.store``;
+an output of several independent measurements (fio stonewall groups, an IOR or mdtest log of
+several runs) becomes one run per measurement (``store.store_parts``)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from experiments.results.store import (
     MAX_OUTPUT_BYTES,
     parse_options,
     parse_output,
-    parse_stored,
+    parse_output_parts,
     record_launch,
+    store_parts,
 )
 from experiments.shared.input_checks import text_problem
 from runners.parsers import ParseResult
@@ -110,6 +113,12 @@ def preview(text: str, tool: str | None = None, op: str | None = None) -> ParseR
     return parse_output(text, tool, parse_options(op))
 
 
+def preview_parts(text: str, tool: str | None = None, op: str | None = None) -> list[ParseResult]:
+    """The runs importing ``text`` would store, one result each (several for an output of
+    several independent measurements), saving nothing; ParseError for unusable input."""
+    return parse_output_parts(text, tool, parse_options(op))
+
+
 def read_telemetry(data: bytes | str) -> str:
     """An uploaded telemetry file (one beeweb-telemetry/1 document or a list of them) as the
     JSON text of a validated list, carried from the preview to the save; ValueError saying
@@ -145,9 +154,37 @@ def import_output(
     label: str = "",
     telemetry_docs: list | None = None,
 ) -> Run:
-    """Store ``text`` as an imported run, then parse it. A parse failure keeps the run (and its
-    raw text) with the error recorded, so nothing is lost and ``reparse`` can retry.
-    ImportRefused for a published testbed: published study data accepts no runs."""
+    """``import_runs``' first run (the only one, unless the output holds several
+    measurements)."""
+    return import_runs(
+        text,
+        testbed=testbed,
+        tuning_set=tuning_set,
+        owner=owner,
+        tool=tool,
+        op=op,
+        label=label,
+        telemetry_docs=telemetry_docs,
+    )[0]
+
+
+def import_runs(
+    text: str,
+    *,
+    testbed,
+    tuning_set=None,
+    owner=None,
+    tool: str | None = None,
+    op: str | None = None,
+    label: str = "",
+    telemetry_docs: list | None = None,
+) -> list[Run]:
+    """Store ``text`` as an imported run, then parse it; the runs stored: one per independent
+    measurement the output holds, each with the whole raw text (``store.store_parts``). A
+    parse failure keeps the run (and its raw text) with the error recorded, so nothing is
+    lost and ``reparse`` can retry. ImportRefused for a published testbed: published study
+    data accepts no runs; ValueError for telemetry with an output of several measurements
+    (telemetry belongs to one run)."""
     if testbed.published:
         raise ImportRefused(
             f"testbed {testbed.name!r} is published study data (read-only): it accepts no runs"
@@ -162,9 +199,14 @@ def import_output(
         raw_output=text,
         launch=record_launch({}, {}, parse_options(op)),
     )
-    parse_stored(run, tool)
+    runs = store_parts(run, tool)
     if telemetry_docs:
+        if len(runs) > 1:
+            raise ValueError(
+                f"telemetry belongs to one run; this output holds {len(runs)} independent "
+                "measurements"
+            )
         from experiments.results import telemetry
 
         telemetry.store(run, telemetry_docs)
-    return run
+    return runs

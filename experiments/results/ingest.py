@@ -54,11 +54,14 @@ from experiments.results.store import (
     METRICS_GIVEN,
     PRIMARY_STAT_ORDER,
     apply,
-    derive,
+    derive_parts,
     insert,
     metric_rows,
     not_data,
     parse_options,
+    part_key,
+    part_label,
+    part_launch,
     record_launch,
 )
 from experiments.shared.input_checks import INT_MAX, clean_text, json_problem, text_problem
@@ -157,6 +160,11 @@ class Item:
     # Explicit metrics: tuples (``_metrics``); parsed ones: rows (``metric_rows``).
     metrics: list = field(default_factory=list)
     outcome: str = ""
+    # An output of several independent measurements: the item of each part's run, this
+    # one first (``_ingest``); for an existing key, (uuid, label) of each. ``held``: what
+    # the output holds ("15 independent jobs (bs 1k … 16M)").
+    parts: list = field(default_factory=list)
+    held: str = ""
 
 
 def _has_nul(value: Any) -> bool:
@@ -1075,7 +1083,24 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
         if key and key in seen_keys:
             item.outcome = "existing"
             item.run = seen_keys[key].run
+            item.parts, item.held = seen_keys[key].parts, seen_keys[key].held
             continue
+        options = parse_options(clean["op"])
+        found = None
+        if clean["metrics"] is None:
+            found = derive_parts(
+                clean["raw_output"],
+                tool=clean["tool"] or None,
+                options=options,
+                params=clean["params"],
+            )
+            if len(found) > 1 and clean["telemetry"]:
+                item.errors["telemetry"] = (
+                    f"telemetry belongs to one run; this output holds {found[0].held}: "
+                    "nothing was stored"
+                )
+                item.outcome = "invalid"
+                continue
         item.run = _run(
             defaults,
             uuid=uuids.pop(),
@@ -1099,28 +1124,29 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             launch=record_launch(
                 {},
                 clean["params"],
-                parse_options(clean["op"]),
+                options,
                 metrics_given=clean["metrics"] is not None,
             ),
         )
         item.outcome = "created"
         if key:
             seen_keys[key] = item
-        if clean["metrics"] is not None:
+        if found is None:
             item.metrics = clean["metrics"]  # tuples: written as they are (see _store)
         else:
-            parsed = derive(
-                clean["raw_output"],
-                tool=clean["tool"] or None,
-                options=item.run.launch["parse_options"],
-                params=clean["params"],
-            )
+            parsed = found[0]
             apply(item.run, parsed)
             item.metrics = parsed.metrics
+            if len(found) > 1:
+                _split(item, found, defaults)
         item.run.config_key = key_of(item.run)
         new.append((item, clean))
+        for part in item.parts[1:]:
+            part.run.config_key = key_of(part.run)
+            new.append((part, clean))
 
     _store(new)
+    _existing_parts(user, [item for item in items if item.outcome == "existing"])
 
     results = []
     for item in items:
@@ -1131,7 +1157,85 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             entry["metrics"] = len(item.metrics)
             if item.run.parse_error:
                 entry["parse_error"] = item.run.parse_error
+        if item.parts:
+            entry["held"] = item.held
+            entry["parts"] = [_part_entry(part) for part in item.parts]
         if item.errors:
             entry["errors"] = item.errors
         results.append(entry)
     return results
+
+
+def _split(item: Item, found: list, defaults: type) -> None:
+    """An item whose raw output holds several independent measurements (``found``, one
+    ``Parsed`` each): its run becomes the first part's, and a run of each other part is
+    made (``item.parts``): the same row but for its label, launch (the part's index in its
+    parse options: a reparse derives the same part), client key (``part_key``) and parsed
+    fields. Each holds the whole raw output."""
+    run = item.run
+    launch, label, key = run.launch, run.label, run.client_key
+    fields = dict(run.__dict__)
+    for name in ("id", "uuid", "launch", "label", "client_key"):
+        fields.pop(name, None)
+    parts = [item]
+    uuids = _uuid4_texts(len(found) - 1)
+    for parsed, uuid in zip(found[1:], uuids, strict=True):
+        part = Item(item.index, item.data)
+        part.run = _run(
+            defaults,
+            uuid=uuid,
+            **fields,
+            launch=part_launch(launch, parsed.part),
+            label=part_label(label, parsed.part),
+            client_key=part_key(key, parsed.part["index"]) if key else None,
+        )
+        apply(part.run, parsed)
+        part.metrics = parsed.metrics
+        part.outcome = "created"
+        parts.append(part)
+    run.launch = part_launch(launch, found[0].part)
+    run.label = part_label(label, found[0].part)
+    item.parts, item.held = parts, found[0].held
+
+
+def _part_entry(part: Any) -> dict[str, Any]:
+    """One part's run in the answer: its uuid and label, its metrics when created."""
+    if isinstance(part, Item):
+        entry = {
+            "uuid": str(part.run.uuid),
+            "label": part.run.launch["part"]["label"],
+            "metrics": len(part.metrics),
+        }
+        if part.run.parse_error:
+            entry["parse_error"] = part.run.parse_error
+        return entry
+    uuid, label = part
+    return {"uuid": str(uuid), "label": label}
+
+
+def _existing_parts(user, items: list[Item]) -> None:
+    """The runs of every part of the existing runs of ``items`` that were the first part of
+    an output of several (a retry of such an item): ``item.parts``, (uuid, label) each, in
+    two queries for all of them."""
+    wanted = {str(item.run.uuid): item for item in items if not item.parts}
+    if not wanted:
+        return
+    firsts = Run.objects.filter(owner=user, uuid__in=list(wanted)).filter(launch__has_key="part")
+    keys: dict[str, tuple[Item, int]] = {}
+    for uuid, key, launch in firsts.values_list("uuid", "client_key", "launch"):
+        item = wanted[str(uuid)]
+        count = launch["part"]["count"]
+        item.parts = [None] * count
+        item.parts[0] = (uuid, launch["part"]["label"])
+        item.held = launch["part"].get("held", "")
+        for index in range(1, count):
+            keys[part_key(key, index)] = (item, index)
+    if not keys:
+        return
+    for uuid, key, launch in Run.objects.filter(owner=user, client_key__in=list(keys)).values_list(
+        "uuid", "client_key", "launch"
+    ):
+        item, index = keys[key]
+        item.parts[index] = (uuid, (launch.get("part") or {}).get("label", ""))
+    for item in items:
+        item.parts = [part for part in item.parts if part is not None]

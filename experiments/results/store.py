@@ -28,10 +28,18 @@ stores the same metrics and parameters whichever way it came in:
   ``reparse`` can retry after a parser fix.
 - **Bulk storage.** ``insert`` writes many rows at once: COPY on PostgreSQL, batched
   ``bulk_create`` elsewhere.
+- **One run per measurement.** An output holding several independent measurements (fio
+  jobs in different stonewall groups, the runs of an IOR or mdtest log, the tests of an IOR
+  script: ``runners.parsers.parse_parts``) is stored as one run per part (``store_parts``,
+  and the bulk ingest's ``derive_parts``): each run holds the whole raw output and, in its
+  parse options, the index of its part (``part_launch``), so a reparse derives the same
+  part. A run that is one cell of a matrix measures one thing: an output of several parts
+  stored for it (``parse_stored``: the executor's) is a parse error saying so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -48,7 +56,7 @@ from experiments.models.runs import Tool, store_row, update_row
 from experiments.results import summaries
 from experiments.shared.input_checks import json_problem
 from runners.params import normalise
-from runners.parsers import ParseError, ParseResult, parse
+from runners.parsers import ParseError, ParseResult, describe_parts, parse, parse_parts
 
 # The most raw output a run stores (the executor keeps the end of longer output).
 MAX_OUTPUT_BYTES = 20 * 1024 * 1024
@@ -142,6 +150,29 @@ def parse_output(
         raise
     except Exception as exc:  # a parser bug must not lose the raw text
         raise ParseError(f"the parser failed: {type(exc).__name__}: {exc}") from exc
+    return _storable(result)
+
+
+def parse_output_parts(
+    text: str, tool: str | None = None, options: dict[str, Any] | None = None
+) -> list[ParseResult]:
+    """``parse_output`` of each independent measurement ``text`` holds
+    (``runners.parsers.parse_parts``): one result for an output of one, or for a part
+    asked for (``options["part"]``)."""
+    options = options or {}
+    if PART in options:
+        return [parse_output(text, tool, options)]
+    try:
+        results = parse_parts(text, tool=tool or None, **options)
+    except ParseError:
+        raise
+    except Exception as exc:  # a parser bug must not lose the raw text
+        raise ParseError(f"the parser failed: {type(exc).__name__}: {exc}") from exc
+    return [_storable(result) for result in results]
+
+
+def _storable(result: ParseResult) -> ParseResult:
+    """``result`` when a run can store it; ParseError saying why not otherwise."""
     if result.extra.get("topology") and not result.metrics:
         raise ParseError(
             "this is BeeGFS topology output (nodes/targets), not a benchmark "
@@ -164,7 +195,10 @@ def parse_output(
 
 @dataclass
 class Parsed:
-    """What one output yields for its run: the parsed fields and metric rows, or the error."""
+    """What one output yields for its run: the parsed fields and metric rows, or the error;
+    ``part``: which part of an output of several measurements (``runners.parsers``'
+    ``extra["part"]``: index, count, kind, label), ``held`` what the output holds ("15
+    independent jobs (bs 1k … 16M)")."""
 
     error: str = ""
     tool: str = ""
@@ -172,6 +206,12 @@ class Parsed:
     command: str = ""
     params: dict[str, Any] = field(default_factory=dict)
     metrics: list[SimpleNamespace] = field(default_factory=list)
+    part: dict[str, Any] | None = None
+    held: str = ""
+
+
+# The parse option naming the part of its output a run is (runners.parsers.parse's ``part``).
+PART = "part"
 
 
 def derive(
@@ -188,12 +228,62 @@ def derive(
         result = parse_output(text, tool, options)
     except ParseError as exc:
         return Parsed(error=str(exc), params=normalise(dict(params or {})))
+    return _parsed(result, params)
+
+
+def _parsed(result: ParseResult, params: dict[str, Any] | None, held: str = "") -> Parsed:
+    part = result.extra.get("part")
     return Parsed(
         tool=result.tool,
         tool_version=(result.tool_version or "")[:60],
         command=result.command or "",
         params=normalise({**result.params, **(params or {})}),
         metrics=metric_rows(m.to_dict() for m in result.metrics),
+        part={k: part[k] for k in ("index", "count", "kind", "label")} | {"held": held}
+        if part
+        else None,
+        held=held,
+    )
+
+
+def derive_parts(
+    text: str,
+    *,
+    tool: str | None = None,
+    options: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
+) -> list[Parsed]:
+    """``derive`` of each independent measurement ``text`` holds, in the output's order:
+    one ``Parsed`` (with ``part`` None) for an output of one, for a part asked for
+    (``options["part"]``) and for a failed parse; the launched ``params`` win in each."""
+    try:
+        results = parse_output_parts(text, tool, options)
+    except ParseError as exc:
+        return [Parsed(error=str(exc), params=normalise(dict(params or {})))]
+    held = describe_parts(results)
+    return [_parsed(result, params, held) for result in results]
+
+
+def part_launch(launch: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+    """``launch`` (``record_launch``'s) of the run that stores ``part`` of its output: the
+    part's index in its parse options (a reparse derives the same part), and the part
+    (index, count, kind, label, and ``held``: what the whole output holds)."""
+    options = {**(launch.get("parse_options") or {}), PART: part["index"]}
+    return {**launch, "parse_options": options, PART: dict(part)}
+
+
+def part_label(label: str, part: dict[str, Any]) -> str:
+    """A part's run label: the output's label and the part's name."""
+    name = part.get("label") or f"part {part['index'] + 1}"
+    return (f"{label} [{name}]" if label else name)[:200]
+
+
+def several_parts_error(parsed: Parsed) -> str:
+    """Why a run cannot store an output of several measurements as its own."""
+    return (
+        f"the output holds {parsed.held}; one run measures one of them (a matrix cell's "
+        "run runs one job group, one IOR test, one mdtest run): import the output to store "
+        "each as a run of its own"
     )
 
 
@@ -210,26 +300,40 @@ def apply(run: Any, parsed: Parsed) -> None:
     run.command = run.command or parsed.command
 
 
+def _derived(run: Run, tool: str | None) -> list[Parsed]:
+    """``derive_parts`` of the raw output stored on ``run``, as it was launched."""
+    launch = launched(run)
+    return derive_parts(
+        run.raw_output,
+        tool=tool or (run.tool if run.tool != Tool.OTHER else None),
+        options=launch.options,
+        params=launch.params,
+    )
+
+
 def _store(
     run: Run,
     tool: str | None,
     *,
     keep_on_error: bool,
     outcome: Callable[[Run], dict[str, Any]] | None = None,
+    parsed: Parsed | None = None,
+    more: dict[str, Any] | None = None,
 ) -> str | None:
-    launch = launched(run)
-    parsed = derive(
-        run.raw_output,
-        tool=tool or (run.tool if run.tool != Tool.OTHER else None),
-        options=launch.options,
-        params=launch.params,
-    )
+    if parsed is None:
+        found = _derived(run, tool)
+        parsed = found[0]
+        if len(found) > 1:  # (a run of its own: the executor's)
+            parsed = Parsed(
+                error=several_parts_error(parsed), params=normalise(dict(launched(run).params))
+            )
     if parsed.error and keep_on_error:
         run.parse_error = parsed.error
         fields: dict[str, Any] = {"parse_error": parsed.error}
     else:
         apply(run, parsed)
         fields = {name: getattr(run, name) for name in PARSED_FIELDS}
+    fields.update(more or {})
     if outcome is not None:
         fields.update(outcome(run))
     fields["updated"] = timezone.now()
@@ -285,11 +389,93 @@ def parse_stored(
     return _store(run, tool, keep_on_error=False, outcome=outcome)
 
 
+def store_parts(run: Run, tool: str | None = None) -> list[Run]:
+    """Parse the raw output just stored on ``run`` (an import: saved before this is called)
+    and store what it yields; the runs stored, ``run`` first. An output of several
+    independent measurements makes ``run`` its first part's run and a new run of each other
+    part (a copy of ``run`` but for its label, launch and parsed fields: the same raw
+    output, testbed, tuning set, owner, status), all in one transaction."""
+    found = _derived(run, tool)
+    if len(found) == 1:
+        _store(run, tool, keep_on_error=False, parsed=found[0])
+        return [run]
+    return _store_split(run, tool, found)
+
+
+def _store_split(run: Run, tool: str | None, found: list[Parsed]) -> list[Run]:
+    launch, label = dict(run.launch or {}), run.label
+    runs = [run]
+    with transaction.atomic():
+        for parsed in found[1:]:
+            runs.append(
+                _copy_of(run, part_launch(launch, parsed.part), part_label(label, parsed.part))
+            )
+        for each, parsed in zip(runs, found, strict=True):
+            each.launch = part_launch(launch, parsed.part)
+            each.label = part_label(label, parsed.part)
+            _store(
+                each,
+                tool,
+                keep_on_error=False,
+                parsed=parsed,
+                more={"launch": each.launch, "label": each.label},
+            )
+    return runs
+
+
+# The fields a run of another part of the same output copies (``store_parts``).
+COPIED = (
+    "testbed_id",
+    "tuning_set_id",
+    "target_id",
+    "owner_id",
+    "tool",
+    "tool_version",
+    "status",
+    "command",
+    "argv",
+    "raw_output",
+    "exit_code",
+    "started_at",
+    "finished_at",
+    "notes",
+)
+
+
+def _copy_of(run: Run, launch: dict[str, Any], label: str) -> Run:
+    copy = Run(**{name: getattr(run, name) for name in COPIED}, launch=launch, label=label)
+    if run.client_key:
+        copy.client_key = part_key(run.client_key, launch[PART]["index"])
+    copy.save()
+    return copy
+
+
+def part_key(key: str, index: int) -> str:
+    """The client key of the run of part ``index`` (from 0) of an ingested output keyed
+    ``key``: the key itself for the first part, ``key#part<n>`` (n from 1) for the others,
+    within the column's 200 characters (a long key shortened with its hash)."""
+    if index == 0:
+        return key
+    suffix = f"#part{index + 1}"
+    if len(key) + len(suffix) > 200:
+        key = key[: 200 - len(suffix) - 17] + "~" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    return key + suffix
+
+
 def reparse(run: Run) -> str | None:
     """Re-derive ``run``'s metrics and stated parameters from its stored raw output (after a
     parser fix), parsed as it was launched; the parse error, or None. A failure records its
-    error and keeps what the output yielded before."""
-    return _store(run, None, keep_on_error=True)
+    error and keeps what the output yielded before. A run that stored a whole output of
+    several independent measurements (imported before they were split) is split as an
+    import is (``store_parts``); one of a matrix cell records why it cannot be."""
+    found = _derived(run, None)
+    if len(found) == 1:
+        return _store(run, None, keep_on_error=True, parsed=found[0])
+    if not run.matrix_id:
+        _store_split(run, None, found)
+        return None
+    error = several_parts_error(found[0])
+    return _store(run, None, keep_on_error=True, parsed=Parsed(error=error))
 
 
 def reparsable(runs: QuerySet) -> QuerySet:

@@ -12,24 +12,59 @@ from django.views.decorators.http import require_http_methods
 
 from experiments.comparison.charts import display_unit
 from experiments.forms import ImportForm
-from experiments.results.importing import import_output, item_problem, preview, read_telemetry
+from experiments.results.importing import import_runs, item_problem, preview_parts, read_telemetry
+from experiments.results.store import metric_rows
 from runners import registry
-from runners.parsers import ParseError
+from runners.parsers import ParseError, describe_parts, summarise_parts
+
+
+def _shown(metrics) -> list[tuple]:
+    """(metric, value in its display unit, unit) of each metric."""
+    shown = []
+    for m in metrics:
+        unit, divisor = display_unit(m.unit)
+        shown.append((m, m.value / divisor, unit))
+    return shown
 
 
 def _preview_items(items, tool, op) -> list[dict]:
+    """What saving each item stores: its result, or for an output of several independent
+    measurements one part per run to be stored (label, parameters, headline metrics)."""
     rows = []
     for name, text in items:
-        row = {"name": name, "text": text, "error": None, "result": None, "metrics": []}
+        row = {
+            "name": name,
+            "text": text,
+            "error": None,
+            "result": None,
+            "metrics": [],
+            "parts": [],
+            "held": "",
+            "differs": "",
+            "runs": 1,
+        }
         try:
-            result = preview(text, tool=tool, op=op)
+            results = preview_parts(text, tool=tool, op=op)
         except ParseError as exc:
             row["error"] = str(exc)
         else:
-            row["result"] = result
-            for m in result.metrics:
-                unit, divisor = display_unit(m.unit)
-                row["metrics"].append((m, m.value / divisor, unit))
+            row["result"] = results[0]
+            if len(results) == 1:
+                row["metrics"] = _shown(results[0].metrics)
+            else:
+                row["held"], row["differs"] = summarise_parts(results)
+                row["runs"] = len(results)
+                for result in results:
+                    headline = [
+                        m for m in metric_rows(m.to_dict() for m in result.metrics) if m.primary
+                    ]
+                    row["parts"].append(
+                        {
+                            "label": result.extra["part"]["label"],
+                            "params": result.params,
+                            "headline": _shown(headline),
+                        }
+                    )
         rows.append(row)
     return rows
 
@@ -44,6 +79,7 @@ def run_import(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         context["items"] = _preview_items(data["items"], data["tool"] or None, data["op"] or None)
+        context["runs"] = sum(item["runs"] for item in context["items"])
         context["hidden"] = {
             "testbed": data["testbed"].uuid,
             "tuning_set": data["tuning_set"].uuid if data["tuning_set"] else "",
@@ -85,12 +121,23 @@ def _save(request: HttpRequest) -> HttpResponse:
             problems.append(f"telemetry: {exc}")
         if len(texts) != 1:
             problems.append("telemetry belongs to one run: import one output with it.")
+        else:
+            try:
+                parts = preview_parts(texts[0], tool=data["tool"] or None, op=data["op"] or None)
+            except ParseError:
+                parts = []
+            if len(parts) > 1:
+                problems.append(
+                    f"telemetry belongs to one run: this output holds {describe_parts(parts)}."
+                )
     if problems:
         messages.error(request, "Nothing was imported. " + " ".join(problems[:5]))
         return redirect("experiments:run_import")
     with transaction.atomic():
         runs = [
-            import_output(
+            run
+            for name, text in zip(names, texts, strict=True)
+            for run in import_runs(
                 text,
                 testbed=data["testbed"],
                 tuning_set=data["tuning_set"],
@@ -100,7 +147,6 @@ def _save(request: HttpRequest) -> HttpResponse:
                 label=data["label"] or name,
                 telemetry_docs=docs,
             )
-            for name, text in zip(names, texts, strict=True)
         ]
     failed = [r for r in runs if r.parse_error]
     messages.success(

@@ -8,7 +8,12 @@ Each module in ``PARSER_MODULES`` exposes:
 - ``parse(text: str, **options) -> ParseResult``: a validated result, or ``ParseError``.
 
 Modules may also expose ``parse_many(text) -> list[ParseResult]`` when one file can hold
-several runs (IOR logs that wrap several invocations).
+several runs (IOR logs that wrap several invocations), and ``parse_parts(text, **options)
+-> list[ParseResult]`` when one output can hold several independent measurements (fio jobs
+in different stonewall groups, IOR runs or tests, mdtest runs): one result per measurement,
+each with its own parameters and metrics and ``extra["part"]`` (``base.number_parts``).
+``parse_parts`` here gives them (one result for an output of one measurement) and
+``parse(text, part=N)`` the N-th; beeweb stores each part as a run of its own.
 """
 
 from __future__ import annotations
@@ -18,9 +23,25 @@ import inspect
 from types import ModuleType
 
 from runners import registry
-from runners.parsers.base import Metric, ParseError, ParseResult
+from runners.parsers.base import (
+    Metric,
+    ParseError,
+    ParseResult,
+    describe_parts,
+    summarise_parts,
+)
 
-__all__ = ["Metric", "ParseError", "ParseResult", "detect_tool", "get_parser", "parse"]
+__all__ = [
+    "Metric",
+    "ParseError",
+    "ParseResult",
+    "describe_parts",
+    "detect_tool",
+    "get_parser",
+    "parse",
+    "parse_parts",
+    "summarise_parts",
+]
 
 # Parsers that are not a benchmark tool's: the topology of a BeeGFS file system.
 TOPOLOGY_PARSERS = {"beegfs": "runners.parsers.beegfs"}
@@ -54,15 +75,39 @@ def detect_tool(text: str) -> str:
     return best
 
 
-def parse(text: str, tool: str | None = None, **options) -> ParseResult:
-    """Parse ``text`` with the named tool's parser, or the detected one."""
+def _accepted(function, options: dict) -> dict:
+    """Options a parser does not take (--op for IOR, say) are not errors: dropped."""
+    accepted = inspect.signature(function).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+        return options
+    return {k: v for k, v in options.items() if k in accepted}
+
+
+def parse(text: str, tool: str | None = None, part: int | None = None, **options) -> ParseResult:
+    """Parse ``text`` with the named tool's parser, or the detected one; with ``part``, the
+    part of that index (``parse_parts``) only."""
+    if not text or not text.strip():
+        raise ParseError("the output is empty")
+    name = tool or detect_tool(text)
+    if part is not None:
+        parts = parse_parts(text, name, **options)
+        if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < len(parts):
+            held = describe_parts(parts) or "one measurement"
+            raise ParseError(f"part {part!r} not found: the output holds {held}", tool=name)
+        return parts[part]
+    module = get_parser(name)
+    result = module.parse(text, **_accepted(module.parse, options))
+    return result.validate()
+
+
+def parse_parts(text: str, tool: str | None = None, **options) -> list[ParseResult]:
+    """The independent measurements ``text`` holds, one validated result each, in the
+    order of the output; one result (``parse``'s) when it holds one."""
     if not text or not text.strip():
         raise ParseError("the output is empty")
     name = tool or detect_tool(text)
     module = get_parser(name)
-    # Options a parser does not take (--op for IOR, say) are not errors: drop them.
-    accepted = inspect.signature(module.parse).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
-        options = {k: v for k, v in options.items() if k in accepted}
-    result = module.parse(text, **options)
-    return result.validate()
+    split = getattr(module, "parse_parts", None)
+    if split is None:
+        return [parse(text, name, **options)]
+    return [result.validate() for result in split(text, **_accepted(split, options))]

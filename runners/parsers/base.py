@@ -360,3 +360,96 @@ def pick_run(tool: str, results: list[ParseResult], wanted: Any, index: int | No
         if result.extra.get("complete"):
             return result
     return results[0]
+
+
+# --- outputs holding several independent measurements (parts) -------------------------------
+
+# What a part is called, by kind, in the plural ("15 independent jobs").
+PART_PLURALS = {"job": "jobs", "job group": "job groups", "run": "runs", "test": "tests"}
+# Parameters shown as sizes in a description of parts.
+_SIZE_PARAMS = {"transfer_size", "block_size", "file_size", "record_size", "aggregate_size"}
+
+
+def number_parts(
+    results: list[ParseResult],
+    kind: str,
+    labels: list[str],
+    options: list[dict[str, Any]] | None = None,
+) -> list[ParseResult]:
+    """Mark each of several independent measurements read from one output as its part:
+    ``extra["part"] = {"index", "count", "kind", "label"}`` (and the part's own tool
+    options, where the output states them). A single result stays unmarked: an output of
+    one measurement is one part."""
+    if len(results) < 2:
+        return results
+    for index, result in enumerate(results):
+        part: dict[str, Any] = {
+            "index": index,
+            "count": len(results),
+            "kind": kind,
+            "label": labels[index],
+        }
+        if options is not None:
+            part["options"] = options[index]
+        result.extra["part"] = part
+    return results
+
+
+def _shown(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key in _SIZE_PARAMS and isinstance(value, int):
+        for unit, size in (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+            if value >= size and value % size == 0:
+                return f"{value // size} {unit}"
+        return f"{value} B"
+    return str(value)
+
+
+def varying(parts: list[ParseResult], limit: int = 2) -> list[tuple[str, str]]:
+    """What differs between the parts: (name, "first … last") of at most ``limit`` names;
+    the tool's own options where the output states them per part
+    (fio's "bs"), the canonical parameters otherwise."""
+    options = [p.extra.get("part", {}).get("options") for p in parts]
+    for source, shown in (
+        (options, lambda key, value: str(value)),
+        ([p.params for p in parts], _shown),
+    ):
+        if not all(isinstance(s, dict) for s in source):
+            continue
+        keys: list[str] = []
+        for mapping in source:
+            keys += [k for k in mapping if k not in keys]
+        found = []
+        for key in keys:
+            values = [shown(key, mapping.get(key)) for mapping in source]
+            if any(v != values[0] for v in values):
+                found.append((key, values))
+        if found:
+            return [_span(key, values) for key, values in found[:limit]]
+    return []
+
+
+def _span(key: str, values: list[str]) -> tuple[str, str]:
+    """(name, "first … last"), or the distinct values when the first and last agree."""
+    if values[0] != values[-1]:
+        return key, f"{values[0]} … {values[-1]}"
+    return key, ", ".join(dict.fromkeys(values))
+
+
+def summarise_parts(parts: list[ParseResult]) -> tuple[str, str]:
+    """("15 independent jobs", "bs 1k … 16M"): what an output of several independent
+    measurements holds, and what differs between them ("" when nothing the output states
+    does); ("", "") for one measurement."""
+    if len(parts) < 2:
+        return "", ""
+    kind = parts[0].extra.get("part", {}).get("kind", "run")
+    held = f"{len(parts)} independent {PART_PLURALS.get(kind, kind + 's')}"
+    return held, "; ".join(f"{key} {span}" for key, span in varying(parts))
+
+
+def describe_parts(parts: list[ParseResult]) -> str:
+    """What an output of several independent measurements holds, "15 independent jobs (bs
+    1k … 16M)"; "" for one."""
+    held, differs = summarise_parts(parts)
+    return f"{held} ({differs})" if differs else held

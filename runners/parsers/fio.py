@@ -15,6 +15,7 @@ from runners.parsers.base import (
     ParseError,
     ParseResult,
     guard_parse,
+    number_parts,
     parse_int,
     parse_size,
     split_lines,
@@ -79,6 +80,8 @@ class _Job:
     dirs: dict[str, _Dir] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
+    # The job's own options as the JSON states them ("job options", not the global ones).
+    options: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -802,6 +805,10 @@ def _parse_json(data: dict, command: str | None = None) -> tuple[list[_Job], dic
             opts.update(entry["job options"])
         group = parse_int(entry.get("groupid", 0)) or 0
         job = _Job(name=name, group=group, error=parse_int(entry.get("error", 0)) or 0)
+        if isinstance(entry.get("job options"), dict):
+            job.options = {
+                str(k): str(v) for k, v in entry["job options"].items() if str(k) != "name"
+            }
         if "numjobs" in opts:
             numjobs = parse_int(opts["numjobs"])
         else:  # fio 2.x left numjobs out of "global options"; the command may still say
@@ -1017,8 +1024,24 @@ def _build(
 # --- entry points ------------------------------------------------------------------------
 
 
-def _parse(text: str, **options: Any) -> ParseResult:
-    """Body of ``parse`` (``guard_parse`` has refused empty output)."""
+@dataclass
+class _Read:
+    """Everything an output states, before it becomes results (``_result``)."""
+
+    jobs: list[_Job]
+    group_lines: dict[int, dict[str, _GroupLine]]
+    version: str | None
+    command: str | None
+    fmt: str
+    info: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def groups(self) -> list[int]:
+        return sorted({j.group for j in self.jobs} | set(self.group_lines))
+
+
+def _read(text: str, **options: Any) -> _Read:
+    """Jobs and group lines of fio output (``guard_parse`` has refused empty output)."""
     command = options.get("command")
     if isinstance(command, (list, tuple)):
         command = shlex.join(str(c) for c in command)
@@ -1032,19 +1055,10 @@ def _parse(text: str, **options: Any) -> ParseResult:
             jobs, info = _parse_json(data, command)
             if not any(j.dirs for j in jobs):
                 raise ParseError("fio JSON holds no job with read, write or trim I/O", tool=TOOL)
-            result = _build(jobs, {}, info["version"], command, "json")
+            fmt = "json"
             if any(d.bins for j in jobs for d in j.dirs.values()):
-                result.extra["format"] = "json+"
-            if info["hosts"]:
-                result.extra["hosts"] = info["hosts"]
-                result.params["nodes"] = len(info["hosts"])
-            if info["disk_util"]:
-                result.extra["disk_util"] = info["disk_util"]
-            if info["time"]:
-                result.extra["time"] = info["time"]
-            if info["warnings"]:
-                result.extra["warnings"] = info["warnings"]
-            return result.validate()
+                fmt = "json+"
+            return _Read(jobs, {}, info["version"], command, fmt, info, info["warnings"])
 
     jobs, group_lines, info = _parse_text(lines)
     terse_jobs, terse_version, terse_problems = _parse_terse_lines(lines)
@@ -1090,23 +1104,82 @@ def _parse(text: str, **options: Any) -> ParseResult:
     if fmt == "terse":
         problems += _terse_processes(jobs, info, command)
     _apply_text_params(jobs, info)
-    result = _build(jobs, group_lines, version, command, fmt)
-    if not jobs and len(result.extra["groups"]) == 1 and info["starting"]:
-        # Only "Run status group" lines: "Starting N processes" counts the one group's jobs.
-        result.extra["groups"][0]["threads"] = info["starting"]
-        result.params["threads"] = info["starting"]
-    if info["comments"]:
-        result.extra["header_comments"] = info["comments"]
-    if info["disk_util"]:
-        result.extra["disk_util"] = info["disk_util"]
-    if info["starting"] is not None:
-        result.extra["processes_started"] = info["starting"]
     warnings = info["warnings"] + [str(p) for p in terse_problems] + problems
     if info["mixed"]:
         warnings.append("unified_rw_reporting 'mixed' sections are not mapped to metrics")
-    if warnings:
-        result.extra["warnings"] = warnings
+    return _Read(jobs, group_lines, version, command, fmt, info, warnings)
+
+
+def _result(read: _Read, group: int | None = None) -> ParseResult:
+    """The result of the whole output, or of one job group (one part) of it."""
+    jobs, group_lines = read.jobs, read.group_lines
+    if group is not None:
+        jobs = [j for j in jobs if j.group == group]
+        group_lines = {group: group_lines[group]} if group in group_lines else {}
+    result = _build(jobs, group_lines, read.version, read.command, read.fmt)
+    info = read.info
+    if read.fmt.startswith("json"):
+        if info["hosts"]:
+            result.extra["hosts"] = info["hosts"]
+            result.params["nodes"] = len(info["hosts"])
+        if info["disk_util"]:
+            result.extra["disk_util"] = info["disk_util"]
+        if info["time"]:
+            result.extra["time"] = info["time"]
+    else:
+        if not jobs and len(result.extra["groups"]) == 1 and len(read.groups()) == 1:
+            if info["starting"]:
+                # Only "Run status group" lines: "Starting N processes" counts the one
+                # group's jobs.
+                result.extra["groups"][0]["threads"] = info["starting"]
+                result.params["threads"] = info["starting"]
+        if info["comments"]:
+            result.extra["header_comments"] = info["comments"]
+        if info["disk_util"]:
+            result.extra["disk_util"] = info["disk_util"]
+        if info["starting"] is not None:
+            result.extra["processes_started"] = info["starting"]
+    if read.warnings:
+        result.extra["warnings"] = list(read.warnings)
     return result.validate()
+
+
+def _parse(text: str, **options: Any) -> ParseResult:
+    """Body of ``parse`` (``guard_parse`` has refused empty output)."""
+    read = _read(text, **options)
+    result = _result(read)
+    if len(read.groups()) > 1:
+        result.extra["parts"] = len(read.groups())
+    return result
+
+
+def _parse_parts(text: str, **options: Any) -> list[ParseResult]:
+    """Body of ``parse_parts``."""
+    read = _read(text, **options)
+    groups = read.groups()
+    if len(groups) < 2:
+        return [_result(read)]
+    results, labels, own = [], [], []
+    single = True
+    for group in groups:
+        members = [j for j in read.jobs if j.group == group]
+        names = list(dict.fromkeys(j.name for j in members))
+        single = single and len(names) <= 1
+        results.append(_result(read, group))
+        labels.append(" + ".join(names) if names else f"group {group}")
+        own.append(dict(members[0].options) if len(names) == 1 else {})
+    options_known = read.fmt.startswith("json")
+    return number_parts(
+        results, "job" if single else "job group", labels, own if options_known else None
+    )
+
+
+def parse_parts(text: str, **options: Any) -> list[ParseResult]:
+    """One result per independent measurement of fio output: per job group (jobs in
+    different groups, made by ``stonewall`` or ``new_group``, ran one after the other; the
+    jobs of one group ran together and are one measurement, their aggregate). Output of
+    one group is one result, ``parse``'s."""
+    return guard_parse(TOOL, partial(_parse_parts, **options), text)
 
 
 def parse(text: str, **options: Any) -> ParseResult:

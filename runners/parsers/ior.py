@@ -16,6 +16,7 @@ from runners.parsers.base import (
     ParseResult,
     bw_to_bytes,
     chunk_runs,
+    number_parts,
     number_runs,
     parse_size,
     pick_run,
@@ -346,17 +347,25 @@ def _command_params(command: str) -> dict[str, Any]:
     return found
 
 
-def _finish(run: _Run) -> ParseResult:
-    """Turn a gathered run into a validated ParseResult."""
+def _tests(run: _Run) -> list[int]:
+    """The tests of an invocation (an ``-f`` script's RUN blocks) that printed results."""
+    return sorted({t for t, _, _, _ in run.rows} | {t for t, _, _ in run.summary})
+
+
+def _finish(run: _Run, test: int | None = None) -> ParseResult:
+    """Turn a gathered run into a validated ParseResult; of one of its tests only, when
+    ``test`` is given."""
     result = ParseResult(tool=TOOL, tool_version=run.version, command=run.command)
     params = dict(run.params)
-    several_tests = len(run.tests | {t for t, _, _ in run.summary}) > 1
+    several_tests = test is None and len(run.tests | {t for t, _, _ in run.summary}) > 1
 
     def tag(test: int) -> dict[str, Any]:
         return {"test": test} if several_tests else {}
 
-    for test, op, iteration, v in run.rows:
-        extra = tag(test)
+    rows = run.rows if test is None else [r for r in run.rows if r[0] == test]
+    summary = run.summary if test is None else [r for r in run.summary if r[0] == test]
+    for test_id, op, iteration, v in rows:
+        extra = tag(test_id)
         result.add(f"{op}_bw", bw_to_bytes(v["bw"], "MiB/s"), iteration=iteration, **extra)
         if v.get("iops") is not None:
             result.add(f"{op}_iops", v["iops"], iteration=iteration, **extra)
@@ -374,8 +383,8 @@ def _finish(run: _Run) -> ParseResult:
             params.setdefault("transfer_size", _scaled(v.get("xfer_kib"), KIB))
 
     summarised: set[str] = set()
-    for test, op, row in run.summary:
-        extra = tag(test)
+    for test_id, op, row in summary:
+        extra = tag(test_id)
         for prefix, metric, to_base in (
             ("bw", f"{op}_bw", lambda x: bw_to_bytes(x, "MiB/s")),
             ("ops", f"{op}_iops", lambda x: x),
@@ -411,8 +420,9 @@ def _finish(run: _Run) -> ParseResult:
         if row.get("api"):
             params.setdefault("api", row["api"])
 
-    # Without a summary table, "Max Write/Read" is the tool's own maximum over iterations.
-    for op, value in run.max_lines.items():
+    # Without a summary table, "Max Write/Read" is the tool's own maximum over iterations
+    # (printed per test: the last test's, so not a value of one test of several).
+    for op, value in (run.max_lines if test is None else {}).items():
         if op not in summarised:
             result.add(f"{op}_bw", value, stat="max")
 
@@ -488,9 +498,10 @@ def _load_json(text: str) -> dict[str, Any]:
     return doc
 
 
-def _parse_json(text: str) -> ParseResult:
-    """IOR's JSON layout: Version, Command line, tests[{Options, Parameters, Results, max}],
-    summary[{operation, bwMaxMIB, ..., OPsMax, ...}] (ior-output.c)."""
+def _json_run(text: str) -> _Run:
+    """The run IOR's JSON output holds. The layout: Version, Command line, tests[{Options,
+    Parameters, Results, max}], summary[{operation, bwMaxMIB, ..., OPsMax, ...}]
+    (ior-output.c)."""
     doc = _load_json(text)
     run = _Run(first_line=1)
     version = doc.get("Version")
@@ -609,9 +620,8 @@ def _parse_json(text: str) -> ParseResult:
         raise ParseError(
             "IOR JSON holds no Results rows, 'max' section or summary", line=1, tool=TOOL
         )
-    result = _finish(run)
-    result.extra["format"] = "json"
-    return result
+    run.extra["format"] = "json"
+    return run
 
 
 # --- public interface -------------------------------------------------------------------
@@ -647,27 +657,62 @@ def _split_runs(lines: list[str]) -> list[tuple[int, list[str]]]:
     return chunk_runs(lines, starts)
 
 
-def parse_many(text: str) -> list[ParseResult]:
-    """One ParseResult per IOR run found in ``text`` (logs may wrap several invocations)."""
+def _runs(text: str) -> list[_Run]:
+    """The IOR invocations of ``text`` that printed results."""
     if not text or not text.strip():
         raise ParseError("the output is empty", tool=TOOL)
     if _is_json(text):
-        results = [_parse_json(text)]
-    else:
-        lines = split_lines(text)
-        results = []
-        first_error: ParseError | None = None
-        for first_line, chunk in _split_runs(lines):
-            run = _parse_text_run(chunk, first_line)
-            if run.has_results:
-                results.append(_finish(run))
-            elif first_error is None and (
-                run.banner_line is not None or run.results_header_line or run.summary_header_line
-            ):
-                first_error = _no_result_error(run, first_line + len(chunk) - 1)
-        if not results:
-            raise first_error or _no_result_error(_Run(first_line=1), len(lines))
-    return number_runs(results)
+        return [_json_run(text)]
+    lines = split_lines(text)
+    runs = []
+    first_error: ParseError | None = None
+    for first_line, chunk in _split_runs(lines):
+        run = _parse_text_run(chunk, first_line)
+        if run.has_results:
+            runs.append(run)
+        elif first_error is None and (
+            run.banner_line is not None or run.results_header_line or run.summary_header_line
+        ):
+            first_error = _no_result_error(run, first_line + len(chunk) - 1)
+    if not runs:
+        raise first_error or _no_result_error(_Run(first_line=1), len(lines))
+    return runs
+
+
+def parse_many(text: str) -> list[ParseResult]:
+    """One ParseResult per IOR run found in ``text`` (logs may wrap several invocations)."""
+    return number_runs([_finish(run) for run in _runs(text)])
+
+
+def _label(run: _Run, index: int) -> str:
+    """A part's name: the invocation's options (its command line without the program)."""
+    if run.command:
+        words = run.command.split()
+        options = " ".join(words[1:]) if len(words) > 1 else run.command
+        return options if len(options) <= 100 else options[:99] + "…"
+    return f"run {index + 1}"
+
+
+def parse_parts(text: str) -> list[ParseResult]:
+    """One result per independent measurement: each IOR invocation of a log, and each
+    test (an ``-f`` script's RUN block) of an invocation that ran several."""
+    runs = _runs(text)
+    results: list[ParseResult] = []
+    labels: list[str] = []
+    for index, run in enumerate(runs):
+        tests = _tests(run)
+        if len(tests) > 1:
+            for test in tests:
+                results.append(_finish(run, test))
+                labels.append(
+                    f"{_label(run, index)} test {test}" if len(runs) > 1 else f"test {test}"
+                )
+        else:
+            results.append(_finish(run))
+            labels.append(_label(run, index))
+    if len(runs) == 1 and len(results) == 1:
+        return number_runs(results)
+    return number_parts(number_runs(results), "run" if len(runs) > 1 else "test", labels)
 
 
 def parse(text: str, **options: Any) -> ParseResult:

@@ -11,6 +11,7 @@ from runners.parsers.base import (
     ParseError,
     ParseResult,
     chunk_runs,
+    number_parts,
     number_runs,
     pick_run,
     split_lines,
@@ -355,22 +356,41 @@ def _split_runs(lines: list[str]) -> list[tuple[int, list[str]]]:
     return chunk_runs(lines, starts)
 
 
-def parse_many(text: str) -> list[ParseResult]:
-    """One ParseResult per mdtest run in ``text``."""
+def _runs(text: str) -> list[_Run]:
+    """The mdtest invocations of ``text`` that printed results."""
     if not text or not text.strip():
         raise ParseError("the output is empty", tool=TOOL)
     lines = split_lines(text)
-    results = []
+    runs = []
     first_error: ParseError | None = None
     for first_line, chunk in _split_runs(lines):
         run = _parse_run(chunk, first_line)
         if run.has_results:
-            results.append(_finish(run))
+            runs.append(run)
         elif first_error is None and (run.launch_line or run.summary_line):
             first_error = _no_result_error(run, first_line + len(chunk) - 1)
-    if not results:
+    if not runs:
         raise first_error or _no_result_error(_Run(first_line=1), len(lines))
-    return number_runs(results)
+    return runs
+
+
+def parse_many(text: str) -> list[ParseResult]:
+    """One ParseResult per mdtest run in ``text``."""
+    return number_runs([_finish(run) for run in _runs(text)])
+
+
+def parse_parts(text: str) -> list[ParseResult]:
+    """One result per independent measurement: each mdtest invocation of a log."""
+    runs = _runs(text)
+    labels = []
+    for index, run in enumerate(runs):
+        words = (run.command or "").split()
+        options = " ".join(words[1:]) if len(words) > 1 else ""
+        if not options:
+            labels.append(f"run {index + 1}")
+        else:
+            labels.append(options if len(options) <= 100 else options[:99] + "…")
+    return number_parts(number_runs([_finish(run) for run in runs]), "run", labels)
 
 
 def parse(text: str, **options: Any) -> ParseResult:

@@ -33,12 +33,16 @@ def push_command() -> list[str]:
 
 def run_push(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("BEEWEB_")}
+    # This checkout's client first (an environment shared by several checkouts has its
+    # editable install pointing at another one).
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (root, clean.get("PYTHONPATH", "")) if p)
     return subprocess.run(
         [*push_command(), *args],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**clean, **(env or {})},
+        env={**clean, "PYTHONPATH": path, **(env or {})},
     )
 
 
@@ -73,20 +77,27 @@ def test_push_stores_and_parses_a_real_fio_output(server, tmp_path):
         "--url", url, "--token", token, "--testbed", "site-b", "--tool", "fio", str(sample)
     )
     assert result.returncode == 0, result.stderr
-    assert "stored as run" in result.stdout
-    run = Run.objects.get()
+    # 15 stonewalled jobs (bs 1k to 16M), each its own measurement: 15 runs (issue 25).
+    assert "stored as 15 runs: 15 independent jobs (bs 1k … 16M)" in result.stdout
+    assert Run.objects.count() == 15
+    run = Run.objects.get(client_key__startswith="sha256:", launch__parse_options__part=0)
     assert run.tool == "fio" and run.owner.username == "pusher"
     assert run.raw_output == sample.read_text(encoding="utf-8", errors="replace")
-    assert run.client_key.startswith("sha256:") and not run.parse_error
-    assert run.metrics.filter(name="write_bw", primary=True).exists()
+    assert not run.parse_error and run.params["transfer_size"] == 1024  # "bs" : "1k"
+    # bs_16M: "io_bytes" : 11727273984 in "runtime" : 16003 ms
+    last = Run.objects.get(launch__parse_options__part=14)
+    assert last.params["transfer_size"] == 16 * 1024**2
+    assert last.metrics.get(name="write_bw", primary=True).value == pytest.approx(
+        11727273984 / 16.003
+    )
 
     # The same file again (env configuration this time): nothing new.
     again = run_push(
         "--testbed", "site-b", str(sample), env={"BEEWEB_URL": url, "BEEWEB_TOKEN": token}
     )
     assert again.returncode == 0, again.stderr
-    assert "already stored as run" in again.stdout
-    assert Run.objects.count() == 1
+    assert "already stored as 15 runs" in again.stdout
+    assert Run.objects.count() == 15
 
     # Unparsable output is kept with its error; the push itself succeeds.
     junk = tmp_path / "junk.txt"

@@ -393,7 +393,7 @@ def test_import_save_is_all_or_nothing(alice_client, testbed, monkeypatch):
     from experiments.results import importing
     from experiments.views import importing as views
 
-    real = importing.import_output
+    real = importing.import_runs
     calls = []
 
     def failing_second(text, **kwargs):
@@ -402,7 +402,7 @@ def test_import_save_is_all_or_nothing(alice_client, testbed, monkeypatch):
             raise DataError("the database refused the second run")
         return real(text, **kwargs)
 
-    monkeypatch.setattr(views, "import_output", failing_second)
+    monkeypatch.setattr(views, "import_runs", failing_second)
     fio = sample("fio/fio-3.6-json-randread-4k-qd1-ceph.json")
     with nothing_stored(), pytest.raises(DataError):
         alice_client.post("/runs/import/", _save_request(testbed, [("a", fio), ("b", fio)]))

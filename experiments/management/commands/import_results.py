@@ -10,10 +10,11 @@ from experiments.models import Testbed, TuningSet
 from experiments.results.importing import (
     MAX_IMPORT_BYTES,
     binary_problem,
-    import_output,
+    import_runs,
     item_problem,
 )
 from experiments.shared.utils import is_uuid
+from runners.parsers.base import PART_PLURALS
 
 
 def find(model, value: str, what: str):
@@ -70,7 +71,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"{name}: {problem}, skipped")
                 failed += 1
                 continue
-            run = import_output(
+            runs = import_runs(
                 text,
                 testbed=testbed_obj,
                 tuning_set=tuning_obj,
@@ -78,7 +79,19 @@ class Command(BaseCommand):
                 op=op,
                 label=path.name,
             )
-            if run.parse_error:
+            run = runs[0]
+            if len(runs) > 1:
+                part = run.launch["part"]
+                kind = PART_PLURALS.get(part["kind"], part["kind"])
+                self.stdout.write(
+                    f"{name}: {len(runs)} independent {kind}, stored as {len(runs)} runs:"
+                )
+                for each in runs:
+                    self.stdout.write(
+                        f"  run {each.uuid} [{each.launch['part']['label']}] "
+                        f"({each.metrics.count()} metrics)"
+                    )
+            elif run.parse_error:
                 failed += 1
                 self.stderr.write(
                     f"{name}: stored as run {run.uuid} but not parsed: {run.parse_error}"
