@@ -99,7 +99,7 @@ def test_fio_runs_as_a_step_of_its_slurm_job(lab):
     assert run["nodes_held"] == [HOST], run
     assert run["argv"][:6] == [
         "srun",
-        f"--jobid={run['job']}",
+        f"--jobid={run['slurm_job_id']}",
         "--nodes=1",
         "--ntasks=1",
         "--kill-on-bad-exit=1",
@@ -168,7 +168,7 @@ def test_a_job_past_its_time_limit_fails_with_slurms_reason(lab):
     assert wait_for(lambda: finished(stack, matrix), 180, interval=1), run_of(stack, matrix)
     run = run_of(stack, matrix)
     assert run["status"] == "failed", run
-    assert run["error"] == f"Slurm ended job {run['job']}: TIMEOUT (TimeLimit)", run
+    assert run["error"] == f"Slurm ended job {run['slurm_job_id']}: TIMEOUT (TimeLimit)", run
     assert (run["slurm_state"], run["slurm_reason"]) == ("TIMEOUT", "TimeLimit"), run
     assert "TimeLimit=00:01:00" in cluster.scontrol("show", "job", "-o", run["slurm_job_id"])
     print(f"\nSlurm time limit (1 min): the run failed {time.monotonic() - started:.0f} s in")

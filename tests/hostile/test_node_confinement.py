@@ -301,7 +301,7 @@ def test_tuning_only_where_the_node_allows_it_and_restored_after(
 
     assert wait_for(sleeping, 90), stack.worker_log(f"confine-c2@{HOST}")
     stack.shell(
-        "from experiments import matrices; from experiments.models import Run\n"
+        "from experiments.matrices import plan as matrices; from experiments.models import Run\n"
         "print(matrices.cancel_runs(Run.objects.filter(matrix__name='tuned', params__items=99)))"
     )
     assert wait_for(lambda: finished(stack, "tuned"), 90)
