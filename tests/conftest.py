@@ -164,3 +164,46 @@ def raid(alice):
     for v in (3.4e9, 3.3e9, 3.5e9):
         add_run(r10, v, threads=4, direct=True)
     return r0, r10
+
+
+# --- End-to-end labs (tests/labs) -------------------------------------------------------------
+
+
+@pytest.fixture
+def localhost_stack(tmp_path):
+    """An isolated installation (tests/labs/stack.py) with the localhost testbed of its
+    administrator; no worker yet."""
+    from tests.labs import Stack
+
+    stack = Stack(tmp_path)
+    try:
+        stack.manage("ensure_localhost")
+        yield stack
+    finally:
+        stack.close()
+
+
+@pytest.fixture(scope="session")
+def netns_available() -> None:
+    """Skip, with the reason, when this machine cannot build network namespaces."""
+    from tests.labs.netns import NetnsLab
+
+    ok, reason = NetnsLab.available()
+    if not ok:
+        pytest.skip(f"network-namespace lab unavailable: {reason}")
+
+
+@pytest.fixture(scope="module")
+def netns_lab(request, netns_available):
+    """A started network-namespace lab (tests/labs/netns.py) shared by a module's tests: three
+    nodes (a module may set ``NETNS_NODES``), forwarding PostgreSQL's and Redis's ports (or
+    the module's ``NETNS_FORWARD``) from the gateway to this machine's loopback."""
+    from tests.labs.netns import NetnsLab
+
+    lab = NetnsLab(n=getattr(request.module, "NETNS_NODES", 3))
+    lab.start()
+    try:
+        lab.forward(getattr(request.module, "NETNS_FORWARD", (5432, 6379)))
+        yield lab
+    finally:
+        lab.stop()

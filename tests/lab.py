@@ -1,5 +1,6 @@
 """Comparison test data shared by the statistics, report and API tests: testbeds with known
-hardware (so known theoretical limits) and runs with known headline values."""
+hardware (so known theoretical limits), runs with known headline values and a node's
+telemetry."""
 
 from __future__ import annotations
 
@@ -85,3 +86,26 @@ def add_alike(run: Run, status: str) -> Run:
         write_steady=run.write_steady,
         write_whole=run.write_whole,
     )
+
+
+def telemetry_doc(host, start, n=10, **series):
+    """A node's telemetry document (beeweb-telemetry/1) of ``n`` one-second samples from
+    ``start``; ``series`` adds or replaces series."""
+    return {
+        "format": "beeweb-telemetry/1",
+        "hostname": host,
+        "started_at": start,
+        "interval_s": 1.0,
+        "t": [float(i + 1) for i in range(n)],
+        "series": {
+            "cpu_busy": [0.2] * n,
+            "cpu_busy:cpu0": [0.3] * n,
+            "cpu_iowait": [0.1] * n,
+            "mem_used": [2e9] * n,
+            "page_cache": [1e9] * n,
+            "disk_write_bw:sdb": [5e8] * n,
+            "net_tx_bw:ib0": [1e9] * n,
+            **series,
+        },
+        "meta": {"cores": 1, "nic_speed_mbps": {}, "unavailable": {"beegfs": "not installed"}},
+    }

@@ -1,9 +1,12 @@
-"""A finished fio matrix for the runs table and parallel-coordinates tests: write throughput
-over numjobs (1, 2, 4, 8) × bs (64k, 1m) on one testbed, two repetitions, values chosen so
-that larger blocks and more jobs are faster."""
+"""Finished fio matrices: for the runs table and parallel-coordinates tests (``make_sweep``:
+write throughput over numjobs (1, 2, 4, 8) × bs (64k, 1m) on one testbed, two repetitions,
+values chosen so that larger blocks and more jobs are faster), and for the comparison pages'
+browser tests (``local_fio_matrix``, on the localhost testbed)."""
 
 from __future__ import annotations
 
+from experiments.inventory.localhost import ensure_localhost_testbed
+from experiments.matrices.expansion import expand
 from experiments.models import Matrix, Run
 from experiments.results.store import replace_metrics
 from tests.lab import make_testbed
@@ -42,4 +45,31 @@ def make_sweep(owner, name: str = "sweep") -> Matrix:
                 )
                 value = write_bw(numjobs, bs, repetition)
                 replace_metrics(run, [{"name": "write_bw", "value": value, "unit": "B/s"}])
+    return matrix
+
+
+def local_fio_matrix(user):
+    """A fio matrix on the localhost testbed, expanded and 'run': rw write/read x numjobs
+    1, 2, 4 x 3 repetitions, with results stored as a finished run would store them."""
+    testbed = ensure_localhost_testbed(user)
+    matrix = Matrix.objects.create(
+        owner=user,
+        name="local fio",
+        tool="fio",
+        repetitions=3,
+        fixed_params={"size": "16m", "bs": "1m", "direct": False},
+        axes=[
+            {"param": "rw", "values": ["write", "read"]},
+            {"param": "numjobs", "values": [1, 2, 4]},
+        ],
+    )
+    matrix.testbeds.add(testbed)
+    expand(matrix)
+    for run in Run.objects.filter(matrix=matrix):
+        jobs, rep = int(run.params["numjobs"]), run.repetition
+        value = 1e9 * jobs * (1.5 if run.params["rw"] == "read" else 1.0) + rep * 1e7
+        name = "read_bw" if run.params["rw"] == "read" else "write_bw"
+        replace_metrics(run, [{"name": name, "value": value, "unit": "B/s"}])
+        run.status = Run.Status.SUCCEEDED
+        run.save(update_fields=["status"])
     return matrix

@@ -14,13 +14,13 @@ Runs start in the order they were created: interleaved, or shuffled by a recorde
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 
 import pytest
 
-from tests.e2e import Stack
+from tests import labs
+from tests.labs import Stack
 
 pytestmark = [
     pytest.mark.slow,
@@ -58,12 +58,10 @@ axes:
 
 
 @pytest.fixture
-def stack(tmp_path):
-    s = Stack(tmp_path)
-    s.manage("ensure_localhost")
-    s.worker(QUEUE, f"node@{HOST}")
-    yield s
-    s.close()
+def stack(localhost_stack):
+    """The localhost stack with this host's node worker."""
+    localhost_stack.worker(QUEUE, f"node@{HOST}")
+    return localhost_stack
 
 
 def _launch(stack: Stack, tmp_path, name: str, text: str) -> str:
@@ -80,23 +78,33 @@ def _launch(stack: Stack, tmp_path, name: str, text: str) -> str:
 
 def _report(stack: Stack, name: str) -> dict:
     """Per run in start order: its cell's parameter, repetition and pk; per cell its state."""
-    code = (
-        "import json\n"
-        "from experiments.models import CellState, Matrix, Metric\n"
-        f"m = Matrix.objects.get(name={name!r})\n"
-        "runs = [\n"
-        "    {'params': r.params, 'rep': r.repetition, 'pk': r.pk, 'status': r.status,\n"
-        "     'bw': Metric.objects.filter(run=r, primary=True, name='write_bw')\n"
-        "     .values_list('value', flat=True).first()}\n"
-        "    for r in m.runs.order_by('started_at', 'pk')\n"
-        "]\n"
-        "states = {s.cell_key: [s.state, s.n, s.runs, s.cv, s.reason]\n"
-        "          for s in CellState.objects.filter(matrix=m)}\n"
-        "keys = dict(m.runs.values_list('params__rate_process', 'cell_key').distinct())\n"
-        "print(json.dumps({'runs': runs, 'states': states, 'keys': keys,\n"
-        "                  'seed': m.order_seed}))"
+    runs = sorted(labs.runs(stack, name), key=lambda r: (r["started_at"], r["pk"]))
+    ((matrix, seed),) = stack.sql(
+        f"SELECT id, order_seed FROM experiments_matrix WHERE name = '{name}'"
     )
-    return json.loads(stack.shell(code))
+    cells = stack.sql(
+        "SELECT cell_key, state, n, runs, cv, reason FROM experiments_cellstate "
+        f"WHERE matrix_id = {matrix}"
+    )
+    return {
+        "runs": [
+            {
+                "params": r["params"],
+                "rep": r["repetition"],
+                "pk": r["pk"],
+                "status": r["status"],
+                "bw": r["metrics"].get("write_bw"),
+            }
+            for r in runs
+        ],
+        "states": {key: list(state) for key, *state in cells},
+        "keys": {
+            r["params"]["rate_process"]: r["cell_key"]
+            for r in runs
+            if "rate_process" in r["params"]
+        },
+        "seed": seed,
+    }
 
 
 def test_adaptive_repetitions_settle_a_steady_cell_and_flag_a_noisy_one(stack, tmp_path):

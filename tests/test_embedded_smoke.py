@@ -6,74 +6,27 @@ newcomer's machine after `make run`.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests.e2e import wait_for, worker_argv
+from tests.labs import Stack, wait_for, wait_for_workers
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def manage(env, *args, timeout=120) -> str:
-    proc = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-def shell(env, code: str) -> str:
-    return manage(env, "shell", "-v", "0", "-c", code).strip()
-
-
 def test_embedded_default_runs_a_real_worker(tmp_path):
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"}
-    }
-    env["BEEWEB_DATA_DIR"] = str(tmp_path)
-    manage(env, "migrate", "--noinput", "-v0")
-    assert (tmp_path / "beeweb.sqlite3").exists()
-    out = manage(env, "ensure_admin")
-    assert "password:" in out
-    assert "not shown again" in manage(env, "ensure_admin")
-
-    log_path = tmp_path / "worker.log"
-    log = log_path.open("w")
-    worker = subprocess.Popen(
-        worker_argv("default", "smoke@localhost"),
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    stack = Stack(tmp_path, embedded=True)  # migrated, and the admin created
     try:
-        count = "from experiments.models import Worker; print(Worker.objects.count())"
-        assert wait_for(lambda: shell(env, count) == "1"), "worker never registered"
+        assert (tmp_path / "data" / "beeweb.sqlite3").exists()
+        assert "password:" in stack.admin
+        assert "not shown again" in stack.manage("ensure_admin").stdout
+
+        stack.worker("default", "smoke@localhost")
+        wait_for_workers(stack, "smoke@localhost", timeout=60)
         # A real task through the filesystem broker: the worker logs that it ran it.
-        task_id = shell(
-            env, "from experiments.execution.tasks import janitor; print(janitor.delay().id)"
-        )
+        task_id = stack.call("send_janitor")
         done = f"runners.janitor[{task_id}] succeeded"
-        assert wait_for(lambda: done in log_path.read_text()), "task was never consumed"
+        assert wait_for(lambda: done in stack.worker_log("smoke@localhost")), (
+            "task was never consumed"
+        )
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-        log.close()
+        stack.close()

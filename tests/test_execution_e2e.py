@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from tests.e2e import LONG_FIO, Stack, wait_for
+from tests import labs
+from tests.labs import LONG_FIO, Stack, runs, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,14 +37,6 @@ axes:
 """
 
 
-@pytest.fixture
-def stack(tmp_path):
-    s = Stack(tmp_path)
-    s.manage("ensure_localhost")
-    yield s
-    s.close()
-
-
 def fio_pids(stack: Stack) -> list[int]:
     out = subprocess.run(
         ["pgrep", "-f", f"fio.*{stack.env['BEEWEB_DATA_DIR']}"], capture_output=True, text=True
@@ -51,11 +44,13 @@ def fio_pids(stack: Stack) -> list[int]:
     return [int(p) for p in out.split()]
 
 
-def run_field(stack: Stack, field: str) -> str:
-    return stack.shell(f"from experiments.models import Run; print(Run.objects.get().{field})")
+def run_field(stack: Stack, field: str):
+    (run,) = runs(stack)
+    return run[field]
 
 
-def test_launch_matrix_runs_the_example_fio_matrix(stack, tmp_path):
+def test_launch_matrix_runs_the_example_fio_matrix(localhost_stack, tmp_path):
+    stack = localhost_stack
     path = tmp_path / "fio.yaml"
     path.write_text(FIO_MATRIX)
     stack.worker(QUEUE, f"node@{HOST}")
@@ -69,29 +64,24 @@ def test_launch_matrix_runs_the_example_fio_matrix(stack, tmp_path):
     )
     assert "queued 24 runs" in result.stdout
     assert "24/24 finished succeeded=24" in result.stdout
-    report = stack.shell(
-        "from django.db.models import Avg, F\n"
-        "from experiments.models import Metric, Run\n"
-        "runs = Run.objects.filter(status='succeeded')\n"
-        "lag = runs.aggregate(a=Avg(F('started_at') - F('queued_at')))['a']\n"
-        "busy = runs.aggregate(a=Avg(F('finished_at') - F('started_at')))['a']\n"
-        "print(runs.count(), Metric.objects.filter(primary=True, name='write_bw').count(),\n"
-        "      Metric.objects.filter(primary=True, name='read_bw').count(),\n"
-        "      lag.total_seconds(), busy.total_seconds())"
-    )
-    count, writes, reads, lag, busy = report.split()
-    assert (int(count), int(writes), int(reads)) == (24, 12, 12)
+    done = [r for r in runs(stack) if r["status"] == "succeeded"]
+    writes = sum("write_bw" in r["metrics"] for r in done)
+    reads = sum("read_bw" in r["metrics"] for r in done)
+    assert (len(done), writes, reads) == (24, 12, 12)
+    lag = sum((r["started_at"] - r["queued_at"]).total_seconds() for r in done) / len(done)
+    busy = sum((r["finished_at"] - r["started_at"]).total_seconds() for r in done) / len(done)
     # The configuration summaries the worker kept as runs landed equal a recomputation.
     check = stack.manage("rebuild_summaries", "--check", check=False)
     assert check.returncode == 0, check.stdout + check.stderr
     print(
         f"\nexample matrix (24 fio runs, broker {stack.broker}): {elapsed:.1f} s in all; "
-        f"queue-to-start {float(lag):.2f} s per run (includes waiting behind earlier "
-        f"runs), {float(busy):.2f} s per run from start to stored metrics"
+        f"queue-to-start {lag:.2f} s per run (includes waiting behind earlier "
+        f"runs), {busy:.2f} s per run from start to stored metrics"
     )
 
 
-def test_sigkill_mid_run_requeues_and_cancel_stops_the_tool(stack, tmp_path):
+def test_sigkill_mid_run_requeues_and_cancel_stops_the_tool(localhost_stack, tmp_path):
+    stack = localhost_stack
     path = tmp_path / "long.yaml"
     path.write_text(LONG_FIO)
     first = stack.worker(QUEUE, f"first@{HOST}")
@@ -107,21 +97,17 @@ def test_sigkill_mid_run_requeues_and_cancel_stops_the_tool(stack, tmp_path):
     assert run_field(stack, "status") == "running"
 
     time.sleep(3)
-    swept = stack.shell("from experiments.execution.dispatch import janitor; print(janitor(2))")
-    assert swept == "{'requeued': 1, 'failed': 0, 'cancelled': 0, 'redispatched': 0}"
+    swept = stack.call("janitor", 2)
+    assert swept == {"requeued": 1, "failed": 0, "cancelled": 0, "redispatched": 0}
     assert run_field(stack, "status") == "queued"
     assert "stopped sending heartbeats during attempt 1" in run_field(stack, "error")
 
     second = stack.worker(QUEUE, f"second@{HOST}")
     assert wait_for(
-        lambda: run_field(stack, "attempts") == "2" and run_field(stack, "status") == "running", 90
+        lambda: run_field(stack, "attempts") == 2 and run_field(stack, "status") == "running", 90
     ), stack.worker_log(f"second@{HOST}")[-3000:]
     assert wait_for(lambda: fio_pids(stack), 30)
-    stack.shell(
-        "from experiments.matrices.expansion import cancel_runs;"
-        " from experiments.models import Run;"
-        "print(cancel_runs(Run.objects.all()))"
-    )
+    labs.cancel(stack)
     assert wait_for(lambda: run_field(stack, "status") == "cancelled", 30)
     assert wait_for(lambda: not fio_pids(stack), 15)
     assert "cancelled while running" in run_field(stack, "error")
@@ -139,15 +125,16 @@ params: {bs: 1m, count: 4}
 """
 
 
-def test_resume_after_the_broker_lost_its_messages(stack, tmp_path):
+def test_resume_after_the_broker_lost_its_messages(localhost_stack, tmp_path):
+    stack = localhost_stack
     path = tmp_path / "dd.yaml"
     path.write_text(DD_MATRIX)
     stack.manage("launch_matrix", str(path))  # no worker yet: four runs wait in the broker
-    statuses = (
-        "from experiments.models import Run;"
-        "print(sorted(Run.objects.values_list('status', flat=True)))"
-    )
-    assert stack.shell(statuses) == str(["queued"] * 4)
+
+    def statuses() -> list[str]:
+        return sorted(r["status"] for r in runs(stack))
+
+    assert statuses() == ["queued"] * 4
 
     # The broker restarts empty (Redis here keeps nothing on disk).
     if stack.broker.startswith("redis://"):
@@ -157,13 +144,9 @@ def test_resume_after_the_broker_lost_its_messages(stack, tmp_path):
             message.unlink()
     stack.worker(QUEUE, f"resume@{HOST}")
     time.sleep(4)
-    assert stack.shell(statuses) == str(["queued"] * 4), "nothing should have arrived"
+    assert statuses() == ["queued"] * 4, "nothing should have arrived"
 
-    resent = stack.shell(
-        "from experiments.matrices.expansion import resume; from experiments.models import "
-        "Matrix; print(resume(Matrix.objects.get()))"
-    )
-    assert resent == "4"
-    assert wait_for(lambda: stack.shell(statuses) == str(["succeeded"] * 4), 90), stack.worker_log(
+    assert stack.call("resume", runs(stack)[0]["matrix_id"]) == 4
+    assert wait_for(lambda: statuses() == ["succeeded"] * 4, 90), stack.worker_log(
         f"resume@{HOST}"
     )[-3000:]

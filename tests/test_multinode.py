@@ -1,45 +1,20 @@
-"""Several nodes for real: three network namespaces behind a bridge (tests/netns.py), each
+"""Several nodes for real: three network namespaces behind a bridge (tests/labs/netns.py), each
 with its own Celery worker on its own queue (``node.<hostname>``) and its own hostname,
 reaching the database and the broker over the network. A matrix sweeping one target per node
 runs each run on its node's worker; qperf between two nodes gives the network baseline."""
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
 
-from tests.e2e import Stack, wait_for
+from tests.labs import Stack, metrics, runs, wait_for, wait_for_workers
 
-pytest_plugins = ["tests.netns_fixtures"]
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("qperf") is None, reason="qperf is not installed"),
 ]
-
-INVENTORY = """
-import json
-from django.contrib.auth import get_user_model
-from experiments.models import HardwareProfile, Node, Target, Testbed, TestbedNode
-lab = json.loads('''{lab}''')
-owner = get_user_model().objects.get(is_superuser=True)
-profile = HardwareProfile.objects.create(owner=owner, name="lab node", architecture="x86_64")
-storage = Testbed.objects.create(owner=owner, name="lab", benchmark_dir=lab["bench"])
-network = Testbed.objects.create(owner=owner, name="net", benchmark_dir=lab["bench"])
-for i, (name, address) in enumerate(lab["nodes"], 1):
-    node = Node.objects.create(owner=owner, hostname=name, address=address, profile=profile)
-    TestbedNode.objects.create(testbed=storage, node=node, storage=True, client=True)
-    Target.objects.create(testbed=storage, node=node, kind="storage", raid_level="none",
-                          name=f"t{{i}}", path=f"{{lab['bench']}}/{{name}}")
-    # qperf: node1 is the client (the launcher), node2 the server.
-    if i <= 2:
-        TestbedNode.objects.create(testbed=network, node=node, client=(i == 1), storage=(i == 2))
-# fio's own multi-host mode: node2 and node3 are clients running `fio --server`.
-clients = Testbed.objects.create(owner=owner, name="clients", benchmark_dir=lab["bench"])
-for node in Node.objects.filter(hostname__in=["node2", "node3"]):
-    TestbedNode.objects.create(testbed=clients, node=node, client=True)
-"""
 
 DD_PER_NODE = """\
 name: dd on every node
@@ -75,25 +50,56 @@ params: {{server: "{server}", tests: [tcp_bw, tcp_lat], time: 2}}
 """
 
 
+def inventory(bench: str, nodes: list) -> dict:
+    """The administrator's testbeds on the lab's nodes: "lab", every node a client and
+    storage server with a target t<i> of its own; "net", for qperf, node1 the client (the
+    launcher) and node2 the server; "clients", for fio's own multi-host mode, node2 and node3
+    as clients running `fio --server`."""
+    names = [node.hostname for node in nodes]
+    return {
+        "nodes": {node.hostname: {"owner": "admin", "address": node.address} for node in nodes},
+        "testbeds": [
+            {
+                "name": "lab",
+                "owner": "admin",
+                "benchmark_dir": bench,
+                "members": dict.fromkeys(names, ["storage", "client"]),
+                "targets": [
+                    {"node": name, "name": f"t{i}", "path": f"{bench}/{name}"}
+                    for i, name in enumerate(names, 1)
+                ],
+            },
+            {
+                "name": "net",
+                "owner": "admin",
+                "benchmark_dir": bench,
+                "members": {names[0]: ["client"], names[1]: ["storage"]},
+            },
+            {
+                "name": "clients",
+                "owner": "admin",
+                "benchmark_dir": bench,
+                "members": {"node2": ["client"], "node3": ["client"]},
+            },
+        ],
+    }
+
+
 @pytest.fixture
 def cluster(netns_lab, tmp_path):
     stack = Stack(tmp_path)
-    bench = tmp_path / "bench"
-    for node in netns_lab.nodes:
-        (bench / node.hostname).mkdir(parents=True)
-    lab = {"bench": str(bench), "nodes": [[n.hostname, n.address] for n in netns_lab.nodes]}
-    stack.shell(INVENTORY.format(lab=json.dumps(lab)))
-    # The shared benchmark area is outside the data directory: each node's operator allows it.
-    stack.node_workers(netns_lab, tmp_path, {"BEEWEB_NODE_DIRS": str(bench)})
-    registered = (
-        "from experiments.models import Worker;"
-        "print(sorted(w.hostname for w in Worker.objects.all()))"
-    )
-    assert wait_for(lambda: stack.shell(registered) == "['node1', 'node2', 'node3']", 90), (
-        tmp_path / "node1.log"
-    ).read_text()[-3000:]
-    yield stack, netns_lab, tmp_path
-    stack.close()
+    try:
+        bench = tmp_path / "bench"
+        for node in netns_lab.nodes:
+            (bench / node.hostname).mkdir(parents=True)
+        stack.call("inventory", inventory(str(bench), netns_lab.nodes))
+        # The shared benchmark area is outside the data directory: each node's operator
+        # allows it.
+        stack.node_workers(netns_lab, {"BEEWEB_NODE_DIRS": str(bench)})
+        wait_for_workers(stack, "node1@node1", "node2@node2", "node3@node3")
+        yield stack, netns_lab, tmp_path
+    finally:
+        stack.close()
 
 
 def test_one_run_per_node_on_that_nodes_worker(cluster):
@@ -109,13 +115,10 @@ def test_one_run_per_node_on_that_nodes_worker(cluster):
         timeout=240,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    rows = json.loads(
-        stack.shell(
-            "import json; from experiments.models import Run\n"
-            "print(json.dumps([[r.target.name, r.queue, r.worker, r.effective_config['hostname'],"
-            " r.metrics.get(name='write_bw', primary=True).value] for r in "
-            "Run.objects.select_related('target').order_by('target__name')]))"
-        )
+    rows = sorted(
+        [r["target"], r["queue"], r["worker"], r["effective_config"]["hostname"]]
+        + [r["metrics"]["write_bw"]]
+        for r in runs(stack)
     )
     assert [r[:4] for r in rows] == [
         ["t1", "node.node1", "node1@node1", "node1"],
@@ -142,20 +145,13 @@ def test_qperf_between_two_nodes_is_the_network_baseline(cluster):
             timeout=180,
         )
         assert result.returncode == 0, result.stdout + result.stderr
-        values = json.loads(
-            stack.shell(
-                "import json; from experiments.models import Run\n"
-                "r = Run.objects.get()\n"
-                "print(json.dumps([r.worker, r.argv, {m.name: m.value for m in "
-                "r.metrics.filter(primary=True)}]))"
-            )
-        )
+        (run,) = runs(stack)
     finally:
         lab.kill(server)
-    worker, argv, metrics = values
+    worker, argv, primary = run["worker"], run["argv"], run["metrics"]
     assert worker == "node1@node1"
     assert argv[:2] == ["qperf", lab.nodes[1].address]
-    assert metrics["tcp_bw"] > 1e6 and 0 < metrics["tcp_lat"] < 0.01
+    assert primary["tcp_bw"] > 1e6 and 0 < primary["tcp_lat"] < 0.01
 
 
 def test_fio_multihost_mode_drives_two_client_nodes(cluster):
@@ -176,16 +172,19 @@ def test_fio_multihost_mode_drives_two_client_nodes(cluster):
             timeout=180,
         )
         assert result.returncode == 0, result.stdout + result.stderr
-        worker, argv, params, bw, p99 = json.loads(
-            stack.shell(
-                "import json; from experiments.models import Run\n"
-                "r = Run.objects.get()\n"
-                "p99 = r.metrics.filter(name='write_lat', stat='p99', iteration=None)"
-                ".exclude(extra__has_key='job').values_list('value', flat=True)\n"
-                "print(json.dumps([r.worker, r.argv, r.params, "
-                "r.metrics.get(name='write_bw', primary=True).value, list(p99)]))"
-            )
+        (run,) = runs(stack)
+        worker, argv, params, bw = (
+            run["worker"],
+            run["argv"],
+            run["params"],
+            run["metrics"]["write_bw"],
         )
+        p99 = [
+            m["value"]
+            for m in metrics(stack, run["pk"])
+            if (m["name"], m["stat"], m["iteration"]) == ("write_lat", "p99", None)
+            and "job" not in m["extra"]
+        ]
     finally:
         for server in servers:
             lab.kill(server)

@@ -1,5 +1,5 @@
 """Exclusive use of nodes and per-node cache drops on the network-namespace cluster
-(tests/netns.py): three nodes, each with its own hostname and its own Celery worker (and so
+(tests/labs/netns.py): three nodes, each with its own hostname and its own Celery worker (and so
 its own node agent, experiments.execution.agent) reaching PostgreSQL and Redis over the network.
 alice's
 testbed is launched from node1, bob's from node2; both use node3 as their storage and
@@ -23,9 +23,17 @@ import time
 import psycopg
 import pytest
 
-from tests.e2e import Stack, wait_for
+from tests.labs import (
+    Stack,
+    finished,
+    launch,
+    run_page,
+    runs,
+    two_users_sharing_a_server,
+    wait_for,
+    wait_for_workers,
+)
 
-pytest_plugins = ["tests.netns_fixtures"]
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
@@ -37,38 +45,6 @@ pytestmark = [
 
 STALE = 3  # BEEWEB_RUN_STALE_SECONDS of the workers
 
-INVENTORY = """
-from django.contrib.auth import get_user_model
-from experiments.models import HardwareProfile, Node, Testbed, TestbedNode
-bench, nodes = {bench!r}, dict({nodes!r})
-users = get_user_model().objects
-alice = users.create_user("alice", password="x")
-bob = users.create_user("bob", password="x")
-profile = HardwareProfile.objects.create(owner=alice, name="box", architecture="x86_64")
-bob_profile = HardwareProfile.objects.create(owner=bob, name="box", architecture="x86_64")
-# node3 is alice's storage server, shared: bob's testbed uses it too.
-server = Node.objects.create(owner=alice, hostname="node3", address=nodes["node3"],
-                             profile=profile, shared=True)
-for owner, prof, name, launcher in ((alice, profile, "tb-alice", "node1"),
-                                    (bob, bob_profile, "tb-bob", "node2")):
-    tb = Testbed.objects.create(owner=owner, name=name, benchmark_dir=bench)
-    node = Node.objects.create(owner=owner, hostname=launcher, address=nodes[launcher],
-                               profile=prof)
-    TestbedNode.objects.create(testbed=tb, node=node, client=True)
-    TestbedNode.objects.create(testbed=tb, node=server, storage=True, metadata=True)
-"""
-
-LAUNCH = """
-from django.contrib.auth import get_user_model
-from experiments.matrices.expansion import launch
-from experiments.matrices.files import from_data, parse_yaml
-users = get_user_model().objects
-made = [from_data(parse_yaml(text), users.get(username=who)) for who, text in {specs!r}]
-for m in made:
-    launch(m)
-print(len(made))
-"""
-
 FIO = """\
 name: {name}
 tool: fio
@@ -79,27 +55,6 @@ timeout_s: 600
 params: {{rw: write, size: 4m, bs: 1m, runtime: {runtime}, time_based: true}}
 """
 
-# Every run as the test needs it, read straight from the database: a manage.py shell per
-# poll costs ~1.5 s on a busy machine.
-RUNS = """
-SELECT r.id, r.uuid::text, r.status, r.nodes_held, r.waiting_for, u.username, r.worker,
-       r.error, r.effective_config -> 'drop_caches', r.started_at, r.finished_at
-FROM experiments_run r JOIN auth_user u ON u.id = r.owner_id ORDER BY r.id
-"""
-KEYS = ("pk", "uuid", "status", "nodes", "waiting", "owner", "worker", "error", "drops")
-
-
-# The run page as its owner sees it (Django's test client against the same database).
-PAGE = """
-from django.contrib.auth import get_user_model
-from django.test import Client
-client = Client()
-client.force_login(get_user_model().objects.get(username={user!r}))
-response = client.get("/runs/{uuid}/", secure=True, follow=True)
-print(response.status_code)
-print(response.content.decode())
-"""
-
 
 @pytest.fixture(scope="module")
 def cluster(netns_lab, tmp_path_factory):
@@ -108,31 +63,20 @@ def cluster(netns_lab, tmp_path_factory):
     began = time.monotonic()
     tmp = tmp_path_factory.mktemp("netns-holding")
     stack = Stack(tmp)
-    bench = tmp / "bench"
-    bench.mkdir()
-    nodes = [(n.hostname, n.address) for n in netns_lab.nodes]
-    stack.shell(INVENTORY.format(bench=str(bench), nodes=nodes))
-    env = {"BEEWEB_NODE_DIRS": str(bench), "BEEWEB_RUN_STALE_SECONDS": str(STALE)}
-    workers = stack.node_workers(netns_lab, tmp, env)
-    # Every worker registered and its node agent running.
-    agents = "SELECT hostname FROM experiments_worker WHERE agent_seen IS NOT NULL ORDER BY 1"
-    assert wait_for(lambda: sql(stack, agents) == [("node1",), ("node2",), ("node3",)], 90), (
-        tmp / "node1.log"
-    ).read_text()[-3000:]
-    print(f"\ncluster of 3 nodes up in {time.monotonic() - began:.1f} s")
-    yield stack, workers, tmp
-    stack.close()
-
-
-def sql(stack: Stack, query: str) -> list[tuple]:
-    return stack.sql(query)
-
-
-def runs(stack: Stack) -> list[dict]:
-    return [
-        {**dict(zip(KEYS, row[:9], strict=True)), "start": row[9], "end": row[10]}
-        for row in sql(stack, RUNS)
-    ]
+    try:
+        bench = tmp / "bench"
+        bench.mkdir()
+        addresses = {n.hostname: n.address for n in netns_lab.nodes}
+        spec = two_users_sharing_a_server(str(bench), ("node1", "node2"), "node3", addresses)
+        stack.call("inventory", spec)
+        env = {"BEEWEB_NODE_DIRS": str(bench), "BEEWEB_RUN_STALE_SECONDS": str(STALE)}
+        workers = stack.node_workers(netns_lab, env)
+        # Every worker registered and its node agent running.
+        wait_for_workers(stack, "node1@node1", "node2@node2", "node3@node3", agents=True)
+        print(f"\ncluster of 3 nodes up in {time.monotonic() - began:.1f} s")
+        yield stack, workers
+    finally:
+        stack.close()
 
 
 def ask_drop(stack: Stack, run: int, node: str) -> float:
@@ -154,12 +98,8 @@ def ask_drop(stack: Stack, run: int, node: str) -> float:
             time.sleep(0.01)
 
 
-def launch(stack: Stack, *specs: tuple[str, str]) -> None:
-    assert stack.shell(LAUNCH.format(specs=list(specs))) == str(len(specs))
-
-
 def test_two_users_matrices_never_overlap_and_every_held_node_drops(cluster):
-    stack, _, _ = cluster
+    stack, _ = cluster
     began = time.monotonic()
     launch(
         stack,
@@ -169,9 +109,8 @@ def test_two_users_matrices_never_overlap_and_every_held_node_drops(cluster):
     reasons: set[str] = set()
 
     def done() -> bool:
-        rows = runs(stack)
-        reasons.update(r["waiting"] for r in rows if r["waiting"])
-        return all(r["status"] in ("succeeded", "failed", "cancelled") for r in rows)
+        reasons.update(r["waiting_for"] for r in runs(stack) if r["waiting_for"])
+        return finished(stack)
 
     assert wait_for(done, 120, interval=0.2), runs(stack)
     rows = runs(stack)
@@ -179,17 +118,21 @@ def test_two_users_matrices_never_overlap_and_every_held_node_drops(cluster):
     by_owner = {r["owner"]: r for r in rows}
     assert by_owner["alice"]["worker"] == "node1@node1"
     assert by_owner["bob"]["worker"] == "node2@node2"
-    assert {tuple(r["nodes"]) for r in rows} == {("node1", "node3"), ("node2", "node3")}
+    assert {tuple(r["nodes_held"]) for r in rows} == {("node1", "node3"), ("node2", "node3")}
     # No two runs overlap on any node: for each node, the spans of the runs holding it.
     for node in ("node1", "node2", "node3"):
-        spans = sorted((r["start"], r["end"], r["pk"]) for r in rows if node in r["nodes"])
+        spans = sorted(
+            (r["started_at"], r["finished_at"], r["pk"]) for r in rows if node in r["nodes_held"]
+        )
         for (_, end, pk), (start, _, nxt) in zip(spans, spans[1:], strict=False):
             assert end <= start, f"runs {pk} and {nxt} overlap on {node}"
     assert any("node node3 (held by run" in reason for reason in reasons), reasons
     # Each run dropped the caches of every node it held, each on that node by its worker
     # (the namespaces share this kernel, and the workers run as root).
     for r in rows:
-        assert r["drops"] == dict.fromkeys(r["nodes"], "dropped"), r
+        assert r["effective_config"].get("drop_caches") == dict.fromkeys(
+            r["nodes_held"], "dropped"
+        ), r
     print(
         f"\n6 fio runs of 1 s by two users sharing node3, caches dropped on every held node: "
         f"{time.monotonic() - began:.1f} s end to end"
@@ -197,24 +140,24 @@ def test_two_users_matrices_never_overlap_and_every_held_node_drops(cluster):
 
 
 def test_a_waiting_runs_page_and_a_killed_holder(cluster):
-    stack, workers, tmp = cluster
+    stack, workers = cluster
     first = len(runs(stack))
     launch(stack, ("alice", FIO.format(name="long", testbed="tb-alice", reps=1, runtime=300)))
     assert wait_for(
         lambda: any(
-            r["status"] == "running" and not r["waiting"] and r["start"]
+            r["status"] == "running" and not r["waiting_for"] and r["started_at"]
             for r in runs(stack)[first:]
         ),
         60,
-    ), (tmp / "node1.log").read_text()[-3000:]
+    ), stack.worker_log("node1@node1")[-3000:]
     holder = runs(stack)[first]
     launch(stack, ("bob", FIO.format(name="short", testbed="tb-bob", reps=1, runtime=1)))
     reason = f"node node3 (held by run {holder['pk']}"
-    assert wait_for(lambda: reason in runs(stack)[-1]["waiting"], 30), runs(stack)
+    assert wait_for(lambda: reason in runs(stack)[-1]["waiting_for"], 30), runs(stack)
     waiter = runs(stack)[-1]
 
-    status, _, page = stack.shell(PAGE.format(user="bob", uuid=waiter["uuid"])).partition("\n")
-    assert status == "200"
+    status, page = run_page(stack, "bob", waiter["uuid"])
+    assert status == 200
     assert f"Not started: waiting for {reason}" in page, page[-3000:]
 
     # node3's agent answers drop requests on the holder's lease from its own namespace.
@@ -230,11 +173,11 @@ def test_a_waiting_runs_page_and_a_killed_holder(cluster):
     workers["node1"].wait(timeout=10)
     assert wait_for(lambda: runs(stack)[-1]["status"] == "succeeded", STALE + 30), runs(stack)
     waiter = runs(stack)[-1]
-    started = waiter["start"].timestamp()
+    started = waiter["started_at"].timestamp()
     # The holder's last heartbeat was at most RUN_PROGRESS_SECONDS (0.5 s) before the kill;
     # the waiter polls every 0.5 s.
     assert started - killed <= STALE + 1.5, started - killed
-    assert waiter["drops"] == {"node2": "dropped", "node3": "dropped"}
+    assert waiter["effective_config"].get("drop_caches") == {"node2": "dropped", "node3": "dropped"}
     assert runs(stack)[first]["status"] == "running", "freed by the waiter, not by the janitor"
     print(
         f"\nkilled holder on node1: node3 taken by bob's run {started - killed:.2f} s after "

@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netns import LabNode, NetnsLab, TcpForwarder, in_netns
-
-pytest_plugins = ["tests.netns_fixtures"]
+from tests.labs.netns import LabNode, NetnsLab, TcpForwarder, in_netns
 
 ROOT = Path(__file__).resolve().parents[1]
 NETNS_NODES = 3
@@ -314,7 +312,7 @@ def test_popen_runs_in_a_new_session_killed_as_a_group(netns_lab):
 LAB_SCRIPT = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from tests.netns import NetnsLab
+from tests.labs.netns import NetnsLab
 lab = NetnsLab(n=2).start()
 lab.forward([6379])
 print(os.getpid(), lab.bridge, lab.gateway, flush=True)
@@ -364,7 +362,7 @@ def test_leftovers_of_a_crashed_lab_are_removed_once_its_pid_is_dead(netns_avail
 COLLISION_SCRIPT = """
 import os, sys
 sys.path.insert(0, {root!r})
-from tests.netns import LabError, NetnsLab
+from tests.labs.netns import LabError, NetnsLab
 lab = NetnsLab(n=1)
 lab.bridge = sys.argv[1]  # as if pid % 10000 matched another lab's
 try:

@@ -1,5 +1,5 @@
 """Telemetry of every node a run holds, on one time axis, on the network-namespace cluster
-(tests/netns.py): three nodes, each with its own hostname and its own Celery worker (and so
+(tests/labs/netns.py): three nodes, each with its own hostname and its own Celery worker (and so
 its own node agent, experiments.execution.agent) reaching PostgreSQL and Redis over the network. The
 testbed is launched from node1; node2 is its metadata server and node3 its storage server,
 so a run holds all three.
@@ -19,10 +19,8 @@ from datetime import timedelta
 
 import pytest
 
-from tests.e2e import Stack, wait_for
-from tests.test_netns_holding import LAUNCH, PAGE, sql
+from tests.labs import Stack, finished, launch, run_page, wait_for, wait_for_workers
 
-pytest_plugins = ["tests.netns_fixtures"]
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
@@ -31,20 +29,6 @@ pytestmark = [
         reason="the namespaces reach the database over the network: PostgreSQL only",
     ),
 ]
-
-INVENTORY = """
-from django.contrib.auth import get_user_model
-from experiments.models import HardwareProfile, Node, Testbed, TestbedNode
-bench, nodes = {bench!r}, dict({nodes!r})
-alice = get_user_model().objects.create_user("alice", password="x")
-profile = HardwareProfile.objects.create(owner=alice, name="box", architecture="x86_64")
-made = {{name: Node.objects.create(owner=alice, hostname=name, address=nodes[name],
-                                   profile=profile) for name in ("node1", "node2", "node3")}}
-tb = Testbed.objects.create(owner=alice, name="tb", benchmark_dir=bench)
-TestbedNode.objects.create(testbed=tb, node=made["node1"], client=True)
-TestbedNode.objects.create(testbed=tb, node=made["node2"], metadata=True)
-TestbedNode.objects.create(testbed=tb, node=made["node3"], storage=True)
-"""
 
 FIO = """\
 name: telemetry
@@ -68,26 +52,21 @@ def test_a_multi_node_run_shows_every_nodes_telemetry_on_one_time_axis(netns_lab
     try:
         bench = tmp_path / "bench"
         bench.mkdir()
-        nodes = [(n.hostname, n.address) for n in netns_lab.nodes]
-        stack.shell(INVENTORY.format(bench=str(bench), nodes=nodes))
-        stack.node_workers(netns_lab, tmp_path, {"BEEWEB_NODE_DIRS": str(bench)})
-        agents = "SELECT hostname FROM experiments_worker WHERE agent_seen IS NOT NULL"
-        assert wait_for(lambda: len(sql(stack, agents)) == 3, 90), (
-            tmp_path / "node1.log"
-        ).read_text()[-3000:]
+        nodes = {n.hostname: {"owner": "alice", "address": n.address} for n in netns_lab.nodes}
+        roles = {"node1": ["client"], "node2": ["metadata"], "node3": ["storage"]}
+        testbed = {"name": "tb", "owner": "alice", "benchmark_dir": str(bench), "members": roles}
+        stack.call("inventory", {"users": {"alice": "x"}, "nodes": nodes, "testbeds": [testbed]})
+        stack.node_workers(netns_lab, {"BEEWEB_NODE_DIRS": str(bench)})
+        wait_for_workers(stack, "node1@node1", "node2@node2", "node3@node3", agents=True)
         up = time.monotonic() - began
 
-        assert stack.shell(LAUNCH.format(specs=[("alice", FIO)])) == "1"
+        launch(stack, ("alice", FIO))
         status = "SELECT status FROM experiments_run"
-        assert wait_for(
-            lambda: sql(stack, status)[0][0] in ("succeeded", "failed", "cancelled"), 60, 0.2
-        )
-        assert sql(stack, status) == [("succeeded",)], sql(
-            stack, "SELECT error FROM experiments_run"
-        )
+        assert wait_for(lambda: finished(stack), 60, 0.2)
+        assert stack.sql(status) == [("succeeded",)], stack.sql("SELECT error FROM experiments_run")
         # The agents store at their first poll after the tool ended.
-        assert wait_for(lambda: len(sql(stack, ROWS)) == 3, 10, 0.2), sql(stack, ROWS)
-        rows = sql(stack, ROWS)
+        assert wait_for(lambda: len(stack.sql(ROWS)) == 3, 10, 0.2), stack.sql(ROWS)
+        rows = stack.sql(ROWS)
         assert [r[0] for r in rows] == ["node1", "node2", "node3"]
         assert rows[0][6] == ["node1", "node2", "node3"]  # the run held all three
         starts = {r[0]: r[1] for r in rows}
@@ -105,8 +84,8 @@ def test_a_multi_node_run_shows_every_nodes_telemetry_on_one_time_axis(netns_lab
             assert meta["sampler_cpu_s"] / samples < 0.01, meta  # < 1 % of one core
 
         uuid = rows[0][4]
-        code, _, page = stack.shell(PAGE.format(user="alice", uuid=uuid)).partition("\n")
-        assert code == "200"
+        code, page = run_page(stack, "alice", uuid)
+        assert code == 200
         for name in ("node1", "node2", "node3"):
             assert f"CPU of {name}" in page, page[-3000:]
         assert 'id="telemetry-figure"' in page

@@ -1,20 +1,20 @@
 """End to end: Slurm as a launch mode (issue 14, item 2) against a real slurmctld + slurmd
-(tests/slurm/slurm-cluster.sh, one fake node ``n1``) and a real Celery worker. A matrix in
+(tests/labs/slurm-cluster.sh, one fake node ``n1``) and a real Celery worker. A matrix in
 Slurm mode runs fio as a step of its own job: the job id, its state and the allocated node
 are stored and the metrics parsed; cancelling a running Slurm run cancels its job
 (scancel); a job that hits its Slurm time limit fails the run with Slurm's reason."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import time
 
 import pytest
 
-from tests.e2e import Stack, wait_for
-from tests.slurm.cluster import Cluster, unavailable
+from tests import labs
+from tests.labs import Stack, finished, wait_for, wait_for_workers
+from tests.labs.slurm import Cluster, unavailable
 
 pytestmark = [
     pytest.mark.slow,
@@ -22,30 +22,6 @@ pytestmark = [
     pytest.mark.skipif(unavailable() is not None, reason=unavailable() or ""),
 ]
 HOST = socket.gethostname()
-
-INVENTORY = """
-from django.contrib.auth import get_user_model
-from experiments.models import HardwareProfile, Node, Testbed, TestbedNode
-admin = get_user_model().objects.get(is_superuser=True)
-profile = HardwareProfile.objects.create(owner=admin, name="box", architecture="x86_64")
-tb = Testbed.objects.create(owner=admin, name="slurm-tb", benchmark_dir={bench!r},
-                            slurm_partition="debug")
-node = Node.objects.create(owner=admin, hostname={host!r}, profile=profile)
-TestbedNode.objects.create(testbed=tb, node=node, client=True)
-bad = Testbed.objects.create(owner=admin, name="slurm-bad", benchmark_dir={bench!r},
-                             slurm_partition="nosuchpartition")
-TestbedNode.objects.create(testbed=bad, node=node, client=True)
-"""
-
-LAUNCH = """
-from django.contrib.auth import get_user_model
-from experiments.matrices.expansion import launch
-from experiments.matrices.files import from_data, parse_yaml
-admin = get_user_model().objects.get(is_superuser=True)
-matrix = from_data(parse_yaml({text!r}), admin)
-launch(matrix)
-print(matrix.pk)
-"""
 
 FIO = """\
 name: {name}
@@ -58,19 +34,6 @@ timeout_s: {timeout}
 params: {params}
 """
 
-RUN = """
-import json
-from experiments.models import Metric, Run
-r = Run.objects.filter(matrix_id={matrix}).get()
-print(json.dumps({{
-    "pk": r.pk, "status": r.status, "error": r.error, "job": r.slurm_job_id, "state": r.slurm_state,
-    "reason": r.slurm_reason, "nodes": r.slurm_nodes, "held": r.nodes_held,
-    "hosts": r.launch.get("hosts"), "argv": r.argv, "config": r.effective_config,
-    "metrics": Metric.objects.filter(run=r, primary=True).count(),
-    "output": r.raw_output[-2000:],
-}}))
-"""
-
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
@@ -79,15 +42,22 @@ def lab(tmp_path_factory):
     cluster.start()
     stack = Stack(tmp)
     try:
-        bench = tmp / "bench"
-        bench.mkdir()
-        stack.shell(INVENTORY.format(bench=str(bench), host=HOST))
+        bench = str(tmp / "bench")
+        (tmp / "bench").mkdir()
+        testbed = {"owner": "admin", "benchmark_dir": bench, "members": {HOST: ["client"]}}
+        stack.call(
+            "inventory",
+            {
+                "nodes": {HOST: {"owner": "admin"}},
+                "testbeds": [
+                    {**testbed, "name": "slurm-tb", "slurm_partition": "debug"},
+                    {**testbed, "name": "slurm-bad", "slurm_partition": "nosuchpartition"},
+                ],
+            },
+        )
         stack.env.update(cluster.env)
-        stack.worker(f"node.{HOST}", f"slurm@{HOST}", env={"BEEWEB_NODE_DIRS": str(bench)})
-        online = "from experiments.models import Worker; print(Worker.objects.count())"
-        assert wait_for(lambda: stack.shell(online) == "1", 90), stack.worker_log(f"slurm@{HOST}")[
-            -3000:
-        ]
+        stack.worker(f"node.{HOST}", f"slurm@{HOST}", env={"BEEWEB_NODE_DIRS": bench})
+        wait_for_workers(stack, f"slurm@{HOST}")
         yield stack, cluster
     finally:
         stack.close()
@@ -105,15 +75,13 @@ def launch(
     text = FIO.format(
         name=name, params=params, timeout=timeout, drop=str(drop).lower(), testbed=testbed
     )
-    return int(stack.shell(LAUNCH.format(text=text)))
+    (matrix,) = labs.launch(stack, ("admin", text))
+    return matrix
 
 
 def run_of(stack: Stack, matrix: int) -> dict:
-    return json.loads(stack.shell(RUN.format(matrix=matrix)))
-
-
-def finished(stack: Stack, matrix: int) -> bool:
-    return run_of(stack, matrix)["status"] in ("succeeded", "failed", "cancelled")
+    (run,) = labs.runs(stack, matrix)
+    return run
 
 
 def test_fio_runs_as_a_step_of_its_slurm_job(lab):
@@ -124,27 +92,27 @@ def test_fio_runs_as_a_step_of_its_slurm_job(lab):
     elapsed = time.monotonic() - started
     run = run_of(stack, matrix)
     assert run["status"] == "succeeded", run
-    assert run["job"].isdigit(), run
-    assert run["state"] == "COMPLETED", run
-    assert run["nodes"] == ["n1"] and run["hosts"] == [["n1", "n1"]], run
+    assert run["slurm_job_id"].isdigit(), run
+    assert run["slurm_state"] == "COMPLETED", run
+    assert run["slurm_nodes"] == ["n1"] and run["launch"].get("hosts") == [["n1", "n1"]], run
     # Slurm owns the client: the run held its launcher only (no storage servers here).
-    assert run["held"] == [HOST], run
+    assert run["nodes_held"] == [HOST], run
     assert run["argv"][:6] == [
         "srun",
-        f"--jobid={run['job']}",
+        f"--jobid={run['slurm_job_id']}",
         "--nodes=1",
         "--ntasks=1",
         "--kill-on-bad-exit=1",
         "fio",
     ], run["argv"]
-    assert run["metrics"] >= 1, run
+    assert len(run["metrics"]) >= 1, run
     # Caches dropped on the node it held (by the launcher's worker) and on the allocated
     # node (through the allocation), one outcome each.
-    drop = run["config"]["drop_caches"]
+    drop = run["effective_config"]["drop_caches"]
     assert sorted(drop) == sorted([HOST, "n1"]), drop
     assert all(v == "dropped" or v.startswith("not permitted: ") for v in drop.values()), drop
     # What Slurm itself says about the job: its name, its node, completed.
-    shown = cluster.scontrol("show", "job", "-o", run["job"])
+    shown = cluster.scontrol("show", "job", "-o", run["slurm_job_id"])
     assert f"JobName=beeweb-run-{run['pk']} " in shown and "JobState=COMPLETED" in shown, shown
     assert "NodeList=n1 " in shown, shown
     print(f"\nSlurm-mode fio run (salloc, cache drop, srun fio, release): {elapsed:.1f} s")
@@ -159,7 +127,7 @@ def test_an_allocation_slurm_refuses_fails_the_run_with_sallocs_words(lab):
     assert run["error"].startswith("Slurm refused the allocation: salloc: error: "), run
     assert "partition" in run["error"].lower(), run
     # No job, no step: the argv is still the expansion's preview.
-    assert run["job"] == "" and run["argv"][:2] == ["srun", "--jobid=<job>"], run
+    assert run["slurm_job_id"] == "" and run["argv"][:2] == ["srun", "--jobid=<job>"], run
 
 
 def test_cancel_runs_scancel(lab):
@@ -170,19 +138,15 @@ def test_cancel_runs_scancel(lab):
     assert wait_for(
         lambda: (r := run_of(stack, matrix))["status"] == "running" and "fio" in r["argv"], 60
     ), run_of(stack, matrix)
-    job = run_of(stack, matrix)["job"]
+    job = run_of(stack, matrix)["slurm_job_id"]
     assert "JobState=RUNNING" in cluster.scontrol("show", "job", "-o", job)
     time.sleep(1)
-    stack.shell(
-        "from experiments.matrices.expansion import cancel_runs;"
-        " from experiments.models import Run;"
-        f"print(cancel_runs(Run.objects.filter(matrix_id={matrix})))"
-    )
+    labs.cancel(stack, matrix)
     cancelled = time.monotonic()
     assert wait_for(lambda: finished(stack, matrix), 60), run_of(stack, matrix)
     run = run_of(stack, matrix)
     assert run["status"] == "cancelled", run
-    assert run["state"] == "CANCELLED", run
+    assert run["slurm_state"] == "CANCELLED", run
     assert run["error"] == (
         f"cancelled while running; the process group was killed; Slurm job {job} cancelled "
         "(scancel)"
@@ -204,7 +168,7 @@ def test_a_job_past_its_time_limit_fails_with_slurms_reason(lab):
     assert wait_for(lambda: finished(stack, matrix), 180, interval=1), run_of(stack, matrix)
     run = run_of(stack, matrix)
     assert run["status"] == "failed", run
-    assert run["error"] == f"Slurm ended job {run['job']}: TIMEOUT (TimeLimit)", run
-    assert (run["state"], run["reason"]) == ("TIMEOUT", "TimeLimit"), run
-    assert "TimeLimit=00:01:00" in cluster.scontrol("show", "job", "-o", run["job"])
+    assert run["error"] == f"Slurm ended job {run['slurm_job_id']}: TIMEOUT (TimeLimit)", run
+    assert (run["slurm_state"], run["slurm_reason"]) == ("TIMEOUT", "TimeLimit"), run
+    assert "TimeLimit=00:01:00" in cluster.scontrol("show", "job", "-o", run["slurm_job_id"])
     print(f"\nSlurm time limit (1 min): the run failed {time.monotonic() - started:.0f} s in")

@@ -1,68 +1,26 @@
-"""Shared by the browser tests: Debian's Chromium under Playwright, and pages in it."""
+"""Fixtures of the browser tests; what they do in pages is in tests/labs/browser.py."""
 
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+import socket
+import subprocess
+import sys
+import urllib.request
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.labs import ROOT, Stack, wait_for
+from tests.labs.browser import (
+    ENGINEER,
+    chromium,
+    close_server_connections,
+    new_page,
+    require_chromium,
+)
+
 # Playwright's sync API runs an event loop in the test's thread; the ORM calls are safe.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-def require_chromium() -> None:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-
-
-@contextmanager
-def chromium(on_start=None) -> Iterator:
-    """A headless Chromium browser (Playwright never downloads one); ``on_start`` runs inside
-    Playwright's context before the launch and again before leaving it."""
-    require_chromium()
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        if on_start:
-            on_start()
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-            if on_start:
-                on_start()
-
-
-def new_page(browser, timeout_ms: int = 20_000):
-    """A page in a fresh context (own cookies: a separate, logged-out visitor)."""
-    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    page.set_default_timeout(timeout_ms)
-    return page
-
-
-def close_server_connections() -> None:
-    """The live server's request threads may still hold PostgreSQL sessions, which would stop
-    the test database from being dropped at the end of the run."""
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
 
 
 @pytest.fixture
@@ -79,11 +37,52 @@ def browser(live_server):
     close_server_connections()
 
 
-def sign_in(page, url: str, username: str, password: str, goto: bool = True) -> None:
-    """Sign in through the login form (already open when ``goto`` is false)."""
-    if goto:
-        page.goto(f"{url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served_stack(tmp_path):
+    """A whole installation as after `make run` (tests/labs/stack.py): a real web server
+    (runserver) and a real Celery worker on this host's node queue, the localhost testbed
+    owned by the administrator ENGINEER; ``(url, stack)``."""
+    require_chromium()
+    os.environ.setdefault("BEEWEB_ADMIN_PASSWORD", "")
+    stack = Stack(tmp_path)
+    stack.env.update(
+        {"BEEWEB_ADMIN_USER": ENGINEER[0], "BEEWEB_ADMIN_PASSWORD": ENGINEER[1], "DEBUG": "true"}
+    )
+    stack.manage("ensure_admin")
+    stack.manage("ensure_localhost", "--owner", ENGINEER[0])
+    host = socket.gethostname()
+    stack.worker(f"node.{host}", f"node@{host}")
+    port = _free_port()
+    web = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+        cwd=ROOT,
+        env=stack.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    stack.procs.append(web)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return urllib.request.urlopen(f"{url}/login/", timeout=2).status == 200
+        except OSError:
+            return False
+
+    assert wait_for(up, 60), "the web server did not start"
+    yield url, stack
+    stack.close()
+
+
+@pytest.fixture
+def served_page(served_stack):
+    """A Chromium page for ``served_stack``."""
+    with chromium() as browser:
+        yield new_page(browser, timeout_ms=30_000)

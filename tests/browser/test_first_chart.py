@@ -20,7 +20,7 @@ import os
 import pytest
 
 from bench.first_chart import measure, site
-from tests.browser.conftest import require_chromium
+from tests.labs.browser import require_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from tests.browser.conftest import chromium, close_server_connections, new_page, sign_in
+from tests.labs.browser import chromium, close_server_connections, new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -10,8 +10,8 @@ import pytest
 
 from experiments.models import Matrix, Run
 from experiments.results.store import replace_metrics
-from tests.browser.conftest import new_page, sign_in
 from tests.lab import make_testbed
+from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.browser.test_matrix_flow import new_fio_matrix, page, server  # noqa: F401 - fixtures
+from tests.labs.browser import ENGINEER, new_fio_matrix
 
 pytestmark = [
     pytest.mark.browser,
@@ -22,11 +22,13 @@ pytestmark = [
 RATE = re.compile(r"write [\d.]+ [MG]B/s")
 
 
-def test_live_throughput_of_a_running_fio_run(server, page):  # noqa: F811 - fixtures
-    url, stack = server
+def test_live_throughput_of_a_running_fio_run(served_stack, served_page):
+    url, stack = served_stack
+    page = served_page
     new_fio_matrix(
         page,
         url,
+        ENGINEER,
         "live fio",
         1,
         120,

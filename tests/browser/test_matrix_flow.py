@@ -1,24 +1,18 @@
 """Browser test of the whole execution path, as a newcomer meets it after `make run`: a real
-web server and a real Celery worker (own database and broker, see tests/e2e.py); Chromium
+web server and a real Celery worker (own database and broker, see tests/labs/stack.py); Chromium
 defines the issue's fio matrix (rw = write, read × numjobs 1, 2, 4, 8 × 3 repetitions) on the
 localhost testbed, launches it, watches the live progress to the end, and opens the
 comparison of its results."""
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 
-from tests.browser.conftest import chromium, new_page, require_chromium, sign_in
-from tests.e2e import ROOT, Stack, wait_for
+from tests.labs.browser import ENGINEER, new_fio_matrix
 
 pytestmark = [
     pytest.mark.browser,
@@ -26,79 +20,14 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
 ]
 
-PASSWORD = "matrix-flow-pw"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def server(tmp_path):
-    require_chromium()
-    os.environ.setdefault("BEEWEB_ADMIN_PASSWORD", "")
-    stack = Stack(tmp_path)
-    stack.env.update(
-        {"BEEWEB_ADMIN_USER": "engineer", "BEEWEB_ADMIN_PASSWORD": PASSWORD, "DEBUG": "true"}
-    )
-    stack.manage("ensure_admin")
-    stack.manage("ensure_localhost", "--owner", "engineer")
-    host = socket.gethostname()
-    stack.worker(f"node.{host}", f"node@{host}")
-    port = free_port()
-    web = subprocess.Popen(
-        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-        cwd=ROOT,
-        env=stack.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    stack.procs.append(web)
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return urllib.request.urlopen(f"{url}/login/", timeout=2).status == 200
-        except OSError:
-            return False
-
-    assert wait_for(up, 60), "the web server did not start"
-    yield url, stack
-    stack.close()
-
-
-@pytest.fixture
-def page(server):
-    with chromium() as browser:
-        yield new_page(browser, timeout_ms=30_000)
-
-
-def new_fio_matrix(
-    page, url: str, name: str, repetitions: int, timeout_s: int, params: str, axes: str
-) -> None:
-    """Sign in as the engineer and save a fio matrix on localhost through the form; the
-    page is the new matrix's afterwards."""
-    sign_in(page, url, "engineer", PASSWORD)
-    page.goto(f"{url}/matrices/new/")
-    page.fill("#id_name", name)
-    page.select_option("#id_tool", "fio")
-    page.get_by_label("localhost").check()
-    page.fill("#id_repetitions", str(repetitions))
-    page.fill("#id_timeout_s", str(timeout_s))
-    page.fill("#id_params_text", params)
-    page.fill("#id_axes_text", axes)
-    page.click("#object-form button[type=submit]")
-    page.wait_for_url(re.compile(r"/matrices/[0-9a-f-]+/$"))
-
-
-def test_fio_matrix_from_the_browser(server, page):
-    url, stack = server
+def test_fio_matrix_from_the_browser(served_stack, served_page):
+    url, stack = served_stack
+    page = served_page
     new_fio_matrix(
         page,
         url,
+        ENGINEER,
         "fio write/read x numjobs",
         3,
         300,

@@ -8,7 +8,7 @@ import pytest
 
 from experiments.models import Matrix
 from experiments.views import compare
-from tests.browser.conftest import new_page, sign_in
+from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

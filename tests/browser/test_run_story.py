@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from experiments.results import telemetry as stored
-from tests.browser.conftest import new_page, sign_in
-from tests.experiments.test_run_story import doc
 from tests.lab import add_run
+from tests.lab import telemetry_doc as doc
+from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

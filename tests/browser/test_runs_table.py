@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import new_page, sign_in
+from tests.labs.browser import new_page, sign_in
 from tests.sweeps import make_sweep
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

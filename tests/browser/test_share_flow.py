@@ -15,50 +15,10 @@ from django.core.management import call_command
 
 from experiments.inventory.localhost import architecture
 from experiments.published import seed000, seed002
-from tests.browser.conftest import new_page, sign_in
+from tests.labs.browser import new_page, sign_in, swapped
+from tests.sweeps import local_fio_matrix
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def local_fio_matrix(user):
-    """A fio matrix on the localhost testbed, expanded and 'run': rw write/read x numjobs
-    1, 2, 4 x 3 repetitions, with results stored as a finished run would store them."""
-    from experiments.inventory.localhost import ensure_localhost_testbed
-    from experiments.matrices.expansion import expand
-    from experiments.models import Matrix, Run
-    from experiments.results.store import replace_metrics
-
-    testbed = ensure_localhost_testbed(user)
-    matrix = Matrix.objects.create(
-        owner=user,
-        name="local fio",
-        tool="fio",
-        repetitions=3,
-        fixed_params={"size": "16m", "bs": "1m", "direct": False},
-        axes=[
-            {"param": "rw", "values": ["write", "read"]},
-            {"param": "numjobs", "values": [1, 2, 4]},
-        ],
-    )
-    matrix.testbeds.add(testbed)
-    expand(matrix)
-    for run in Run.objects.filter(matrix=matrix):
-        jobs, rep = int(run.params["numjobs"]), run.repetition
-        value = 1e9 * jobs * (1.5 if run.params["rw"] == "read" else 1.0) + rep * 1e7
-        name = "read_bw" if run.params["rw"] == "read" else "write_bw"
-        replace_metrics(run, [{"name": name, "value": value, "unit": "B/s"}])
-        run.status = Run.Status.SUCCEEDED
-        run.save(update_fields=["status"])
-    return matrix
-
-
-def swapped(page, action) -> None:
-    """Do ``action`` on the builder and wait until htmx has swapped the new result in."""
-    before = page.evaluate("+document.body.dataset.swaps || 0")
-    action()
-    # A function, not an expression: Playwright polls an expression with eval(), which the
-    # Content-Security-Policy (no 'unsafe-eval') refuses.
-    page.wait_for_function(f"() => (+document.body.dataset.swaps || 0) > {before}")
 
 
 def table_text(page) -> str:

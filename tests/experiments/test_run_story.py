@@ -12,29 +12,9 @@ from django.db import connection
 from experiments.results import telemetry as stored
 from experiments.results.store import replace_metrics
 from tests.lab import add_run
+from tests.lab import telemetry_doc as doc
 
 pytestmark = pytest.mark.django_db
-
-
-def doc(host, start, n=10, **series):
-    return {
-        "format": "beeweb-telemetry/1",
-        "hostname": host,
-        "started_at": start,
-        "interval_s": 1.0,
-        "t": [float(i + 1) for i in range(n)],
-        "series": {
-            "cpu_busy": [0.2] * n,
-            "cpu_busy:cpu0": [0.3] * n,
-            "cpu_iowait": [0.1] * n,
-            "mem_used": [2e9] * n,
-            "page_cache": [1e9] * n,
-            "disk_write_bw:sdb": [5e8] * n,
-            "net_tx_bw:ib0": [1e9] * n,
-            **series,
-        },
-        "meta": {"cores": 1, "nic_speed_mbps": {}, "unavailable": {"beegfs": "not installed"}},
-    }
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e import Stack, wait_for
+from tests.labs import Stack, wait_for
 from tests.parsers.conftest import SAMPLES
 
 pytestmark = [

@@ -22,7 +22,6 @@ import os
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -40,7 +39,7 @@ from experiments.execution import dispatch as dispatching
 from experiments.execution import execute
 from experiments.matrices.expansion import cancel_runs, expand, launch, rerun_failed
 from experiments.models import Matrix, Run, Worker
-from tests.e2e import LONG_FIO, Stack, wait_for
+from tests.labs import LONG_FIO, Stack, wait_for, wait_for_workers
 
 HOST = socket.gethostname()
 QUEUE = f"node.{HOST}"
@@ -302,14 +301,7 @@ class Probe:
         self.stack = stack
 
     def rows(self, sql: str) -> list[tuple]:
-        if self.stack.database:
-            import psycopg
-
-            with psycopg.connect(self.stack.env["DATABASE_URL"]) as conn:
-                return conn.execute(sql).fetchall()
-        path = Path(self.stack.env["BEEWEB_DATA_DIR"]) / "beeweb.sqlite3"
-        with sqlite3.connect(path, timeout=30) as conn:
-            return conn.execute(sql).fetchall()
+        return self.stack.sql(sql)
 
     def statuses(self) -> list[str]:
         return [r[0] for r in self.rows("SELECT status FROM experiments_run ORDER BY id")]
@@ -322,10 +314,7 @@ class Probe:
 def stack(tmp_path):
     s = Stack(tmp_path)
     s.env["BEEWEB_RUN_STALE_SECONDS"] = "3"
-    s.shell(
-        "from django.contrib.auth import get_user_model\n"
-        "get_user_model().objects.create_user('alice', password='alice-pw-recovery')"
-    )
+    s.call("inventory", {"users": {"alice": "alice-pw-recovery"}})
     s.manage("ensure_localhost", "--owner", "alice")
     yield s
     s.close()
@@ -583,7 +572,7 @@ def test_redis_restarted_mid_matrix_every_run_finishes_without_resume(stack, tmp
         )
     )
     # The node worker must be online for longer than the threshold before it is trusted.
-    assert wait_for(lambda: probe.rows("SELECT count(*) FROM experiments_worker")[0][0] >= 2, 60)
+    wait_for_workers(stack, node, f"janitor@{HOST}", timeout=60)
     time.sleep(4)
 
     launch_file(stack, FIO_MATRIX)

@@ -11,7 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from experiments.execution import nodepolicy
-from tests.e2e import ROOT
+from tests.labs import ROOT
 
 
 def test_defaults_are_the_data_directory_and_no_tuning(tmp_path):

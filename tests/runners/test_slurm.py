@@ -1,6 +1,6 @@
 """Slurm launch mode (runners.slurm) without a cluster: the argv of allocation and steps,
 reading ``scontrol show job -o`` and salloc's messages (real output of Debian's slurm-wlm
-22.05, captured from tests/slurm/slurm-cluster.sh), what a Slurm-mode matrix may be (every
+22.05, captured from tests/labs/slurm-cluster.sh), what a Slurm-mode matrix may be (every
 testbed needs a partition; only MPI tools span nodes), its launch spec and preview, and the
 nodes such a run holds. The runs against a real slurmctld/slurmd: tests/test_slurm_e2e.py."""
 

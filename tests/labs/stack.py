@@ -1,7 +1,8 @@
 """An isolated beeweb installation for end-to-end tests: its own database (a fresh PostgreSQL
 database when DATABASE_URL names one, else SQLite), its own broker (a fresh Redis database
 number when CELERY_BROKER_URL is Redis, else the filesystem broker) and its own data
-directory; real `manage.py` and Celery worker subprocesses against it.
+directory; real `manage.py` and Celery worker subprocesses against it, and the functions of
+tests/labs/inside.py run in its Django (``Stack.call``).
 
 Several suites may run at once on one machine (CI beside a developer's run): a stack claims
 an empty Redis database number atomically (SET NX of a claim key in a database holding
@@ -9,8 +10,11 @@ nothing else) and gives it back on close, so two stacks never share a broker."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,7 +22,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # A fio run that lasts until it is cancelled (300 s, time based) on the localhost testbed:
@@ -62,7 +66,10 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.3) -> bool:
 
 
 class Stack:
-    def __init__(self, tmp_path: Path):
+    """``embedded=True`` ignores DATABASE_URL and CELERY_BROKER_URL: the SQLite file and the
+    filesystem broker of a newcomer's machine."""
+
+    def __init__(self, tmp_path: Path, embedded: bool = False):
         self.tmp = tmp_path
         self.env = {
             k: v
@@ -73,7 +80,7 @@ class Stack:
         self.env["BEEWEB_RUN_PROGRESS_SECONDS"] = "0.5"
         self.env["PYTHONUNBUFFERED"] = "1"
         self.database = None
-        db_url = os.environ.get("DATABASE_URL", "")
+        db_url = "" if embedded else os.environ.get("DATABASE_URL", "")
         if db_url.startswith(("postgres://", "postgresql://")):
             self.database = f"beeweb_e2e_{uuid.uuid4().hex[:10]}"
             self._admin_sql(db_url, f'CREATE DATABASE "{self.database}"')
@@ -83,7 +90,7 @@ class Stack:
             )
         self.claim = f"beeweb-e2e-claim:{uuid.uuid4().hex}"
         self.claimed = ""  # the Redis database this stack claimed (tests may point elsewhere)
-        broker = os.environ.get("CELERY_BROKER_URL", "")
+        broker = "" if embedded else os.environ.get("CELERY_BROKER_URL", "")
         if broker.startswith("redis://"):
             parsed = urlparse(broker)
             number = self._claim_redis(broker)
@@ -92,7 +99,7 @@ class Stack:
         self.procs: list[subprocess.Popen] = []
         try:
             self.manage("migrate", "--noinput", "-v0")
-            self.manage("ensure_admin")
+            self.admin = self.manage("ensure_admin").stdout  # the first password, shown once
         except BaseException:
             self.close()  # gives the database and the broker's claim back
             raise
@@ -158,46 +165,67 @@ class Stack:
         return proc
 
     def sql(self, query: str) -> list[tuple]:
-        """Rows of a query on the stack's PostgreSQL database, read directly: a manage.py
-        shell per poll costs ~1.5 s on a busy machine."""
-        import psycopg
+        """Rows of a query on the stack's database (PostgreSQL or its SQLite file), read
+        directly: a manage.py process per poll costs ~1.5 s on a busy machine."""
+        if self.database:
+            import psycopg
 
-        with psycopg.connect(self.env["DATABASE_URL"]) as conn:
+            with psycopg.connect(self.env["DATABASE_URL"]) as conn:
+                return conn.execute(query).fetchall()
+        path = Path(self.env["BEEWEB_DATA_DIR"]) / "beeweb.sqlite3"
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
             return conn.execute(query).fetchall()
 
-    def node_workers(self, lab, logdir: Path, env: dict | None = None) -> dict:
-        """One worker per node of a network-namespace lab (queue node.<hostname>, that
-        hostname), reaching the database and broker through the lab's gateway. They are the
-        stack's: ``close`` stops them before it gives the broker's database back. (A lab
-        lives for a whole test module; workers left running to its end took the next test's
-        messages from the same Redis database and failed them on their dropped database.)"""
+    def call(self, function: str, *args, env: dict | None = None):
+        """``function`` of tests/labs/inside.py called with ``args`` (JSON) in a process of
+        the stack's Django; its result, through JSON."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.labs", function, json.dumps(args)],
+            cwd=ROOT,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, f"{function}{args!r}:\n{proc.stderr}"
+        return json.loads(proc.stdout.splitlines()[-1])
+
+    def node_workers(self, lab, env: dict | None = None) -> dict:
+        """One worker per node of a network-namespace lab (queue node.<hostname>, named
+        <hostname>@<hostname>, that hostname), reaching the database and broker through the
+        lab's gateway; ``worker_log`` reads their logs. They are the stack's: ``close`` stops
+        them before it gives the broker's database back. (A lab lives for a whole test
+        module; workers left running to its end took the next test's messages from the same
+        Redis database and failed them on their dropped database.)"""
         env = {**self.env, **(env or {})}
         for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
             if key in env:
                 env[key] = lab.via_gateway(env[key])
-        workers = {
-            node.hostname: lab.popen(
+        workers = {}
+        for node in lab.nodes:
+            name = f"{node.hostname}@{node.hostname}"
+            workers[node.hostname] = lab.popen(
                 node,
-                worker_argv(f"node.{node.hostname}", f"{node.hostname}@{node.hostname}"),
+                worker_argv(f"node.{node.hostname}", name),
                 env=env,
                 hostname=node.hostname,
                 cwd=ROOT,
-                stdout=open(logdir / f"{node.hostname}.log", "ab"),
+                stdout=open(self._log(name), "ab"),
                 stderr=subprocess.STDOUT,
             )
-            for node in lab.nodes
-        }
         self.procs.extend(workers.values())
         return workers
 
     def shell(self, code: str, env: dict | None = None) -> str:
+        """What ``code`` prints in a manage.py shell: for a test's one-off step; what tests
+        share is a function of tests/labs/inside.py (``call``)."""
         return self.manage("shell", "-v", "0", "-c", code, env=env).stdout.strip()
 
     def worker(
         self, queue: str, name: str, env: dict | None = None, prefix: list[str] | None = None
     ) -> subprocess.Popen:
         """A real Celery worker (solo pool, as on benchmark nodes) in its own session."""
-        log = open(self.tmp / f"worker-{name.replace('@', '-')}.log", "ab")
+        log = open(self._log(name), "ab")
         proc = subprocess.Popen(
             [*(prefix or []), *worker_argv(queue, name)],
             cwd=ROOT,
@@ -209,8 +237,11 @@ class Stack:
         self.procs.append(proc)
         return proc
 
+    def _log(self, name: str) -> Path:
+        return self.tmp / f"worker-{name.replace('@', '-')}.log"
+
     def worker_log(self, name: str) -> str:
-        path = self.tmp / f"worker-{name.replace('@', '-')}.log"
+        path = self._log(name)
         return path.read_text(errors="replace") if path.exists() else ""
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""A throw-away real Slurm cluster for tests (tests/slurm/slurm-cluster.sh: slurmctld, slurmd
+"""A throw-away real Slurm cluster for tests (tests/labs/slurm-cluster.sh: slurmctld, slurmd
 and munged of Debian's slurm-wlm, every path under a temporary directory, free ports)."""
 
 from __future__ import annotations
