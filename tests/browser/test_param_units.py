@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.results.ingest import ingest
-from tests.browser.conftest import new_page, sign_in
+from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
