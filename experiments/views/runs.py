@@ -279,7 +279,7 @@ def run_table(request: HttpRequest) -> HttpResponse:
 
 def run_table_export(request: HttpRequest, fmt: str) -> HttpResponse:
     """Every filtered run (not one page) with the table's columns, in its order, streamed.
-    Metric columns come twice in CSV (base unit, display unit); JSON states both units per
+    Metric columns come twice in CSV (base unit, display unit) unless the two are one; JSON states both units per
     column and gives each value in base units and in the display unit."""
     if fmt not in ("csv", "json"):
         return HttpResponse("Export as runs.csv or runs.json.", status=404)
@@ -315,10 +315,16 @@ def _csv(spec, runs):
         buffer.truncate()
         return text
 
+    def twice(col) -> bool:
+        """A metric whose display unit is not its base unit comes in both (op/s: once)."""
+        return col.kind == "metric" and (col.unit, col.divisor) != (col.base_unit, 1.0)
+
     header = ["run", "label"]
     for col in spec.columns:
-        if col.kind == "metric":
+        if twice(col):
             header += [f"{col.key} [{col.base_unit}]", f"{col.key} [{col.unit}]"]
+        elif col.kind == "metric":
+            header.append(f"{col.key} [{col.base_unit}]")
         else:
             header.append(col.key)
     writer.writerow(header)
@@ -327,7 +333,7 @@ def _csv(spec, runs):
         line = [str(row["run"].uuid), row["run"].label]
         for col in spec.columns:
             value = row["cells"][col.key]
-            if col.kind == "metric":
+            if twice(col):
                 shown = col.display(value)
                 line += [_cell_text(value), "" if shown is None else f"{shown:.6g}"]
             else:
