@@ -663,7 +663,7 @@ def _build_and_run(
     """The command built for ``spec`` (inside Slurm job ``job`` when given), the node's
     configuration recorded, tuning applied, then the steps and the tool."""
     try:
-        ctx = spec.context(scratch, run_as_root=os.geteuid() == 0, slurm_job=job)
+        ctx = spec.context(scratch, slurm_job=job)
         command = adapter.build(_tool_params(run), ctx)
         _check_paths(command, ctx)
         if job:
