@@ -19,9 +19,9 @@ install: $(VENV)/.installed
 migrate: install
 	$(PY) manage.py migrate --noinput
 
+# The admin user is created by scripts/run-local.sh, which shows its password last.
 demo: migrate
 	$(PY) manage.py load_published
-	$(PY) manage.py ensure_admin
 	$(PY) manage.py ensure_localhost
 	$(PY) manage.py collectstatic --noinput -v0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.db.models import Case, Q, Value, When
 
 from experiments.models import (
     Drive,
@@ -201,6 +202,24 @@ def node_choice_label(node: Node) -> str:
     return f"{node.hostname} ({node.owner.username if node.owner else 'no owner'})"
 
 
+def node_choices(testbed: Testbed | None, user, current: int | None = None):
+    """The nodes that may join ``testbed`` (``Testbed.may_use_node``), the user's own first,
+    then the testbed owner's, then shared ones, each by host name; published nodes never
+    (and ``current``, a member's present node, always)."""
+    nodes = visible(Node, user).filter(published=False)
+    if testbed is not None and not (user is not None and user.is_staff):
+        nodes = nodes.filter(Q(owner_id=testbed.owner_id) | Q(shared=True))
+    if current is not None:
+        nodes = nodes | Node.objects.filter(pk=current)
+    mine = getattr(user, "pk", None)
+    order = Case(
+        When(owner_id=mine, then=Value(0)),
+        When(owner_id=getattr(testbed, "owner_id", None), then=Value(1)),
+        default=Value(2),
+    )
+    return nodes.select_related("profile", "owner").order_by(order, "hostname", "pk")
+
+
 class TestbedNodeForm(forms.ModelForm):
     class Meta:
         model = TestbedNode
@@ -218,8 +237,14 @@ class TestbedNodeForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.parent = parent
         self.user = user
-        self.fields["node"].queryset = visible(Node, user).select_related("profile", "owner")
-        self.fields["node"].label_from_instance = node_choice_label
+        field = self.fields["node"]
+        # Any node is looked up (so that a refused one is refused with its reason,
+        # Testbed.node_refused); only those that may join are offered, one's own first.
+        field.queryset = visible(Node, user).select_related("profile", "owner")
+        field.label_from_instance = node_choice_label
+        field.widget.choices = [("", field.empty_label)] + [
+            (n.pk, node_choice_label(n)) for n in node_choices(parent, user, self.instance.node_id)
+        ]
         self.fields["node"].help_text = "Your own nodes, or a node its owner shares."
 
     def clean_node(self):

@@ -84,9 +84,7 @@ class LaunchSpec:
         except (KeyError, TypeError, ValueError) as exc:
             raise LaunchError(f"malformed launch spec: {exc!r}") from exc
 
-    def context(
-        self, scratch: Path, run_as_root: bool = False, slurm_job: str = ""
-    ) -> LaunchContext:
+    def context(self, scratch: Path, slurm_job: str = "") -> LaunchContext:
         """What the tool adapters build their argv from. A Slurm-mode spec is first turned
         into the mode its tool runs in inside the allocation (``runners.slurm.inner``)."""
         return LaunchContext(
@@ -95,7 +93,6 @@ class LaunchSpec:
             mode=self.mode,
             hosts=self.hosts,
             tasks_per_node=self.tasks_per_node,
-            run_as_root=run_as_root,
             slurm_job=slurm_job,
         )
 

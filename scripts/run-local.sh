@@ -31,8 +31,12 @@ pids+=($!)
 "$VENV/bin/celery" -A beeweb beat --loglevel=INFO >>var/beat.log 2>&1 &
 pids+=($!)
 echo "Celery workers and beat started (logs: var/worker.log, var/node-worker.log, var/beat.log)."
-echo "beeweb is at http://$HOST:$PORT/  (Ctrl-C stops everything)"
+echo "Ctrl-C stops everything."
+# The last thing of the start-up: a box with the address and how to sign in (the admin's
+# password, the one time it is created), not lost among the lines above.
+"$VENV/bin/python" manage.py ensure_admin --url "http://$HOST:$PORT/"
+# Gunicorn's start-up lines would follow the box: only its warnings and the requests.
 "$VENV/bin/gunicorn" beeweb.wsgi:application --bind "$HOST:$PORT" --workers 2 \
-  --access-logfile - &
+  --log-level warning --access-logfile - &
 pids+=($!)
 wait -n

@@ -295,6 +295,104 @@ def _export_layout(
     }
 
 
+def _pairs(result: ComparisonResult, spec: ComparisonSpec) -> list[list[tuple[MetricInfo, list]]]:
+    """The result's tables, each alone, except that with the access direction as the series
+    (``series=param:rw``) a write metric and its read twin (write_bw and read_bw, write_iops
+    and read_iops) share one chart: write runs have no read metric and read runs no write
+    one, so apart each chart held one direction and the comparison was across two charts."""
+    tables = [(m, pts) for m, pts in result.tables() if pts]
+    if spec.series != "param:rw" or spec.chart == "heatmap":
+        return [[t] for t in tables]
+    by_name = {m.name: (m, pts) for m, pts in tables}
+    groups, done = [], set()
+    for m, pts in tables:
+        if m.name in done:
+            continue
+        twin = (
+            m.name.replace("write", "read", 1)
+            if "write" in m.name
+            else m.name.replace("read", "write", 1)
+        )
+        if twin != m.name and twin in by_name and by_name[twin][0].unit == m.unit:
+            pair = [(m, pts), by_name[twin]]
+            pair.sort(key=lambda t: "read" in t[0].name)  # write first
+            groups.append(pair)
+            done |= {m.name, twin}
+        else:
+            groups.append([(m, pts)])
+            done.add(m.name)
+    return groups
+
+
+def _pair_title(infos: list[MetricInfo]) -> str:
+    """ "Write and read throughput (GB/s)" for write_bw with read_bw."""
+    labels = [metric_label(m.name) for m in infos]
+    if len(labels) == 1:
+        return metric_title(infos[0].name, infos[0].unit)
+    first, second = labels
+    a, _, rest_a = first.partition(" ")
+    b, _, rest_b = second.partition(" ")
+    text = f"{a} and {b.lower()} {rest_a}" if rest_a == rest_b else f"{first} and {second}"
+    return f"{text} ({infos[0].unit})" if infos[0].unit else text
+
+
+def _gaps(xs: list[float], grid: list[float], log: bool) -> list[bool]:
+    """Per segment of one series' line (between its points i and i + 1, in x order): whether
+    it spans an unmeasured gap and must not be drawn. A segment is a gap when the chart shows
+    x values between its ends (other series measured there, this one not) and it is not one
+    step of the series' own regular sweep (at least three points, the step no larger than
+    its finest: 32 to 64 of 4, 8 … 64 stays joined across another series' 48; seed 002's 1
+    and 256 threads, two points of a sweep whose other points it does not state, do not)."""
+
+    def step(a: float, b: float) -> float:
+        return b / a if log else b - a
+
+    steps = [step(a, b) for a, b in zip(xs, xs[1:], strict=False)]
+    finest = min(steps, default=0.0)
+    out = []
+    for (a, b), size in zip(zip(xs, xs[1:], strict=False), steps, strict=True):
+        between = any(a < x < b for x in grid)
+        regular = len(xs) >= 3 and size <= finest * 1.0001
+        out.append(between and not regular)
+    return out
+
+
+def _cut(trace: dict, gaps: list[bool], log: bool) -> None:
+    """Leave the gap segments of a line trace undrawn: markers only when every segment is a
+    gap, else a point without a value (not connected) inside each gap."""
+    if not any(gaps):
+        return
+    if all(gaps):
+        trace["mode"] = "markers"
+        return
+    keys = ("x", "y", "customdata")
+    old = {k: trace[k] for k in keys}
+    new: dict[str, list] = {k: [] for k in keys}
+    for i in range(len(old["x"])):
+        for k in keys:
+            new[k].append(old[k][i])
+        if i < len(gaps) and gaps[i]:
+            a, b = float(old["x"][i]), float(old["x"][i + 1])
+            mid = math.sqrt(a * b) if log else (a + b) / 2
+            new["x"].append(f"{mid:g}")
+            new["y"].append(None)
+            new["customdata"].append([None] * len(old["customdata"][i]))
+    trace.update(new)
+    trace["connectgaps"] = False
+    if "error_y" in trace:
+        for k in ("array", "arrayminus"):
+            values, spread = trace["error_y"][k], []
+            for i, v in enumerate(values):
+                spread.append(v)
+                if i < len(gaps) and gaps[i]:
+                    spread.append(None)
+            trace["error_y"][k] = spread
+
+
+def _span(values: list[str]) -> str:
+    return " and ".join(values) if len(values) <= 2 else f"{values[0]} to {values[-1]}"
+
+
 def chart_figures(
     result: ComparisonResult,
     spec: ComparisonSpec,
@@ -307,15 +405,24 @@ def chart_figures(
     filters = filter_summary(spec, testbed_names or {})
     # Peak over a parameter sweep: one bar per series (the hover says where it peaked).
     peak_sweep = spec.stat == "peak" and spec.x.startswith("param:")
-    for m, pts in result.tables():
-        if not pts:
-            continue
-        title = metric_title(m.name, m.unit)
+    for group in _pairs(result, spec):
+        m, pts = group[0]
+        title = _pair_title([info for info, _ in group])
         if spec.chart == "heatmap":
             out += _heatmaps(m, pts, spec, result)
             continue
         has_x = bool(spec.x) and not peak_sweep
-        plotted = [p for p in pts if not has_x or p.x != dimensions.UNKNOWN]
+        every = [p for _, ps in group for p in ps]
+        plotted = [p for p in every if not has_x or p.x != dimensions.UNKNOWN]
+        notes = []
+        left_off = [p for p in every if has_x and p.x == dimensions.UNKNOWN]
+        if left_off:
+            names = sorted({p.series for p in left_off})
+            notes.append(
+                f"Not on the chart: {len(left_off)} of the {len(every)} rows of the table "
+                f"{'states' if len(left_off) == 1 else 'state'} no "
+                f"{result.x_label or 'x value'} ({'; '.join(names)})."
+            )
         if not plotted:
             continue
         x_values = sorted({p.x for p in plotted}, key=sort_key)
@@ -327,15 +434,37 @@ def chart_figures(
             or len(x_values) == 1
             or _numeric_values(x_values) is None
         )
+        if bars and spec.chart == "line":
+            why = (
+                "there is no x axis"
+                if not has_x
+                else f"{result.x_label} has one value"
+                if len(x_values) == 1
+                else f"{result.x_label} holds categories, not numbers"
+            )
+            notes.append(
+                f"Drawn as bars, not lines: {why} (a line between them would suggest a trend "
+                "that is not there)."
+            )
         traces = []
         minmax = clipped = drawn = False
-        for label in sorted({p.series for p in plotted}):
-            sp = sorted((p for p in plotted if p.series == label), key=lambda p: sort_key(p.x))
+        x_axis = _x_axis(x_values, result.x_label if has_x else "", has_x, bars, spec.x)
+        log = x_axis.get("type") == "log"
+        grid = [float(x) for x in x_values] if not bars else []
+        paired = len(group) > 1
+        keys = sorted({(p.series, p.metric) for p in plotted})
+        shared = {s for s, _ in keys if sum(1 for t, _ in keys if t == s) > 1}
+        for label, metric in keys:
+            sp = sorted(
+                (p for p in plotted if p.series == label and p.metric == metric),
+                key=lambda p: sort_key(p.x),
+            )
+            name = f"{label} · {metric_label(metric)}" if label in shared else label
             colour = result.colours.get(label, PALETTE[0])
             errors = _error_bars(sp, spec.error)
             trace: dict[str, Any] = {
-                "name": label,
-                "legendgroup": label,
+                "name": name,
+                "legendgroup": name,
                 "x": [p.x for p in sp] if has_x else [label] * len(sp),
                 "y": [round(p.mean, 6) for p in sp],
                 "marker": {"color": colour},
@@ -352,26 +481,39 @@ def chart_figures(
                 trace["offsetgroup"] = label
             elif not bars:
                 trace["mode"] = "lines+markers"
+                if paired and "read" in metric:
+                    trace["line"] = {"dash": "dot"}
             if errors.error_y:
                 trace["error_y"] = errors.error_y
                 drawn = True
                 minmax |= errors.minmax
                 clipped |= errors.clipped
+            if not bars and len(sp) > 1:
+                xs = [float(p.x) for p in sp]
+                gaps = _gaps(xs, grid, log)
+                _cut(trace, gaps, log)
+                for i, gap in enumerate(gaps):
+                    if gap:
+                        ends = [shown(spec.x, sp[i].x), shown(spec.x, sp[i + 1].x)]
+                        notes.append(
+                            f"{name}: {_span(ends)} {result.x_label} not joined by a line "
+                            "(not measured in between; other series were)."
+                        )
             traces.append(trace)
             if reps:
-                xs, ys = [], []
+                run_x, ys = [], []
                 for p in sp:
                     for v in reps.get(id(p), []):
-                        xs.append(p.x if has_x else label)
+                        run_x.append(p.x if has_x else label)
                         ys.append(round(v, 6))
-                if xs:
+                if run_x:
                     run_trace = {
-                        "name": f"{label} (runs)",
-                        "legendgroup": label,
+                        "name": f"{name} (runs)",
+                        "legendgroup": name,
                         "showlegend": False,
                         "type": "scatter",
                         "mode": "markers",
-                        "x": xs,
+                        "x": run_x,
                         "y": ys,
                         "marker": {
                             "color": colour,
@@ -384,23 +526,22 @@ def chart_figures(
                     if bars and has_x:
                         run_trace["offsetgroup"] = label  # over its own bar (scattermode group)
                     traces.append(run_trace)
-        x_axis = _x_axis(x_values, result.x_label if has_x else "", has_x, bars, spec.x)
         extra: dict[str, Any] = {"title": _title(title)}
         if bars and has_x and reps:
             extra["scattermode"] = "group"
         if not has_x:
             extra["barmode"] = "overlay"  # one bar per category (the series): centred
-        notes = []
+        marks = []
         if drawn:
-            notes.append(f"Error bars: {ERRORS[spec.error]}")
+            marks.append(f"Error bars: {ERRORS[spec.error]}")
             if minmax:
-                notes.append(MINMAX_NOTE)
+                marks.append(MINMAX_NOTE)
             if clipped:
-                notes.append("clipped at 0")
-        if notes:
+                marks.append("clipped at 0")
+        if marks:
             extra["annotations"] = [
                 {
-                    "text": "; ".join(notes),
+                    "text": "; ".join(marks),
                     "xref": "paper",
                     "yref": "paper",
                     "x": 1,
@@ -417,7 +558,7 @@ def chart_figures(
             "layout": layout,
             "export": _export_layout(title, spec, result, testbeds.get(m.name, []), filters),
         }
-        out.append(Chart(m.name, title, "bar" if bars else "line", figure))
+        out.append(Chart(m.name, title, "bar" if bars else "line", figure, notes))
     return out
 
 

@@ -14,6 +14,7 @@ which only ``json+`` output carries).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,6 +170,23 @@ def name_differences(charts: list[Chart]) -> list[Chart]:
     return sorted(charts, key=lambda c: (DIRECTIONS.index(c.direction), sorted(c.setup.items())))
 
 
+def log_ticks(values: list[float]) -> dict[str, Any]:
+    """Ticks of a logarithmic axis over ``values`` (all positive): 1, 2 and 5 of each decade
+    the values span, or only the powers of ten when they span more than three decades, each
+    labelled with its whole value ("0.2", "5", "10")."""
+    if not values:
+        return {}
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    steps = (1,) if high - low > 3 else (1, 2, 5)
+    ticks = [
+        round(step * 10**e, 12)
+        for e in range(low, high + 1)
+        for step in steps
+        if min(values) / 2.5 <= step * 10**e <= max(values) * 2.5
+    ]
+    return {"tickmode": "array", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+
+
 def figure(chart: Chart) -> dict[str, Any]:
     """The plotly figure of one chart: IOPS bars (left axis), p50 / p99 / p99.9 lines in ms
     (right axis, logarithmic: the tail is often 10-100x the median). The x axis is the swept
@@ -222,10 +240,9 @@ def figure(chart: Chart) -> dict[str, Any]:
                 "overlaying": "y",
                 "side": "right",
                 "type": "log",
-                # 1, 2, 5 per decade, plainly written (plotly's default labels every digit
-                # of a short log range with long decimals)
-                "dtick": "D2",
-                "tickformat": "~g",
+                # 1, 2, 5 per decade, each written in full: plotly's "D2" labels its minor
+                # ticks with their digit alone, which read "5 2 1 5 2 0.1 5".
+                **log_ticks([y for t in data[1:] for y in t["y"] if y]),
                 "showgrid": False,
             },
         },

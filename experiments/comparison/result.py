@@ -127,6 +127,9 @@ class Chart:
     title: str
     kind: str
     figure: dict
+    # What the reader of the chart must know that it cannot show: rows of the table left off
+    # it (no x value), points not joined by a line, bars drawn where lines were asked for.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

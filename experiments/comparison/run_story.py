@@ -15,6 +15,7 @@ from typing import Any
 from django.utils.safestring import mark_safe
 
 from experiments.comparison.charts import PALETTE
+from experiments.comparison.latency_sweep import log_ticks
 from experiments.inventory import limits
 from experiments.models import Run
 from experiments.results import telemetry as stored
@@ -261,7 +262,13 @@ def latency_figure(run: Run) -> dict[str, Any] | None:
         "height": 280,
         "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
         "barmode": "group",
-        "yaxis": {"title": {"text": "ms"}, "type": "log"},
+        # Plotly labels a short log axis's minor ticks with their digit alone ("7 8 9 0.1 2
+        # 3"): 1, 2, 5 per decade, each written in full.
+        "yaxis": {
+            "title": {"text": "ms"},
+            "type": "log",
+            **log_ticks([y for t in data for y in t["y"] if y]),
+        },
         "title": {"text": "Completion latency percentiles"},
     }
     return {"data": data, "layout": layout}

@@ -119,6 +119,68 @@ def compare_to_baseline(
                 statistic=spec.stat,
             )
         )
+    _apart(result, spec, info)
+
+
+def _values(points: list[Point], spec: ComparisonSpec) -> list[str]:
+    placed = {p.x for p in points if p.x != dimensions.UNKNOWN}
+    return [_place_value(spec.x, x) for x in sorted(placed, key=dimensions.sort_key)]
+
+
+def _place_value(key: str, value: str) -> str:
+    return dimensions.display_value(key, value) if key else value
+
+
+def _listed(values: list[str]) -> str:
+    return ", ".join(values) if len(values) <= 6 else f"{values[0]} to {values[-1]}"
+
+
+def _apart(result: ComparisonResult, spec: ComparisonSpec, info: dict[str, MetricInfo]) -> None:
+    """A sentence for each series compared with nothing: measured at no x where the baseline
+    was (seed 002's 1 and 256 threads against seed 001's 4 to 64), or at no stated x at all.
+    Without it the page said nothing, as if there were nothing to say."""
+    if not spec.x or spec.y or (spec.stat == "peak" and sweep_axis(spec.x)):
+        return
+    said = {(c.metric, c.series) for c in result.comparisons}
+    by_series: dict[tuple[str, str], list[Point]] = defaultdict(list)
+    for p in result.points:
+        by_series[(p.metric, p.series_key)].append(p)
+    what = result.x_label or dimensions.label(spec.x)
+    for (metric, key), pts in by_series.items():
+        base = by_series.get((metric, spec.baseline))
+        if key == spec.baseline or not base or any((metric, p.series) in said for p in pts):
+            continue
+        a = named(spec.series, pts[0].series_name or pts[0].series)
+        b = named(spec.series, base[0].series_name or base[0].series)
+        mine, theirs = _values(pts, spec), _values(base, spec)
+        title = info[metric].title or metric
+        if not mine:
+            why = f"{a}'s runs state no {what}, so none is at the same {what} as {b}'s"
+        else:
+            why = (
+                f"they were measured at no common {what} ({a} at {_listed(mine)}; {b} at "
+                f"{_listed(theirs) or 'none stated'})"
+            )
+        result.comparisons.append(
+            BaselineComparison(
+                metric=metric,
+                series=pts[0].series,
+                baseline=base[0].series,
+                x="",
+                y="",
+                diff_pct=None,
+                p_value=None,
+                significant=None,
+                n=sum(p.n for p in pts),
+                n_baseline=sum(p.n for p in base),
+                sentence=(
+                    f"Nothing compared between {a} and {b} in {title}: {why}. Each series' "
+                    "best over its sweep is compared with “peak over the sweep” (stat=peak)."
+                ),
+                claimed=False,
+                statistic=spec.stat,
+            )
+        )
 
 
 def _variance(p: Point) -> tuple[int, float, float]:

@@ -666,7 +666,7 @@ def _build_and_run(
     recorded, tuning applied, then the steps and the tool."""
     run = attempt.run
     try:
-        ctx = spec.context(scratch, run_as_root=os.geteuid() == 0, slurm_job=job.id if job else "")
+        ctx = spec.context(scratch, slurm_job=job.id if job else "")
         command = adapter.build(_tool_params(run), ctx)
         _check_paths(command, ctx)
         if job:

@@ -375,7 +375,10 @@ class Testbed(OwnedModel, PublishedModel):
 
     def may_use_node(self, node: Node, user=None) -> bool:
         """Whether ``node`` may join this testbed: it is the testbed owner's, its owner shares
-        it, or ``user`` (who adds it) is staff."""
+        it, or ``user`` (who adds it) is staff. A published node (a machine of a study) joins
+        no testbed of anyone's: nobody runs on it, and its facts are the study's."""
+        if node.published and not self.published:
+            return False
         if node.owner_id is not None and node.owner_id == self.owner_id:
             return True
         return bool(node.shared or (user is not None and user.is_staff))
@@ -408,6 +411,11 @@ class Testbed(OwnedModel, PublishedModel):
         """Why ``node`` may not join this testbed, or None."""
         if self.may_use_node(node, user):
             return None
+        if node.published:
+            return (
+                f"{node.hostname} is a published node (a machine of a study, read-only): it "
+                "joins no testbed of yours; add your own node of that host instead"
+            )
         if node.owner_id:
             whose = f"{node.owner.username}'s node"
         else:

@@ -28,6 +28,7 @@ from experiments.models import ConfigSummary, Matrix, Run, Testbed
 from experiments.models.runs import Tool
 from experiments.shared.utils import is_uuid
 from experiments.templatetags.beeweb import uuid_options
+from runners import metrics
 
 PARAM_AXES = [
     "threads",
@@ -69,6 +70,12 @@ def available_metrics() -> list[str]:
     (every run with a headline metric is in one, experiments.results.summaries), a few thousand rows
     where the metric rows are millions."""
     return sorted(set(ConfigSummary.objects.order_by().values_list("name", flat=True).distinct()))
+
+
+def metric_choices(names: list[str]) -> list[tuple[str, str]]:
+    """(name, "Write throughput (write_bw)") per metric, in the order of their words: a
+    picker names what it offers as people say it, with the id the URL and API use."""
+    return sorted(((n, f"{metrics.label(n)} ({n})") for n in names), key=lambda c: c[1].lower())
 
 
 def _without(spec: ComparisonSpec, key: str, value: str) -> str:
@@ -151,7 +158,7 @@ def builder_context(request: HttpRequest, spec: ComparisonSpec, result: Comparis
         "spec": spec,
         "result": result,
         "query": query,
-        "metrics": available_metrics(),
+        "metrics": metric_choices(available_metrics()),
         "dims": dims,
         "chips": chips,
         "filter_key": filter_key,
@@ -166,6 +173,15 @@ def builder_context(request: HttpRequest, spec: ComparisonSpec, result: Comparis
         "norms": comparison.NORMALISATIONS.items(),
         "bottlenecks": comparison.BOTTLENECKS.items(),
         "chart_kinds": comparison.CHARTS.items(),
+        # The kind the charts are drawn as: bars where lines were asked for but cannot be
+        # drawn (categories, one x value), so that the form says what the page shows.
+        "chart_drawn": (
+            "bar"
+            if spec.chart == "line"
+            and result.charts
+            and all(c.kind == "bar" for c in result.charts)
+            else spec.chart
+        ),
         "error_kinds": comparison.ERRORS.items(),
         "stats": comparison.STATS.items(),
         "ignore_choices": ignore_choices(params, spec),
@@ -195,6 +211,7 @@ def charts_payload(result: ComparisonResult) -> list[dict]:
             "title": c.title,
             "figure": c.figure,
             "filename": f"beeweb-{c.metric}-{i}",
+            "notes": c.notes,
         }
         for i, c in enumerate(result.charts, 1)
     ]

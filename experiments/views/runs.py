@@ -9,7 +9,7 @@ from collections import defaultdict
 from uuid import UUID
 
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
@@ -23,6 +23,7 @@ from experiments.models import HardwareProfile, Matrix, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
 from experiments.shared import keyset
 from experiments.templatetags.beeweb import num, pairs, param
+from experiments.views.compare import PARAM_AXES, available_metrics, metric_choices
 from runners import params as param_kinds
 from runners import progress as tool_progress
 
@@ -173,19 +174,51 @@ def run_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     )
 
 
+def _with_added_columns(query) -> QueryDict:
+    """The table's query with the column picker's choices (``add=param:NAME``,
+    ``add=metric:NAME``, ``add=tool``) appended to ``cols``, once each, in the order given."""
+    query = query.copy()
+    added = [key for key in query.getlist("add") if key]
+    query.pop("add", None)
+    if added:
+        cols = [c for c in query.get("cols", "").split(",") if c.strip()]
+        cols += [key for key in added if key not in cols]
+        query["cols"] = ",".join(cols)
+    return query
+
+
+def _column_choices(spec) -> dict[str, list[tuple[str, str]]]:
+    """What the column picker offers that the table does not show: parameters (the common
+    sweep axes and those of the runs shown), metrics (those stored, in words) and run fields."""
+    shown = {c.key for c in spec.columns}
+    params = list(
+        dict.fromkeys([*PARAM_AXES, *(c.name for c in spec.columns if c.kind == "param")])
+    )
+    return {
+        "param": [(f"param:{p}", p) for p in sorted(params) if f"param:{p}" not in shown],
+        "metric": [
+            (f"metric:{name}", label)
+            for name, label in metric_choices(available_metrics())
+            if f"metric:{name}" not in shown
+        ],
+        "field": [(k, v[0]) for k, v in runs_table.FIELDS.items() if k not in shown],
+    }
+
+
 def _table_context(request: HttpRequest) -> tuple[dict, int]:
     """The runs table's context (its spec, one page of rows, the next cursor) and the HTTP
     status: a query string the table cannot show answers 400 with the reason on the page."""
+    query = _with_added_columns(request.GET)
     context: dict = {
         "tools": Tool.choices,
         "statuses": Run.Status.choices,
         "testbeds": Testbed.objects.only("uuid", "name"),
         "matrices": Matrix.objects.only("uuid", "name").order_by("name"),
         # Missing keys read as "" in the form (a defaultdict: templates index it with []).
-        "query": defaultdict(str, request.GET.dict()),
+        "query": defaultdict(str, query.dict()),
     }
     try:
-        spec, runs = runs_table.TableSpec.parse(request.GET, request.user)
+        spec, runs = runs_table.TableSpec.parse(query, request.user)
         rows, after = runs_table.fetch_page(spec, runs)
     except runs_table.TableError as exc:
         context["error"] = str(exc)
@@ -195,7 +228,7 @@ def _table_context(request: HttpRequest) -> tuple[dict, int]:
                 runs_table.Column(key, "param" if key[0] == "p" else "metric", key[2:], key),
                 key,
             )
-            for key in request.GET
+            for key in query
             if key.startswith(("p.", "m."))
         ]
         return context, 400
@@ -207,8 +240,19 @@ def _table_context(request: HttpRequest) -> tuple[dict, int]:
         arrow = ""
         if col.key == spec.sort.key:
             arrow = " ↓" if spec.descending else " ↑"
+        others = ",".join(c.key for c in spec.columns if c.key != col.key)
         headers.append(
-            {"col": col, "href": f"{base}?{urlencode(spec.sort_query(col))}", "arrow": arrow}
+            {
+                "col": col,
+                "href": f"{base}?{urlencode(spec.sort_query(col))}",
+                "arrow": arrow,
+                # The column picker's other half: this column taken out of the view.
+                "remove_href": (
+                    f"{base}?{urlencode(spec.query(cols=others))}"
+                    if others and col.key != spec.sort.key
+                    else ""
+                ),
+            }
         )
     context.update(
         spec=spec,
@@ -233,6 +277,10 @@ def _table_context(request: HttpRequest) -> tuple[dict, int]:
         json_href=f"{export}json?{urlencode(spec.query(cols=cols_text))}",
         cols_text=cols_text,
         column_filters=_column_filters(spec),
+        column_choices=_column_choices(spec),
+        # Where the browser's address goes after the picker added a column: the view's own
+        # address (cols), not the picker's one-off ``add``.
+        clean_href=f"{base}?{urlencode(spec.query(cols=cols_text))}",
     )
     return context, 200
 
@@ -276,14 +324,18 @@ def run_table(request: HttpRequest) -> HttpResponse:
     if request.htmx and not request.htmx.boosted:
         # 200 even with an error: htmx swaps only successful answers, and the table part
         # carries the message.
-        return render(request, "experiments/_run_table.html", context)
+        response = render(request, "experiments/_run_table.html", context)
+        if "add" in request.GET and context.get("clean_href"):
+            response["HX-Push-Url"] = context["clean_href"]
+        return response
     return render(request, "experiments/run_table.html", context, status=status)
 
 
 def run_table_export(request: HttpRequest, fmt: str) -> HttpResponse:
     """Every filtered run (not one page) with the table's columns, in its order, streamed.
-    Metric columns come twice in CSV (base unit, display unit); JSON states both units per
-    column and gives each value in base units and in the display unit."""
+    Metric columns come twice in CSV (base unit, display unit) unless the two are one; JSON
+    states both units per column and gives each value in base units and in the display
+    unit."""
     if fmt not in ("csv", "json"):
         return HttpResponse("Export as runs.csv or runs.json.", status=404)
     try:
@@ -318,10 +370,16 @@ def _csv(spec, runs):
         buffer.truncate()
         return text
 
+    def twice(col) -> bool:
+        """A metric whose display unit is not its base unit comes in both (op/s: once)."""
+        return col.kind == "metric" and (col.unit, col.divisor) != (col.base_unit, 1.0)
+
     header = ["run", "label"]
     for col in spec.columns:
-        if col.kind == "metric":
+        if twice(col):
             header += [f"{col.key} [{col.base_unit}]", f"{col.key} [{col.unit}]"]
+        elif col.kind == "metric":
+            header.append(f"{col.key} [{col.base_unit}]")
         elif col.base_unit:  # a size or duration parameter: its normal form, then for people
             header += [f"{col.key} [{col.base_unit}]", col.key]
         else:
@@ -332,9 +390,11 @@ def _csv(spec, runs):
         line = [str(row["run"].uuid), row["run"].label]
         for col in spec.columns:
             value = row["cells"][col.key]
-            if col.kind == "metric":
+            if twice(col):
                 shown = col.display(value)
                 line += [_cell_text(value), "" if shown is None else f"{shown:.6g}"]
+            elif col.kind == "metric":
+                line.append(_cell_text(value))
             elif col.base_unit:
                 line += [_cell_text(value), "" if value is None else param(value, col.name)]
             else:

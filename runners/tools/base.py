@@ -336,7 +336,6 @@ class LaunchContext:
     hosts: tuple[Host, ...] = ()  # client nodes for mpi / multihost
     tasks_per_node: int = 1
     mpirun: str = "mpirun"
-    run_as_root: bool = False  # add --allow-run-as-root to mpirun
     # Slurm launch mode (runners.slurm): the job whose allocation the command runs in; MPI
     # tools then start their ranks as a job step (srun --mpi=pmix) instead of under mpirun.
     slurm_job: str = ""
@@ -418,10 +417,13 @@ def mpi_launch(tool_argv: list[str], ctx: LaunchContext) -> tuple[list[str], dic
             "--kill-on-bad-exit=1",
         ] + tool_argv, {}
     hostfile = ctx.scratch / "hostfile"
-    argv = [ctx.mpirun]
-    if ctx.run_as_root:
-        argv.append("--allow-run-as-root")
-    argv += [
+    # Open MPI's mpirun refuses to start as root without --allow-run-as-root and ignores it
+    # otherwise. beeweb's workers usually run as root (SECURITY.md): every mpirun line carries
+    # it, so the line does not depend on who the worker runs as and the matrix preview, built
+    # on the web server, shows the very argv the worker runs.
+    argv = [
+        ctx.mpirun,
+        "--allow-run-as-root",
         "--hostfile",
         str(hostfile),
         "-np",

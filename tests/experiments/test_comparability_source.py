@@ -36,7 +36,7 @@ def published():
 def own_runs(owner) -> None:
     """A user's own runs that would join every published preset if it were not pinned: fio
     runs on localhost-like x86, Arm and POWER labs (write, read, file creates; threads 1, 4,
-    256 and none), dd and StorageBench on their RAID0/RAID10 targets."""
+    256 and none), dd and StorageBench on their RAID0/RAID10 targets, IOzone at 4 threads."""
     labs = [
         make_testbed(owner, "own-x86", "x86_64", "0"),
         make_testbed(owner, "own-x86-r10", "x86_64", "10"),
@@ -56,6 +56,11 @@ def own_runs(owner) -> None:
             for rep in range(3):
                 run = add_run(tb, 2e9 + rep * 1e7)
                 Run.objects.filter(pk=run.pk).update(tool=tool, target=target)
+        # IOzone by threads, write and read: the by-threads presets hold IOzone runs only.
+        for metric in ("write_bw", "read_bw"):
+            for rep in range(3):
+                run = add_run(tb, 2.2e9 + rep * 1e7, metric=metric, threads=4)
+                Run.objects.filter(pk=run.pk).update(tool="iozone")
 
 
 def summary(query: str) -> tuple[list[tuple], list[str]]:

@@ -356,18 +356,19 @@ def test_bad_hostname_and_address_are_refused(alice_client, api, profile):
 
 def test_published_hostname_joins_a_testbed_once(alice_client, api, testbed, node, profile):
     """alice's stor1 is in her testbed; the published node stor1 (the same machine in a
-    study) is refused as a second member, by the page and by the API."""
+    study) is refused, by the page and by the API: a published node joins no testbed of a
+    user's (issue 25, finding 9), and the node picker does not offer it."""
     published = Node.objects.create(
         owner=None, published=True, shared=True, hostname="stor1", profile=profile
     )
     url = reverse("experiments:part_new", args=["testbeds", testbed.uuid, "member"])
     page = alice_client.get(url).content.decode()
-    assert "stor1 (published)" in page and "stor1 (alice)" in page
+    assert "stor1 (published)" not in page and "stor1 (alice)" in page
     response = alice_client.post(url, {"node": published.pk, "client": "on"})
     assert response.status_code == 200
     assert response.context["form"].errors["node"] == [
-        "The testbed already has alice's node 'stor1': a testbed holds each host once "
-        "(edit that member's roles instead)."
+        "stor1 is a published node (a machine of a study, read-only): it joins no testbed "
+        "of yours; add your own node of that host instead."
     ]
     response = api.post(
         f"/api/testbeds/{testbed.uuid}/members/",
@@ -375,7 +376,7 @@ def test_published_hostname_joins_a_testbed_once(alice_client, api, testbed, nod
         format="json",
     )
     assert response.status_code == 400
-    assert "already has alice's node 'stor1'" in response.json()["node"][0]
+    assert "stor1 is a published node" in response.json()["node"][0]
     assert TestbedNode.objects.filter(testbed=testbed).count() == 1
     text = alice_client.get(testbed.get_absolute_url()).content.decode()
     assert text.count(f'href="{published.get_absolute_url()}"') == 0

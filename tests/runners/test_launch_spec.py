@@ -26,9 +26,9 @@ def test_round_trip_and_context(tmp_path):
     assert stored["hosts"] == [["c1", "10.0.0.1"], ["c2", "c2.lab"]]
     # Run.launch also holds the run's history and parse options: the spec ignores them.
     assert LaunchSpec.read({**stored, "history": [{"attempt": 1}], "parse_options": {}}) == spec
-    ctx = spec.context(tmp_path, run_as_root=True)
+    ctx = spec.context(tmp_path)
     assert (ctx.workdir, ctx.mode, ctx.tasks_per_node) == (Path("/data/bench"), "mpi", 4)
-    assert ctx.hosts == spec.hosts and ctx.run_as_root and ctx.scratch == tmp_path
+    assert ctx.hosts == spec.hosts and ctx.scratch == tmp_path
     assert queue_for("stor1") == "node.stor1"
 
 

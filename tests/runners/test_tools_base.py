@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -281,11 +280,10 @@ def test_mpi_launch_wrapper(tmp_path):
     ctx = LaunchContext(Path("/w"), tmp_path, mode="mpi", hosts=HOSTS, tasks_per_node=3)
     argv, files = mpi_launch(["ior", "-w"], ctx)
     assert argv == [
-        "mpirun", "--hostfile", str(tmp_path / "hostfile"), "-np", "6",
+        "mpirun", "--allow-run-as-root", "--hostfile", str(tmp_path / "hostfile"), "-np", "6",
         "--map-by", "ppr:3:node", "ior", "-w",
     ]  # fmt: skip
     assert files == {str(tmp_path / "hostfile"): "10.0.0.1 slots=3\nc2.ib.example slots=3\n"}
-    ctx.run_as_root = True
     ctx.mpirun = "/opt/openmpi/bin/mpirun"
     argv, _ = mpi_launch(["ior"], ctx)
     assert argv[:2] == ["/opt/openmpi/bin/mpirun", "--allow-run-as-root"]
@@ -297,7 +295,7 @@ def test_mpi_launch_runs_for_real_on_localhost(tmp_path):
         pytest.skip("mpirun not installed")
     ctx = LaunchContext(
         tmp_path, tmp_path, mode="mpi", hosts=(Host("localhost", "localhost"),),
-        tasks_per_node=2, run_as_root=os.geteuid() == 0,
+        tasks_per_node=2,
     )  # fmt: skip
     argv, files = mpi_launch(["hostname"], ctx)
     for path, content in files.items():

@@ -63,11 +63,10 @@ def test_read_only_run_writes_its_file_first(ctx, mpi_ctx):
     assert cmd.prepare == [["ior", "-w", "-t", "1m", "-b", "4m", "-k",
                             "-o", f"{ctx.workdir}/ior_file"]]  # fmt: skip
     mpi = build_command("ior", {"write": False}, mpi_ctx)
-    assert mpi.prepare[0][:7] == mpi.argv[:7] and mpi.prepare[0][7:9] == ["ior", "-w"]
+    assert mpi.prepare[0][:8] == mpi.argv[:8] and mpi.prepare[0][8:10] == ["ior", "-w"]
 
 
 def test_under_mpirun(mpi_ctx):
-    mpi_ctx.run_as_root = True
     cmd = build_command("ior", {"block_size": "4g", "file_per_proc": True}, mpi_ctx)
     hostfile = mpi_ctx.scratch / "hostfile"
     assert cmd.argv == [

@@ -42,9 +42,10 @@ def test_the_runs_own_directory_may_be_the_test_directory(ctx):
 
 def test_under_mpirun(mpi_ctx):
     cmd = build_command("mdtest", {"items": 10, "write_bytes": "4k"}, mpi_ctx)
-    assert cmd.argv[:8] == ["mpirun", "--hostfile", str(mpi_ctx.scratch / "hostfile"), "-np",
+    assert cmd.argv[:9] == ["mpirun", "--allow-run-as-root", "--hostfile",
+                            str(mpi_ctx.scratch / "hostfile"), "-np",
                             "8", "--map-by", "ppr:4:node", "mdtest"]  # fmt: skip
-    assert cmd.argv[8:] == ["-n", "10", "-i", "1", "-w", "4096", "-d",
+    assert cmd.argv[9:] == ["-n", "10", "-i", "1", "-w", "4096", "-d",
                             "/mnt/beegfs/bench/mdtest"]  # fmt: skip
     assert cmd.data_bytes == 10 * 8 * 4096
     assert len(cmd.files) == 1
