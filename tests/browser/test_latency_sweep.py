@@ -76,7 +76,7 @@ def test_matrix_page_draws_iops_and_latency_against_iodepth(browser, live_server
     assert chart.locator("g.bars path").count() == 4  # one IOPS bar per iodepth
     assert chart.locator(".scatterlayer .trace").count() == 3  # p50, p99, p99.9
     assert "completion latency (ms)" in chart.inner_text()
-    assert "bs 4k" in chart.inner_text() and "bs 64k" in page.inner_text("#latency-sweep-2")
+    assert "bs 4 KiB" in chart.inner_text() and "bs 64 KiB" in page.inner_text("#latency-sweep-2")
     assert "The charts differ in bs" in page.inner_text("#latency-sweep")
     shot = os.environ.get("BEEWEB_SCREENSHOT")
     if shot:

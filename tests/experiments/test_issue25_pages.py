@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from experiments.execution.attempt import Attempt
 from experiments.models import HardwareProfile, Node, Testbed, TestbedNode
 from tests.lab import add_run, make_testbed
 
@@ -169,7 +170,9 @@ def test_the_preview_shows_the_mpirun_line_the_executor_runs(alice, monkeypatch,
 
         monkeypatch.setattr(adapter, "build", capture)
         monkeypatch.setattr(execute, "get_adapter", lambda tool, adapter=adapter: adapter)
-        status, *_ = execute._run_in(run, tmp_path / "run", tmp_path / "scratch")
+        status, *_ = execute._run_in(
+            Attempt(run, token="", worker="w@test"), tmp_path / "run", tmp_path / "scratch"
+        )
         assert status == Run.Status.FAILED
 
     def shape(argv):  # the run's directory and scratch are only known when it starts
