@@ -14,7 +14,10 @@ from experiments.models import (
     TestbedNode,
     TuningSet,
 )
-from tests.lab import add_run, make_testbed
+
+# pytest rewrites the asserts of the shared helpers (tests/helpers) as it does a test's, so a
+# failing helper shows its values; registered before any test imports one.
+pytest.register_assert_rewrite("tests.helpers")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -156,7 +159,9 @@ def tuning_set(alice):
 
 @pytest.fixture
 def raid(alice):
-    """Two testbeds (tests/lab.py) differing only in RAID level, three runs each."""
+    """Two testbeds (tests/helpers/comparison.py) differing only in RAID level, three runs each."""
+    from tests.helpers.comparison import add_run, make_testbed
+
     r0 = make_testbed(alice, "raid0", "x86_64", "0")
     r10 = make_testbed(alice, "raid10", "x86_64", "10")
     for v in (5.1e9, 5.0e9, 5.2e9):

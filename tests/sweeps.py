@@ -9,7 +9,7 @@ from experiments.inventory.localhost import ensure_localhost_testbed
 from experiments.matrices.expansion import expand
 from experiments.models import Matrix, Run
 from experiments.results.store import replace_metrics
-from tests.lab import make_testbed
+from tests.helpers.comparison import make_testbed
 
 
 def write_bw(numjobs: int, bs: str, repetition: int) -> float:

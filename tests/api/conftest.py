@@ -3,33 +3,10 @@ tests/conftest.py."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-SAMPLES = Path(
-    os.environ.get("BEEWEB_SAMPLES_DIR")
-    or Path(__file__).resolve().parents[2].parent / "shared" / "samples"
-)
-
-
-def sample(relative: str) -> str:
-    path = SAMPLES / relative
-    if not path.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"sample {path} is missing")
-        pytest.skip(f"no sample {path} (set BEEWEB_SAMPLES_DIR)")
-    return path.read_text(encoding="utf-8", errors="replace")
-
-
-def token_client(user) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+from tests.helpers.api import token_client
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from experiments.models import Metric, Run
-from tests.api.conftest import sample
+from tests.helpers.samples import sample
 
 pytestmark = pytest.mark.django_db
 

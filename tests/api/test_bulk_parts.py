@@ -11,7 +11,7 @@ import pytest
 
 from experiments.models import Metric, Run
 from experiments.results.store import reparse
-from tests.api.conftest import sample
+from tests.helpers.samples import sample
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +70,7 @@ def test_single_post_of_a_multi_part_output_answers_its_parts(api, testbed):
 
 
 def test_telemetry_of_a_multi_part_output_is_refused(api, testbed):
-    from tests.api.test_ingest_telemetry import documents
+    from tests.helpers.telemetry import documents
 
     item = {"testbed": "bench", "raw_output": sample(STONEWALL), "telemetry": documents()}
     data = api.post("/api/runs/bulk/", [item]).json()

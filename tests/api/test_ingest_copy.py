@@ -26,8 +26,8 @@ from experiments.results.ingest import ingest, primary_flags
 from experiments.results.store import DETAIL_KEYS, mark_primary, metric_rows, record_launch
 from experiments.shared.input_checks import loads
 from runners.parsers.base import METRIC_UNITS, STATS
-from tests.api.conftest import sample
-from tests.api.test_ingest_telemetry import documents
+from tests.helpers.samples import sample
+from tests.helpers.telemetry import documents
 
 TEXT = 'tab\there\nnew line \\ backslash "quoted" \r caf\u00e9 \U0001f600'
 

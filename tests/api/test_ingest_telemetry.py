@@ -11,7 +11,7 @@ import math
 import pytest
 
 from experiments.models import Run, RunTelemetry
-from tests.experiments.test_bottleneck import node
+from tests.helpers.telemetry import documents
 
 pytestmark = pytest.mark.django_db
 
@@ -25,15 +25,6 @@ def item(docs, key="k1"):
         "metrics": [{"name": "write_bw", "value": 2e9}],
         "telemetry": docs,
     }
-
-
-def documents():
-    client = node("client01", tool_cpu_top=[0.3] * 10)
-    client["tool"] = {"t": [float(i + 1) for i in range(9)],
-                      "series": {"write_bw": [3e9] * 3 + [1e9] * 6}}  # fmt: skip
-    storage = node("storage02", start="2026-01-01T10:00:01+00:00",
-                   **{"disk_util:sdb": [0.99] * 10})  # fmt: skip
-    return [client, storage]
 
 
 def test_bulk_stores_telemetry_and_the_verdict(api, testbed):

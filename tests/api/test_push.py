@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 
 from experiments.models import Run, Testbed
 from runners import push
-from tests.api.conftest import SAMPLES
+from tests.helpers.samples import SAMPLES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -275,7 +275,7 @@ def test_a_batch_the_server_finds_too_large_is_split(tmp_path, capsys, monkeypat
 
 def test_push_sends_the_runs_telemetry_when_asked(server, tmp_path):
     from experiments.models import RunTelemetry
-    from tests.experiments.test_bottleneck import node
+    from tests.helpers.telemetry import node
 
     url, token = server
     out = tmp_path / "out.txt"

@@ -15,8 +15,8 @@ from rest_framework.test import APIClient
 
 from experiments.comparison.reports import full_query
 from experiments.models import Report, ShareLink
-from tests.lab import RAID_QUERY as QUERY
-from tests.lab import add_run
+from tests.helpers.comparison import RAID_QUERY as QUERY
+from tests.helpers.comparison import add_run
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

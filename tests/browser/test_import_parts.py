@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from experiments.models import Metric, Run
+from tests.helpers.samples import SAMPLES
 from tests.labs.browser import new_page, sign_in
-from tests.parsers.conftest import SAMPLES
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

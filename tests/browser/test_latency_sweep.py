@@ -10,7 +10,7 @@ import pytest
 
 from experiments.models import Matrix, Run
 from experiments.results.store import replace_metrics
-from tests.lab import make_testbed
+from tests.helpers.comparison import make_testbed
 from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

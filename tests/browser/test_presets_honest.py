@@ -21,7 +21,7 @@ from django.core.management import call_command
 
 from experiments.comparison.presets import PRESETS
 from experiments.published import seed000, seed001, seed002
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

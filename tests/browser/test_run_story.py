@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from experiments.results import telemetry as stored
-from tests.lab import add_run
-from tests.lab import telemetry_doc as doc
+from tests.helpers.comparison import add_run
+from tests.helpers.telemetry import telemetry_doc as doc
 from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

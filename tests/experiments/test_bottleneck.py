@@ -5,27 +5,9 @@ series, nodes on one time axis, and the latency-bound verdict."""
 from __future__ import annotations
 
 from experiments.shared.bottleneck import LATENCY_BOUND, phases, summary, verdicts
+from tests.helpers.telemetry import node
 
 GB = 1e9
-
-
-def node(host="client01", n=10, start="2026-01-01T10:00:00+00:00", **series):
-    base = {
-        "cpu_busy": [0.2] * n,
-        "cpu_busy:cpu0": [0.2] * n,
-        "cpu_busy:cpu1": [0.2] * n,
-        "disk_util:sdb": [0.3] * n,
-    }
-    base.update(series)
-    return {
-        "format": "beeweb-telemetry/1",
-        "hostname": host,
-        "started_at": start,
-        "interval_s": 1.0,
-        "t": [float(i + 1) for i in range(n)],
-        "series": base,
-        "meta": {"cores": 2, "nic_speed_mbps": {}, "tool_top_comm": "fio"},
-    }
 
 
 def test_a_saturated_disk_during_the_write_phase():

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from experiments.comparison import MINMAX_NOTE, ComparisonSpec, compute
 from experiments.comparison.charts import metric_label, metric_title
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db
 

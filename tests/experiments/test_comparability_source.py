@@ -21,7 +21,7 @@ from experiments.comparison import ComparisonSpec, compute, dimensions
 from experiments.comparison.presets import DASHBOARD_PRESETS, PRESETS
 from experiments.models import Run, Target
 from experiments.published import seed000, seed002
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,7 @@ from django.db.models.functions import Cast
 
 from experiments.comparison import ComparisonSpec, compute, dimensions
 from experiments.models import HardwareProfile, Metric, Node, Target, Testbed, TestbedNode
-
-from .test_comparison_stats import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 
 KEYS = [
     "arch",

@@ -18,7 +18,7 @@ from experiments.models import (
     TuningSet,
 )
 from experiments.shared import stats
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 
 # --- Pure statistics against scipy --------------------------------------------------------
 
@@ -75,7 +75,7 @@ def test_no_test_without_spread_or_repetitions():
     assert stats.cv(0.0, 1.0) is None
 
 
-# --- A small lab: two testbeds with known limits and known runs (tests/lab.py) -------------
+# --- A small lab: two testbeds with known limits and known runs (tests/helpers/comparison.py) ---
 
 ARM = [5.1e9, 5.0e9, 5.3e9]
 X86 = [3.4e9, 3.5e9, 3.3e9]

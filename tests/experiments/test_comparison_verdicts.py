@@ -8,9 +8,8 @@ import pytest
 
 from experiments.comparison import ComparisonSpec, compute
 from experiments.results import telemetry as stored
-from tests.experiments.test_bottleneck import node
-from tests.experiments.test_run_verdict import with_tool
-from tests.lab import add_run
+from tests.helpers.comparison import add_run
+from tests.helpers.telemetry import node, with_tool
 
 pytestmark = pytest.mark.django_db
 

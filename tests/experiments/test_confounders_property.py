@@ -14,7 +14,7 @@ from experiments.comparison import ComparisonSpec, compute
 from experiments.comparison.comparability import attribute_name
 from experiments.models import Run, Target, TuningSet
 from experiments.results.store import replace_metrics
-from tests.lab import make_testbed
+from tests.helpers.comparison import make_testbed
 
 # Second attributes and the value each of the two series has: (attribute, for numjobs 1,
 # for numjobs 2). None: the run does not state it.

@@ -10,8 +10,8 @@ import pytest
 from experiments import forms
 from experiments.models import HardwareProfile, Testbed
 from experiments.shared import stats
-from tests.api.conftest import token_client
-from tests.lab import add_run, make_testbed
+from tests.helpers.api import token_client
+from tests.helpers.comparison import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db
 

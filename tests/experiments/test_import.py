@@ -11,7 +11,7 @@ from django.urls import reverse
 from experiments.models import Metric, Run
 from experiments.results.importing import import_output
 from experiments.results.store import reparse
-from tests.parsers.conftest import SAMPLES
+from tests.helpers.samples import SAMPLES
 
 pytestmark = [
     pytest.mark.django_db,
@@ -144,7 +144,7 @@ def test_browser_import_carries_telemetry(alice_client, testbed):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from experiments.models import RunTelemetry
-    from tests.experiments.test_bottleneck import node
+    from tests.helpers.telemetry import node
 
     text = IOR.read_text()
     doc = node("storage02", **{"disk_util:sdb": [0.98] * 10})

@@ -16,7 +16,7 @@ from django.urls import reverse
 from experiments.models import Metric, Run
 from experiments.results.importing import import_output
 from experiments.results.store import parse_options, parse_stored, record_launch, reparse
-from tests.parsers.conftest import SAMPLES
+from tests.helpers.samples import SAMPLES
 
 pytestmark = [
     pytest.mark.django_db,

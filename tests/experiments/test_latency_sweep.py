@@ -16,8 +16,8 @@ from experiments.comparison.latency_sweep import Chart, Point, charts_for, figur
 from experiments.execution import execute
 from experiments.models import Matrix, Run
 from experiments.results.store import parse_stored, replace_metrics
-from tests.lab import make_testbed
-from tests.runners.test_execute import make_matrix, queue
+from tests.helpers.comparison import make_testbed
+from tests.helpers.execution import make_matrix, queue
 
 SAMPLES = Path("/work/shared/samples/fio")
 

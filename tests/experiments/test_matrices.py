@@ -411,7 +411,7 @@ def test_live_throughput_and_result_column(alice_client, fio_matrix):
     from django.utils import timezone
 
     from experiments.models import Metric
-    from tests.runners.test_progress import FIO_WRITE
+    from tests.helpers.samples import FIO_WRITE
 
     expand(fio_matrix)
     running, done, other = list(fio_matrix.runs.order_by("pk")[:3])

@@ -16,7 +16,7 @@ from experiments.models import ConfigSummary, Metric, Run
 from experiments.models.runs import update_row
 from experiments.results import summaries
 from experiments.results.store import parse_stored, replace_metrics
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db
 
@@ -155,7 +155,7 @@ def test_the_page_counts_the_runs_it_shows(alice, alice_client):
 def test_api_aggregates_leave_non_data_runs_out(alice, testbed):
     """Bulk ingest of a failed run with metrics, and an executed run cancelled mid-way: the
     compare API pools neither; the metrics API lists their values but no headline."""
-    from tests.api.conftest import token_client
+    from tests.helpers.api import token_client
 
     api = token_client(alice)
     items = [

@@ -17,7 +17,8 @@ from experiments.matrices import expansion as matrices
 from experiments.models import ConfigSummary, Matrix, Run
 from experiments.results.importing import import_output
 from experiments.results.store import parse_stored
-from tests.api.conftest import sample, token_client
+from tests.helpers.api import token_client
+from tests.helpers.samples import sample
 
 pytestmark = pytest.mark.django_db
 

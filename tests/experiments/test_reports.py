@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from experiments.comparison.reports import report_spec
 from experiments.models import Report, ShareLink
-from tests.lab import RAID_QUERY as QUERY
-from tests.lab import add_run
+from tests.helpers.comparison import RAID_QUERY as QUERY
+from tests.helpers.comparison import add_run
 
 
 @pytest.fixture

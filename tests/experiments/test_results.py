@@ -20,8 +20,8 @@ from experiments.models import Matrix, Run, Target
 from experiments.results.importing import import_output
 from runners import push
 from runners.params import normalise
-from tests.api.conftest import token_client
-from tests.parsers.conftest import SAMPLES, read_sample
+from tests.helpers.api import token_client
+from tests.helpers.samples import SAMPLES, read_sample
 
 pytestmark = [
     pytest.mark.django_db,

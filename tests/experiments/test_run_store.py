@@ -14,7 +14,7 @@ from experiments.models import ConfigSummary, Metric, Run
 from experiments.models.runs import update_row
 from experiments.results import summaries
 from experiments.results.store import parse_options, parse_stored, record_launch
-from tests.lab import make_testbed
+from tests.helpers.comparison import make_testbed
 
 DD = (
     "1+0 records in\n1+0 records out\n4096 bytes (4.1 kB, 4.0 KiB) copied, {seconds} s, 95.4 MB/s\n"

@@ -11,8 +11,8 @@ from django.db import connection
 
 from experiments.results import telemetry as stored
 from experiments.results.store import replace_metrics
-from tests.lab import add_run
-from tests.lab import telemetry_doc as doc
+from tests.helpers.comparison import add_run
+from tests.helpers.telemetry import telemetry_doc as doc
 
 pytestmark = pytest.mark.django_db
 
@@ -112,7 +112,7 @@ def test_api_detail_exports_telemetry(alice_client, story_run):
 def sample_run(bench, tool, name):
     from experiments.models import Run
     from experiments.results.store import parse_stored
-    from tests.parsers.conftest import read_sample
+    from tests.helpers.samples import read_sample
 
     text = read_sample(f"{tool}/{name}")
     run = Run.objects.create(testbed=bench, tool=tool, status="imported", raw_output=text)

@@ -10,16 +10,8 @@ from django.core.management import call_command
 from experiments.models import Run
 from experiments.results import telemetry as stored
 from experiments.shared.bottleneck import LATENCY_BOUND, steadiness, summary
-from tests.experiments.test_bottleneck import node
-from tests.lab import add_run
-
-
-def with_tool(doc, write_bw, t0=1.0):
-    doc["tool"] = {
-        "t": [t0 + i for i in range(len(write_bw))],
-        "series": {"write_bw": write_bw},
-    }
-    return doc
+from tests.helpers.comparison import add_run
+from tests.helpers.telemetry import node, with_tool
 
 
 def test_steady_state_and_whole_run_of_a_steady_run():

@@ -14,7 +14,7 @@ import pytest
 from experiments.comparison import runs_table
 from experiments.models import Run
 from experiments.results.store import replace_metrics
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db
 

@@ -20,9 +20,13 @@ from experiments.models import ConfigSummary, Metric, Run
 from experiments.results import summaries
 from experiments.results.ingest import ingest
 from experiments.results.store import replace_metrics
-from tests.experiments.test_comparison_summaries import SPECS, _comparable, _same
-from tests.experiments.test_comparison_summaries import lab as lab  # noqa: F401 (fixture)
-from tests.lab import add_alike, make_testbed
+from tests.helpers.comparison import (
+    SUMMARISABLE_SPECS,
+    add_alike,
+    assert_same,
+    comparable,
+    make_testbed,
+)
 
 VALUES = [1.0e9, 3.0e9, 2.0e9, 2.5e9, 0.5e9, 2.0e9, 7.0e9]
 
@@ -227,9 +231,9 @@ def test_the_janitor_settles_pending_medians(alice):
 
 
 @pytest.mark.django_db
-def test_comparison_with_pending_medians_gives_the_metric_rows_result(lab):  # noqa: F811
-    # Every configuration of the comparison suite's lab gets two more runs: merged rows,
-    # medians pending.
+def test_comparison_with_pending_medians_gives_the_metric_rows_result(summaries_lab):
+    # Every configuration of the comparison suite's lab (summaries_lab) gets two more runs:
+    # merged rows, medians pending.
     for run in list(Run.objects.order_by("pk")):
         values = list(Metric.objects.filter(run=run, primary=True).values("name", "value"))
         for factor in (1.25, 0.5):
@@ -241,13 +245,13 @@ def test_comparison_with_pending_medians_gives_the_metric_rows_result(lab):  # n
         ConfigSummary.objects.filter(median__isnull=True).count() == ConfigSummary.objects.count()
     )
     for _settled in (False, True):
-        for query in SPECS:
+        for query in SUMMARISABLE_SPECS:
             spec = ComparisonSpec.from_query(query)
             from_summaries = compute(spec)
             from_rows = compute(spec, summaries=False)
             assert from_rows.points and not from_rows.errors, query
             assert all(p.median is not None for p in from_summaries.points if p.n == 3), query
-            _same(_comparable(from_summaries), _comparable(from_rows), query)
+            assert_same(comparable(from_summaries), comparable(from_rows), query)
         summaries.settle()
 
 

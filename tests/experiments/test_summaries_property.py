@@ -19,7 +19,7 @@ from experiments.models import ConfigSummary, Matrix, Metric, Run, Target, Tunin
 from experiments.results import summaries
 from experiments.results.ingest import ingest
 from experiments.results.store import replace_metrics
-from tests.lab import add_alike, make_testbed
+from tests.helpers.comparison import add_alike, make_testbed
 
 # Few distinct values: repetitions tie, configurations recur.
 VALUES = st.sampled_from([1e9, 1.5e9, 2e9, 2e9, 3.25e9, 0.5])

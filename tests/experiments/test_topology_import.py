@@ -23,7 +23,7 @@ from experiments.models import (
     Testbed,
     TestbedNode,
 )
-from tests.parsers.conftest import SAMPLES, read_sample
+from tests.helpers.samples import SAMPLES, read_sample
 
 pytestmark = pytest.mark.django_db
 # As in tests/parsers: a clone without ../shared/samples skips these, CI never does.

@@ -36,7 +36,8 @@ from experiments.models import (
     TuningSet,
 )
 from experiments.results import ingest as ingest_module
-from tests.api.conftest import sample, token_client
+from tests.helpers.api import token_client
+from tests.helpers.samples import sample
 
 pytestmark = pytest.mark.django_db
 

@@ -28,7 +28,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from experiments.comparison.reports import create_share_link
 from experiments.models import Report, Run, TuningSet
 from experiments.views.compare import csv_cell
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.samples import SAMPLES
 from tests.labs import Stack, wait_for
-from tests.parsers.conftest import SAMPLES
 
 pytestmark = [
     pytest.mark.slow,

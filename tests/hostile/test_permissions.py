@@ -32,7 +32,7 @@ from experiments.models import (
     TestbedNode,
 )
 from experiments.shared.validators import work_path_problem
-from tests.api.conftest import token_client
+from tests.helpers.api import token_client
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import dd, elbencho, fio
 from runners.parsers.base import ParseError
-from tests.parsers.conftest import SAMPLES, metric, read_sample
+from tests.helpers.samples import SAMPLES, metric, read_sample
 
 MIB = 1024**2
 GIB = 1024**3

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import dd, elbencho, fio
 from runners.parsers.base import ParseError
-from tests.parsers.conftest import SAMPLES, metric, read_sample
+from tests.helpers.samples import SAMPLES, metric, read_sample
 
 # fio 3.33 outputs generated here (tests/parsers/fixtures/fio/README.md gives each command):
 # no public sample has numjobs > 1 with group_reporting in JSON, json+ or terse.

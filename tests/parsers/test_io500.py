@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import io500, ior, mdtest
 from runners.parsers.base import ParseError
-from tests.parsers.conftest import SAMPLES, read_sample
+from tests.helpers.samples import SAMPLES, read_sample
 from tests.parsers.properties import (
     check_mangled,
     check_only_parse_error,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import detect_tool, ioping, parse
 from runners.parsers.base import ParseError
-from tests.parsers.conftest import SAMPLES, metric
+from tests.helpers.samples import SAMPLES, metric
 from tests.parsers.properties import check_mangled, check_truncated
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ioping"

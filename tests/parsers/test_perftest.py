@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import get_parser, perftest
 from runners.parsers.base import ParseError
-from tests.parsers.conftest import SAMPLES, read_sample
+from tests.helpers.samples import SAMPLES, read_sample
 from tests.parsers.properties import check_only_parse_error, check_truncated
 
 GBIT = 1e9 / 8  # perftest --report_gbits: Gb/sec = 125,000,000 B/s

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import get_parser, qperf
 from runners.parsers.base import ParseError
-from tests.parsers.conftest import SAMPLES, read_sample
+from tests.helpers.samples import SAMPLES, read_sample
 from tests.parsers.properties import check_only_parse_error, check_truncated
 
 approx = pytest.approx

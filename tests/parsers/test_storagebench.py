@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from runners.parsers import get_parser, storagebench
 from runners.parsers.base import ParseError
-from tests.parsers.conftest import SAMPLES, read_sample
+from tests.helpers.samples import SAMPLES, read_sample
 from tests.parsers.properties import check_only_parse_error, check_truncated
 
 KIB = 1024  # beegfs-ctl prints KiB/s

@@ -1,17 +1,14 @@
-"""Adapter tests: launch contexts on temporary directories, and running a Command for real."""
+"""Adapter tests: launch contexts on temporary directories (running a Command for real is
+tests/helpers/tools.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from runners.tools import Command, Host, LaunchContext
-
-HOSTS = (Host("c1", "10.0.0.1"), Host("c2", "c2.ib.example"))
+from runners.tools import LaunchContext
+from tests.helpers.tools import HOSTS
 
 
 @pytest.fixture
@@ -37,27 +34,4 @@ def mpi_ctx(tmp_path: Path) -> LaunchContext:
 def multihost_ctx(tmp_path: Path) -> LaunchContext:
     return LaunchContext(
         workdir=Path("/mnt/beegfs/bench"), scratch=tmp_path, mode="multihost", hosts=HOSTS
-    )
-
-
-def need(binary: str) -> str:
-    """Path of ``binary``, or skip the test saying it is missing (CI installs them all)."""
-    path = shutil.which(binary)
-    if path is None:
-        pytest.skip(f"{binary} not installed")
-    return path
-
-
-def run(cmd: Command, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Launch ``cmd`` as the executor would: write its files, no shell, its env added."""
-    for path, content in cmd.files.items():
-        Path(path).write_text(content, encoding="utf-8")
-    return subprocess.run(
-        cmd.argv,
-        cwd=cmd.cwd,
-        env={**os.environ, **cmd.env},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
     )

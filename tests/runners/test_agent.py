@@ -23,7 +23,7 @@ from experiments.execution.attempt import Attempt
 from experiments.models import Node, NodeLease, Run, RunTelemetry, TestbedNode, Worker
 from experiments.results import telemetry
 from runners.sampler import MIN_LAST_INTERVAL
-from tests.runners.test_execute import make_matrix, queue
+from tests.helpers.execution import make_matrix, queue
 
 # As root (CI, the worker nodes) the kernel drops; otherwise it says why not.
 DROPPED = "dropped" if os.geteuid() == 0 else "not permitted: Permission denied"

@@ -14,7 +14,7 @@ from experiments.execution.attempt import Attempt
 from experiments.models import Run, RunTelemetry
 from experiments.results import telemetry
 from runners.sampler import FORMAT
-from tests.runners.test_execute import make_matrix, queue
+from tests.helpers.execution import make_matrix, queue
 
 pytestmark = pytest.mark.skipif(shutil.which("dd") is None, reason="dd is not installed")
 

@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from experiments.execution import dispatch as dispatching
 from experiments.execution import execute
-from experiments.matrices.expansion import cancel_runs, expand
-from experiments.models import Matrix, Run
+from experiments.matrices.expansion import cancel_runs
+from experiments.models import Run
 from experiments.results import summaries
+from tests.helpers.execution import make_matrix, queue
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
@@ -27,28 +28,6 @@ pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not 
 @pytest.fixture
 def bench(executing_bench):
     return executing_bench
-
-
-def make_matrix(owner, testbed, tool="fio", params=None, axes=None, **fields):
-    matrix = Matrix.objects.create(
-        owner=owner,
-        name=f"{tool} test",
-        tool=tool,
-        fixed_params=params or {},
-        axes=axes or [],
-        repetitions=fields.pop("repetitions", 1),
-        drop_caches=fields.pop("drop_caches", False),
-        **fields,
-    )
-    matrix.testbeds.set([testbed])
-    expand(matrix)
-    return matrix
-
-
-def queue(run: Run) -> str:
-    token = uuid.uuid4()
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, dispatch_token=token)
-    return str(token)
 
 
 @pytest.mark.django_db

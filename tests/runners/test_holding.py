@@ -20,7 +20,7 @@ from experiments.comparison.limits import independent_storage_flag
 from experiments.execution import dispatch as dispatching
 from experiments.execution import execute, holding
 from experiments.models import Node, NodeLease, Run, Target, Testbed, TestbedNode
-from tests.runners.test_execute import make_matrix, queue
+from tests.helpers.execution import make_matrix, queue
 
 
 @pytest.fixture

@@ -7,20 +7,13 @@ import pytest
 
 from runners.progress import fio, ior, iozone, progress
 from runners.tools import build_command
-from tests.parsers.conftest import read_sample
-from tests.runners.conftest import need, run
+from tests.helpers.samples import FIO_WRITE, read_sample
+from tests.helpers.tools import need, run
 
 MIB = 2**20
 
-# fio --output-format=json --output=... --eta=always --eta-newline=1 --rw=write --bs=1m
-# --time_based --runtime=7 --rate=20m, its console byte for byte (cat -A showed ^M and $).
-FIO_WRITE = (
-    "Jobs: 1 (f=1), 0B/s-20.0MiB/s\r"
-    "Jobs: 1 (f=1), 0B/s-20.0MiB/s: [W(1)][37.5%][w=20.0MiB/s][w=19 IOPS][eta 00m:05s]\r\n"
-    "Jobs: 1 (f=1), 0B/s-20.0MiB/s: [W(1)][42.9%][w=20.0MiB/s][w=20 IOPS][eta 00m:04s]\r"
-    "Jobs: 1 (f=1), 0B/s-20.0MiB/s: [W(1)][57.1%][w=20.0MiB/s][w=20 IOPS][eta 00m:03s] \r\n"
-)
-# The same with --rw=randrw --bs=4k --rate_iops=300: both directions, no percentage.
+# fio as for FIO_WRITE (tests/helpers/samples.py) with --rw=randrw --bs=4k --rate_iops=300:
+# both directions, no percentage.
 FIO_RANDRW = (
     "Jobs: 1 (f=1), 0-600 IOPS\r"
     "Jobs: 1 (f=1), 0-600 IOPS: [m(1)][-.-%][r=1200KiB/s,w=1204KiB/s][r=300,w=301 IOPS]"

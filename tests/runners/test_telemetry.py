@@ -27,7 +27,7 @@ from runners.sampler import (
     read_netdev,
     sig4,
 )
-from tests.lab import add_run
+from tests.helpers.comparison import add_run
 
 STAT = """cpu  100 5 50 800 20 3 2 10 0 0
 cpu0 60 5 30 400 10 2 1 5 0 0
@@ -313,7 +313,7 @@ def test_executor_stores_the_launchers_telemetry_with_fios_series(alice, executi
     this node, its samples and fio's per-second series on the same axis."""
     from experiments.execution import execute
     from experiments.models import Run
-    from tests.runners.test_execute import make_matrix, queue
+    from tests.helpers.execution import make_matrix, queue
 
     matrix = make_matrix(
         alice,

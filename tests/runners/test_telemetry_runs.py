@@ -23,7 +23,7 @@ from experiments.models import Run
 from experiments.results import telemetry as stored
 from experiments.shared import bottleneck
 from runners.reaper import reaper
-from tests.runners.test_execute import make_matrix, queue
+from tests.helpers.execution import make_matrix, queue
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 THROTTLE_BPS = 10 * 2**20

@@ -32,7 +32,7 @@ from runners.tools.base import (
     format_size,
     mpi_launch,
 )
-from tests.runners.conftest import HOSTS
+from tests.helpers.tools import HOSTS
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 # Every runnable tool of the registry: a new one is covered by the tests below as it is added.

@@ -8,7 +8,7 @@ import pytest
 
 from runners.parsers import parse
 from runners.tools import ParamError, build_command
-from tests.runners.conftest import need, run
+from tests.helpers.tools import need, run
 
 MIB = 1024**2
 

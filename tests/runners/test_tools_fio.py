@@ -11,7 +11,7 @@ from runners.parsers import parse
 from runners.progress import progress
 from runners.tools import ParamError, build_command
 from runners.tools.fio import ADAPTER
-from tests.runners.conftest import need, run
+from tests.helpers.tools import need, run
 
 MIB = 1024**2
 

@@ -12,7 +12,7 @@ from experiments.matrices.expansion import expand
 from experiments.models import Matrix, Run
 from runners.parsers import parse
 from runners.tools import ADAPTERS, ParamError, build_command
-from tests.runners.conftest import need, run
+from tests.helpers.tools import need, run
 
 MIB = 1024**2
 

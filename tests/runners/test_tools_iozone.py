@@ -7,7 +7,7 @@ import pytest
 from runners.parsers import parse
 from runners.tools import ParamError, build_command
 from runners.tools.iozone import iozone_size
-from tests.runners.conftest import need, run
+from tests.helpers.tools import need, run
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 

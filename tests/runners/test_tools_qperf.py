@@ -10,7 +10,7 @@ import pytest
 from runners.parsers import parse
 from runners.tools import ParamError, build_command
 from runners.tools.qperf import ADAPTER
-from tests.runners.conftest import need, run
+from tests.helpers.tools import need, run
 
 
 def test_argv(ctx):

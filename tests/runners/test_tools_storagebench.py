@@ -16,8 +16,8 @@ from runners.parsers import parse
 from runners.tools import ParamError, build_command
 from runners.tools import storagebench_driver as driver
 from runners.tools.storagebench import PROJECT_ROOT
-from tests.parsers.conftest import SAMPLES
-from tests.runners.conftest import run
+from tests.helpers.samples import SAMPLES
+from tests.helpers.tools import run
 
 SAMPLE = SAMPLES / "beegfs" / "storagebench-status-verbose-write-10targets-usc.txt"
 

@@ -1,8 +1,12 @@
 """Comparison test data shared by the statistics, report and API tests: testbeds with known
-hardware (so known theoretical limits), runs with known headline values and a node's
-telemetry."""
+hardware (so known theoretical limits), runs with known headline values; and the specs over
+every dimension of a configuration that a comparison from the configuration summaries must
+answer as the metric rows do, with the equality that checks it."""
 
 from __future__ import annotations
+
+import math
+import re
 
 from experiments.models import Drive, HardwareProfile, Nic, Node, Run, Target, Testbed, TestbedNode
 from experiments.results.store import replace_metrics
@@ -88,24 +92,54 @@ def add_alike(run: Run, status: str) -> Run:
     )
 
 
-def telemetry_doc(host, start, n=10, **series):
-    """A node's telemetry document (beeweb-telemetry/1) of ``n`` one-second samples from
-    ``start``; ``series`` adds or replaces series."""
-    return {
-        "format": "beeweb-telemetry/1",
-        "hostname": host,
-        "started_at": start,
-        "interval_s": 1.0,
-        "t": [float(i + 1) for i in range(n)],
-        "series": {
-            "cpu_busy": [0.2] * n,
-            "cpu_busy:cpu0": [0.3] * n,
-            "cpu_iowait": [0.1] * n,
-            "mem_used": [2e9] * n,
-            "page_cache": [1e9] * n,
-            "disk_write_bw:sdb": [5e8] * n,
-            "net_tx_bw:ib0": [1e9] * n,
-            **series,
-        },
-        "meta": {"cores": 1, "nic_speed_mbps": {}, "unavailable": {"beegfs": "not installed"}},
-    }
+# Specs over every dimension of the configuration, normalisations, peaks, repetitions drawn
+# and pooled configurations: each summarisable (tests/experiments/test_comparison_summaries.py).
+SUMMARISABLE_SPECS = [
+    "metric=write_bw&x=param:threads&series=arch",
+    "metric=write_bw&metric=read_bw&x=param:threads&series=raid&baseline=10&ignore=hardware",
+    "metric=write_bw&x=tool&series=testbed",
+    "metric=write_bw&x=param:threads&series=tuning&reps=1",
+    "metric=write_bw&x=param:threads&series=source",
+    "metric=write_bw&x=param:threads&series=arch&norm=server",
+    "metric=write_bw&x=param:threads&series=arch&norm=client",
+    "metric=write_bw&x=param:threads&series=arch&norm=core",
+    "metric=write_bw&x=param:threads&series=arch&norm=target",
+    "metric=write_bw&x=param:threads&series=arch&stat=peak",
+    "metric=write_bw&x=param:threads&y=arch&chart=heatmap",
+    "metric=write_bw&x=param:bs&series=hw:cores&f=param:threads:4",
+    "metric=write_bw&x=param:threads&series=arch&tool=fio&ignore=param:bs",
+    "metric=write_bw&x=param:threads&series=fs&f=arch:aarch64&f=arch:x86_64",
+    "metric=read_bw&x=&series=arch&error=minmax",
+    "metric=write_bw&x=param:threads&series=tuning:storage.tuneNumWorkers",
+]
+
+
+def assert_same(a, b, where="") -> None:
+    """``a`` and ``b`` (a comparison's JSON) are equal: floats to 1e-9, sentences once the numbers
+    in them are equal to three digits; ``where`` names the place that differs."""
+    if isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (a != a and b != b), where
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert set(a) == set(b), where
+        for key in a:
+            assert_same(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, str) and isinstance(b, str) and a != b:
+        # Sentences print statistics to a few digits: equal once the numbers are.
+        numbers = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+        assert numbers.sub("#", a) == numbers.sub("#", b), where
+        for x, y in zip(numbers.findall(a), numbers.findall(b), strict=True):
+            assert math.isclose(float(x), float(y), rel_tol=1e-3), where
+    else:
+        assert a == b, where
+
+
+def comparable(result) -> dict:
+    """A comparison result's JSON without its time, points in a fixed order."""
+    out = result.to_json()
+    out.pop("generated_at", None)
+    out["points"] = sorted(out["points"], key=lambda p: repr(sorted(p.items())))
+    return out
