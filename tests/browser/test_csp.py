@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
+from tests.helpers.sweeps import local_fio_matrix
 from tests.labs.browser import new_page, sign_in
-from tests.sweeps import local_fio_matrix
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

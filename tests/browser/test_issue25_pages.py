@@ -11,9 +11,9 @@ import pytest
 from django.core.management import call_command
 
 from experiments.comparison.presets import DASHBOARD_PRESETS
-from tests.browser.conftest import sign_in
-from tests.browser.test_latency_sweep import qd_matrix
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
+from tests.helpers.sweeps import qd_matrix
+from tests.labs.browser import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

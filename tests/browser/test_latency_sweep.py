@@ -8,51 +8,10 @@ import os
 
 import pytest
 
-from experiments.models import Matrix, Run
-from experiments.results.store import replace_metrics
-from tests.helpers.comparison import make_testbed
+from tests.helpers.sweeps import qd_matrix
 from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def qd_matrix(owner) -> Matrix:
-    tb = make_testbed(owner, "qd-lab", "x86_64", "0")
-    matrix = Matrix.objects.create(
-        owner=owner,
-        name="queue depth",
-        tool="fio",
-        fixed_params={"rw": "randread"},
-        axes=[
-            {"param": "iodepth", "values": [1, 4, 16, 64]},
-            {"param": "bs", "values": ["4k", "64k"]},
-        ],
-    )
-    matrix.testbeds.set([tb])
-    for bs, scale in (("4k", 1.0), ("64k", 0.4)):
-        for depth in (1, 4, 16, 64):
-            run = Run.objects.create(
-                owner=owner,
-                testbed=tb,
-                tool="fio",
-                status="succeeded",
-                matrix=matrix,
-                cell_key=f"{depth}-{bs}",
-                params={"rw": "randread", "bs": bs, "iodepth": depth},
-            )
-            iops = scale * 20000 * min(depth, 16) / (1 + min(depth, 16) / 8)
-            p50 = depth / iops
-            replace_metrics(
-                run,
-                [
-                    {"name": "read_iops", "value": iops, "unit": "op/s"},
-                    {"name": "read_bw", "value": iops * 4096, "unit": "B/s"},
-                    {"name": "read_lat", "value": p50, "unit": "s", "stat": "p50"},
-                    {"name": "read_lat", "value": p50 * 3, "unit": "s", "stat": "p99"},
-                    {"name": "read_lat", "value": p50 * 9, "unit": "s", "stat": "p99.9"},
-                ],
-            )
-    return matrix
 
 
 def test_matrix_page_draws_iops_and_latency_against_iodepth(browser, live_server, alice):

@@ -17,8 +17,8 @@ from django.core.management import call_command
 from experiments.comparison.presets import PRESETS
 from experiments.comparison.reports import create_share_link, revoke_share_link
 from experiments.models import HardwareProfile, Node, Report, Run, Testbed, TuningSet
+from tests.helpers.sweeps import local_fio_matrix
 from tests.labs.browser import sign_in, swapped
-from tests.sweeps import local_fio_matrix
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

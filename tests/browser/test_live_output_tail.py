@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from experiments.models import Run
-from tests.browser.conftest import new_page, sign_in
-from tests.lab import make_testbed
+from tests.helpers.comparison import make_testbed
+from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers.sweeps import make_sweep
 from tests.labs.browser import new_page, sign_in
-from tests.sweeps import make_sweep
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

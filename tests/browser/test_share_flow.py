@@ -15,8 +15,8 @@ from django.core.management import call_command
 
 from experiments.inventory.localhost import architecture
 from experiments.published import seed000, seed002
+from tests.helpers.sweeps import local_fio_matrix
 from tests.labs.browser import new_page, sign_in, swapped
-from tests.sweeps import local_fio_matrix
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -19,7 +19,7 @@ from django.core.management import call_command
 
 from experiments.execution.attempt import Attempt
 from experiments.models import HardwareProfile, Node, Testbed, TestbedNode
-from tests.lab import add_run, make_testbed
+from tests.helpers.comparison import add_run, make_testbed
 
 pytestmark = pytest.mark.django_db
 

@@ -156,7 +156,7 @@ def test_a_real_fio_sample_gives_its_clat_percentiles(alice, alice_client):
 
 @pytest.mark.django_db
 def test_no_chart_for_a_sweep_of_another_parameter(alice, alice_client):
-    from tests.sweeps import make_sweep
+    from tests.helpers.sweeps import make_sweep
 
     matrix = make_sweep(alice)  # numjobs x bs, but write_bw only: no IOPS, no percentiles
     assert latency_sweep.matrix_context(matrix) == {}

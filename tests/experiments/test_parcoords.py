@@ -12,7 +12,7 @@ import pytest
 
 from experiments.comparison import parcoords
 from experiments.models import Matrix
-from tests.sweeps import make_sweep, write_bw
+from tests.helpers.sweeps import make_sweep, write_bw
 
 pytestmark = pytest.mark.django_db
 

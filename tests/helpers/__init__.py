@@ -7,6 +7,7 @@ are in tests/labs.
   ``sample``), a fio console captured here, and ``metric`` to pick one parsed metric.
 - ``comparison.py``: testbeds with known hardware and runs with known values for the
   comparison, report and API tests; the specs a summaries comparison must reproduce.
+- ``sweeps.py``: finished fio matrices (runs table, parallel coordinates, latency charts).
 - ``telemetry.py``: synthetic telemetry documents of nodes (beeweb-telemetry/1).
 - ``execution.py``: a matrix expanded on a testbed, and a run queued as a dispatch would.
 - ``tools.py``: the runners kit's commands run here for real (``run``, ``need``) and two hosts.

@@ -1,7 +1,8 @@
 """Finished fio matrices: for the runs table and parallel-coordinates tests (``make_sweep``:
 write throughput over numjobs (1, 2, 4, 8) × bs (64k, 1m) on one testbed, two repetitions,
 values chosen so that larger blocks and more jobs are faster), and for the comparison pages'
-browser tests (``local_fio_matrix``, on the localhost testbed)."""
+browser tests (``local_fio_matrix``, on the localhost testbed); ``qd_matrix``, latency against
+iodepth, for the matrix page's IOPS-and-latency charts."""
 
 from __future__ import annotations
 
@@ -72,4 +73,45 @@ def local_fio_matrix(user):
         replace_metrics(run, [{"name": name, "value": value, "unit": "B/s"}])
         run.status = Run.Status.SUCCEEDED
         run.save(update_fields=["status"])
+    return matrix
+
+
+def qd_matrix(owner) -> Matrix:
+    """A finished fio random-read sweep of iodepth (1, 4, 16, 64) × bs (4k, 64k) on a testbed
+    "qd-lab": IOPS rising to iodepth 16 and p50/p99/p99.9 completion latencies per run."""
+    tb = make_testbed(owner, "qd-lab", "x86_64", "0")
+    matrix = Matrix.objects.create(
+        owner=owner,
+        name="queue depth",
+        tool="fio",
+        fixed_params={"rw": "randread"},
+        axes=[
+            {"param": "iodepth", "values": [1, 4, 16, 64]},
+            {"param": "bs", "values": ["4k", "64k"]},
+        ],
+    )
+    matrix.testbeds.set([tb])
+    for bs, scale in (("4k", 1.0), ("64k", 0.4)):
+        for depth in (1, 4, 16, 64):
+            run = Run.objects.create(
+                owner=owner,
+                testbed=tb,
+                tool="fio",
+                status="succeeded",
+                matrix=matrix,
+                cell_key=f"{depth}-{bs}",
+                params={"rw": "randread", "bs": bs, "iodepth": depth},
+            )
+            iops = scale * 20000 * min(depth, 16) / (1 + min(depth, 16) / 8)
+            p50 = depth / iops
+            replace_metrics(
+                run,
+                [
+                    {"name": "read_iops", "value": iops, "unit": "op/s"},
+                    {"name": "read_bw", "value": iops * 4096, "unit": "B/s"},
+                    {"name": "read_lat", "value": p50, "unit": "s", "stat": "p50"},
+                    {"name": "read_lat", "value": p50 * 3, "unit": "s", "stat": "p99"},
+                    {"name": "read_lat", "value": p50 * 9, "unit": "s", "stat": "p99.9"},
+                ],
+            )
     return matrix
