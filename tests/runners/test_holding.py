@@ -205,6 +205,11 @@ def test_comparison_flags_points_of_independent_storage_testbeds():
     assert other.flags == []
 
 
+def alive_heartbeat():
+    """A heartbeat an hour ahead: a holder that stays alive for the whole test."""
+    return timezone.now() + timedelta(hours=1)
+
+
 def _once_waiting(run: Run, action) -> threading.Thread:
     """Do ``action`` in a thread once ``run`` waits for its nodes (its ``waiting_for`` is
     written), however long the executor takes to get there."""
@@ -230,8 +235,10 @@ def _once_waiting(run: Run, action) -> threading.Thread:
 def test_the_executor_waits_for_its_nodes_then_runs(alice, executing_bench):
     bench = executing_bench
     blocker = make_matrix(alice, bench, tool="dd", params={"bs": "64k", "count": 1}).runs.get()
+    # A live holder: its heartbeat stays fresh however long the machine takes to get the
+    # other run waiting (a stand-in that never beats would turn stale under load).
     Run.objects.filter(pk=blocker.pk).update(
-        status="running", attempts=1, heartbeat_at=timezone.now(), queued_at=timezone.now()
+        status="running", attempts=1, heartbeat_at=alive_heartbeat(), queued_at=timezone.now()
     )
     blocker.refresh_from_db()
     assert holding.try_acquire(blocker, ["stor1"]) == (True, "")
@@ -261,7 +268,7 @@ def test_cancel_while_waiting_for_nodes(alice, executing_bench):
     bench = executing_bench
     blocker = make_matrix(alice, bench, tool="dd", params={"bs": "64k", "count": 1}).runs.get()
     Run.objects.filter(pk=blocker.pk).update(
-        status="running", attempts=1, heartbeat_at=timezone.now()
+        status="running", attempts=1, heartbeat_at=alive_heartbeat()
     )
     blocker.refresh_from_db()
     assert holding.try_acquire(blocker, ["stor1"])[0]
