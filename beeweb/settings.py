@@ -421,6 +421,10 @@ else:
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
+if urlparse(CELERY_BROKER_URL).scheme == "filesystem":
+    # kombu's filesystem transport, taking messages in the order they were sent (beeweb/broker.py):
+    # runs start in their matrix's order.
+    CELERY_BROKER_TRANSPORT = "beeweb.broker:Transport"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "false")
 CELERY_TASK_ACKS_LATE = True

@@ -15,6 +15,11 @@ navigation start to the moment every chart of the page has its traces drawn (a
 MutationObserver installed before any script of the page runs). Bytes are the transfer sizes
 (compressed, headers included) of the document and every resource, from the page's
 Resource Timing entries; a resource served from the browser cache counts 0.
+
+Target: the share link drawn within TARGET_MS (1 s) with a cold cache; the script says whether
+the best cold load met it, with the load average beside it (wall time on a machine that runs
+other work is that work's as much as the page's). tests/browser/test_first_chart.py checks
+what the page does (drawn, compressed, cached), never how fast: issue 24.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 COMPARISON = "/compare/?metric=write_bw&x=param:threads&series=arch&baseline=x86_64"
+TARGET_MS = 1000  # the share link, cold cache
 
 # Installed before the page's own scripts: records performance.now() when every chart holder
 # named in #chart-data has a Plotly SVG with its traces drawn.
@@ -152,7 +158,7 @@ def serve(env: dict, port: int, workers: int) -> subprocess.Popen:
 
 def load(context, url: str) -> dict:
     page = context.new_page()
-    page.set_default_timeout(30_000)
+    page.set_default_timeout(120_000)  # against a page never drawn, not a bound on its time
     page.goto(url)
     page.wait_for_function("() => window.__chartDrawnAt !== undefined")
     page.wait_for_load_state("load")
@@ -265,6 +271,12 @@ def main() -> None:
         for cache in ("cold", "warm"):
             print(f"  {name:22} {cache} cache: {summary(result[cache])}")
     print(f"  {'floor (plotly alone)':22} cold cache: {summary(bare)}")
+    best = min(r["drawn_ms"] for r in results["share link"]["cold"])
+    print(
+        f"Share link, cold cache, best of {args.loads}: {best:.0f} ms: target {TARGET_MS} ms "
+        f"{'met' if best < TARGET_MS else 'missed'} (load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

@@ -8,8 +8,13 @@ metadata server.
 - Two users' matrices launched at the same moment never run at the same time on a node
   (from every run's started_at / finished_at), and every run records a cache drop for every
   node it held, done on that node by that node's worker.
-- The waiting run's page, fetched as its user, says what it waits for; a worker SIGKILLed
-  while it holds nodes frees them within the stale-heartbeat bound.
+- The waiting run's page, fetched as its user, says what it waits for; node3's agent answers
+  each drop request at its first poll that reads it; a worker SIGKILLed while it holds nodes
+  frees them once its last heartbeat is RUN_STALE_SECONDS old (the waiter takes them, not
+  the janitor).
+
+Nothing here bounds a duration (issue 24): the checks are events and their order, and the
+waits' timeouts are only against something never happening.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import statistics
 import time
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -79,23 +84,49 @@ def cluster(netns_lab, tmp_path_factory):
         stack.close()
 
 
-def ask_drop(stack: Stack, run: int, node: str) -> float:
+# A node agent's poll as PostgreSQL shows it (pg_stat_activity keeps a session's last
+# statement and when it began): the read of its node's leases, its hostname inlined (Django
+# binds parameters on the client).
+POLLS = (
+    "SELECT pid, query_start FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+    "AND query_start > %s AND query LIKE %s"
+)
+
+
+def poll_text(node: str) -> str:
+    lease = '"experiments_nodelease"'
+    return f"%FROM {lease} WHERE {lease}.\"hostname\" IN ('{node}')%"
+
+
+def ask_drop(stack: Stack, run: int, node: str) -> tuple[str, int]:
     """Ask ``node`` to drop its caches on behalf of ``run`` as the executor does (on the
-    run's lease) and wait for the answer: the seconds it took."""
-    asked = time.monotonic()
+    run's lease) and wait for the answer: the answer, and how many polls of ``node``'s agent
+    began after the request and before it was answered. Every poll that begins once the
+    request is committed reads it, so the first one answers: at most 1. The polls are seen
+    by sampling pg_stat_activity, and only those that began before a reading that found no
+    answer yet are counted: a poll may go unseen on a busy machine, none is counted wrongly.
+    """
     with psycopg.connect(stack.env["DATABASE_URL"], autocommit=True) as conn:
         update = "UPDATE experiments_nodelease SET drop_requested_at = now(), drop_result = ''"
         where = " WHERE run_id = %s AND hostname = %s"
         assert conn.execute(update + where, (run, node)).rowcount == 1
-        while True:
-            (result,) = conn.execute(
-                "SELECT drop_result FROM experiments_nodelease" + where, (run, node)
+        (asked,) = conn.execute("SELECT clock_timestamp()").fetchone()  # after the commit
+        seen: set[tuple] = set()
+        unanswered = asked  # the last reading that found no answer (the server's clock)
+
+        def answer() -> str:
+            nonlocal unanswered
+            seen.update(conn.execute(POLLS, (asked, poll_text(node))).fetchall())
+            result, now = conn.execute(
+                "SELECT drop_result, clock_timestamp() FROM experiments_nodelease" + where,
+                (run, node),
             ).fetchone()
-            if result:
-                assert result == "dropped"
-                return time.monotonic() - asked
-            assert time.monotonic() - asked < 10, f"{node}'s agent did not answer"
-            time.sleep(0.01)
+            if not result:
+                unanswered = now
+            return result
+
+        assert wait_for(answer, 60, 0.01), f"{node}'s agent did not answer"
+        return answer(), sum(1 for _, began in seen if began <= unanswered)
 
 
 def test_two_users_matrices_never_overlap_and_every_held_node_drops(cluster):
@@ -160,26 +191,39 @@ def test_a_waiting_runs_page_and_a_killed_holder(cluster):
     assert status == 200
     assert f"Not started: waiting for {reason}" in page, page[-3000:]
 
-    # node3's agent answers drop requests on the holder's lease from its own namespace.
-    latencies = [ask_drop(stack, holder["pk"], "node3") for _ in range(5)]
-    assert statistics.median(latencies) < 2.0, latencies
+    # node3's agent answers drop requests on the holder's lease from its own namespace (only
+    # its agent reads node3's leases), each at its first poll that reads the request.
+    with psycopg.connect(stack.env["DATABASE_URL"], autocommit=True) as conn:
+        assert wait_for(
+            lambda: conn.execute(POLLS, (holder["started_at"], poll_text("node3"))).fetchall(), 60
+        ), "node3's agent's polls are not visible in pg_stat_activity"
+    asks = [ask_drop(stack, holder["pk"], "node3") for _ in range(5)]
+    assert [answer for answer, _ in asks] == ["dropped"] * 5, asks
+    assert all(polls <= 1 for _, polls in asks), asks
     print(
-        f"\nnode3's agent answered a drop in {statistics.median(latencies) * 1000:.0f} ms "
-        f"(median of 5: {', '.join(f'{t * 1000:.0f}' for t in latencies)} ms)"
+        "\nnode3's agent answered 5 drops, polls seen between request and answer: "
+        + ", ".join(str(polls) for _, polls in asks)
     )
 
     os.kill(workers["node1"].pid, signal.SIGKILL)  # nothing tells the database
-    killed = time.time()
     workers["node1"].wait(timeout=10)
-    assert wait_for(lambda: runs(stack)[-1]["status"] == "succeeded", STALE + 30), runs(stack)
+    assert wait_for(lambda: runs(stack)[-1]["status"] == "succeeded", STALE + 60), runs(stack)
     waiter = runs(stack)[-1]
-    started = waiter["started_at"].timestamp()
-    # The holder's last heartbeat was at most RUN_PROGRESS_SECONDS (0.5 s) before the kill;
-    # the waiter polls every 0.5 s.
-    assert started - killed <= STALE + 1.5, started - killed
+    # The waiter took node3 only once the holder's last heartbeat was RUN_STALE_SECONDS old
+    # (both times are the one machine's clock), and the holder is still "running": the
+    # waiter freed the lease, not the janitor.
+    beat = last_heartbeat(stack, holder["pk"])
+    assert waiter["started_at"] >= beat + timedelta(seconds=STALE), (waiter["started_at"], beat)
     assert waiter["effective_config"].get("drop_caches") == {"node2": "dropped", "node3": "dropped"}
     assert runs(stack)[first]["status"] == "running", "freed by the waiter, not by the janitor"
     print(
-        f"\nkilled holder on node1: node3 taken by bob's run {started - killed:.2f} s after "
-        f"SIGKILL (RUN_STALE_SECONDS={STALE})"
+        f"\nkilled holder on node1: node3 taken by bob's run "
+        f"{(waiter['started_at'] - beat).total_seconds():.2f} s after the holder's last "
+        f"heartbeat (RUN_STALE_SECONDS={STALE})"
     )
+
+
+def last_heartbeat(stack: Stack, run: int):
+    """When ``run`` last wrote its heartbeat (an aware datetime)."""
+    ((beat,),) = stack.sql(f"SELECT heartbeat_at FROM experiments_run WHERE id = {int(run)}")
+    return beat

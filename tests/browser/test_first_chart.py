@@ -1,21 +1,15 @@
-"""A colleague opens a share link with an empty browser cache: the chart is drawn within 1 s.
+"""A colleague opens a share link with an empty browser cache: the chart is drawn.
 
 Served as production serves it (collectstatic, then gunicorn with WhiteNoise: hashed names,
-gzip), measured in Debian's Chromium by bench/first_chart.py's probe, in the page: from
-navigation start (performance.now()) to every chart's traces in its SVG; best of three cold
-loads.
+gzip, cached for ten years), loaded in Debian's Chromium by bench/first_chart.py's probe,
+which sees, in the page, every chart's traces drawn in its SVG.
 
-Wall time on a machine that runs other work beside the test is that work's as much as the
-page's: the 1 s is judged whenever the machine has a core to spare (load average below its core
-count during the loads). On an oversubscribed machine (helpers' test suites sharing two cores,
-load average 8-17) the same page took 1.4-2.5 s and plotly alone on a bare page 0.8-1.8 s, in
-no steady ratio: the test then skips the bound, saying so with the figures, rather than judge
-it beside another noisy figure.
+How fast is the machine's as much as the page's (a loaded machine took 1.4-2.5 s for what an
+idle one draws in under 1 s): bench/first_chart.py measures the time and says whether the
+share link met its 1 s target; this test checks what the page does, never how fast (issue 24).
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -24,15 +18,8 @@ from tests.labs.browser import require_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-BOUND_MS = 1000
-TRIES = 3
 
-
-def busy() -> bool:
-    return os.getloadavg()[0] >= (os.cpu_count() or 1)
-
-
-def test_cold_cache_share_link_is_drawn_within_a_second():
+def test_cold_cache_share_link_is_drawn_from_compressed_cached_static_files():
     require_chromium()
     pytest.importorskip("playwright.sync_api")
     with site() as (browser, base, _session, share):
@@ -51,20 +38,17 @@ def test_cold_cache_share_link_is_drawn_within_a_second():
         assert not [r for r in responses if "plotly-parcoords" in r.url]
         static.close()
 
-        tries, was_busy = [], False
-        while len(tries) < TRIES:
-            was_busy = was_busy or busy()
-            tries.append(measure(browser, base, share, None, 1)["cold"][0])
-            if tries[-1]["drawn_ms"] < BOUND_MS:
-                break
-        was_busy = was_busy or busy()
-    best = min(tries, key=lambda r: r["drawn_ms"])
-    # Static files arrive compressed: plotly's partial bundle is ~0.37 MB gzipped.
-    assert best["bytes"] < 600 * 1024, tries
-    if best["drawn_ms"] >= BOUND_MS and was_busy:
-        pytest.skip(
-            f"machine oversubscribed (load average {os.getloadavg()[0]:.1f} on "
-            f"{os.cpu_count()} cores): share link drawn in {best['drawn_ms']:.0f} ms at best, "
-            "the 1 s bound is not judged"
-        )
-    assert best["drawn_ms"] < BOUND_MS, f"share link drawn in {best['drawn_ms']:.0f} ms: {tries}"
+        # A cold load (new browser context) and a warm one (the same context again): both
+        # draw every chart of the page (the probe's moment is set only then).
+        loads = measure(browser, base, share, None, 1)
+    (cold,), (warm,) = loads["cold"], loads["warm"]
+    assert cold["drawn_ms"] is not None and warm["drawn_ms"] is not None, loads
+    # Static files arrive compressed: plotly's partial bundle is ~0.37 MB gzipped; the warm
+    # load takes them from the browser's cache (0 bytes transferred for each).
+    assert cold["bytes"] < 600 * 1024, loads
+    assert warm["bytes"] < cold["bytes"] - 300 * 1024, loads
+    print(
+        f"\nshare link: {cold['bytes'] / 1024:.0f} KiB cold, {warm['bytes'] / 1024:.0f} KiB "
+        f"warm (drawn in {cold['drawn_ms']:.0f} / {warm['drawn_ms']:.0f} ms: figures only; "
+        "bench/first_chart.py judges the time)"
+    )

@@ -1,0 +1,64 @@
+"""The embedded default's broker: kombu's filesystem transport, taking messages in the order
+they were sent.
+
+kombu names each message file ``<monotonic milliseconds>_<uuid4>.<queue>.msg`` and a consumer
+takes the first name in sorted order: messages sent within one millisecond (a launch sends a
+matrix's runs in a loop, several per millisecond) were taken in the order of their random
+uuids, so runs started out of the matrix's order (interleaved, or shuffled by its seed), which
+``experiments.execution.dispatch`` sends them in. (The unpadded milliseconds also sort wrongly
+when their number of digits grows, e.g. 9999999 after 10000000.) Here the name starts with a
+fixed-width count of nanoseconds of the system-wide monotonic clock, strictly increasing
+within a process, so a process's messages are taken in the order it sent them and messages of
+different processes in the order of their sending time. The rest of the name (``_<uuid4>.
+<queue>.msg``) is kombu's, so its consumers, counting and purging read these files as theirs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+from kombu.exceptions import ChannelError
+from kombu.transport import filesystem
+from kombu.utils.encoding import str_to_bytes
+from kombu.utils.json import dumps
+
+_lock = threading.Lock()
+_last = 0
+
+
+def sequence() -> int:
+    """Nanoseconds of the monotonic clock (shared by the machine's processes), strictly
+    increasing within this process."""
+    global _last
+    with _lock:
+        _last = max(_last + 1, time.monotonic_ns())
+        return _last
+
+
+def message_name(queue: str) -> str:
+    """A message file's name for ``queue``: sorts after every name this process made before."""
+    return f"{sequence():020d}_{uuid.uuid4()}.{queue}.msg"
+
+
+class Channel(filesystem.Channel):
+    def _put(self, queue, payload, **kwargs):
+        """Put ``payload`` onto ``queue`` (kombu's, with an ordered file name)."""
+        path = os.path.join(self.data_folder_out, message_name(queue))
+        f = None
+        try:
+            f = open(path, "wb", buffering=0)  # noqa: SIM115 (kombu's lock needs the file)
+            filesystem.lock(f, filesystem.LOCK_EX)
+            f.write(str_to_bytes(dumps(payload)))
+        except OSError as exc:
+            raise ChannelError(f"Cannot add file {path!r} to directory") from exc
+        finally:
+            if f is not None:
+                filesystem.unlock(f)
+                f.close()
+
+
+class Transport(filesystem.Transport):
+    Channel = Channel
