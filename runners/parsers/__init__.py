@@ -10,7 +10,8 @@ Each module in ``PARSER_MODULES`` exposes:
 Modules may also expose ``parse_many(text) -> list[ParseResult]`` when one file can hold
 several runs (IOR logs that wrap several invocations), and ``parse_parts(text, **options)
 -> list[ParseResult]`` when one output can hold several independent measurements (fio jobs
-in different stonewall groups, IOR runs or tests, mdtest runs): one result per measurement,
+in different stonewall groups, IOR runs or tests, mdtest runs, elbencho sweep steps or
+appended runs, dd invocations): one result per measurement,
 each with its own parameters and metrics and ``extra["part"]`` (``base.number_parts``).
 ``parse_parts`` here gives them (one result for an output of one measurement) and
 ``parse(text, part=N)`` the N-th; beeweb stores each part as a run of its own.

@@ -13,6 +13,8 @@ from runners.parsers.base import (
     ParseResult,
     bw_to_bytes,
     guard_parse,
+    number_parts,
+    number_runs,
     parse_size,
     split_lines,
 )
@@ -279,3 +281,16 @@ def parse(text: str, **options: Any) -> ParseResult:
 def parse_many(text: str, **options: Any) -> list[ParseResult]:
     """One ParseResult per dd invocation found in ``text``."""
     return guard_parse(TOOL, partial(_parse_many, **options), text)
+
+
+def _parse_parts(text: str, **options: Any) -> list[ParseResult]:
+    results = _parse_many(text, **options)
+    labels = [f"run {index + 1}" for index in range(len(results))]
+    return number_parts(number_runs(results), "run", labels)
+
+
+def parse_parts(text: str, **options: Any) -> list[ParseResult]:
+    """One result per independent measurement: each dd invocation of an output (its final
+    summary, with its own size, time and records; status=progress lines belong to their
+    run). Output of one invocation is one result."""
+    return guard_parse(TOOL, partial(_parse_parts, **options), text)

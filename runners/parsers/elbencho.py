@@ -14,6 +14,8 @@ from runners.parsers.base import (
     ParseError,
     ParseResult,
     guard_parse,
+    number_parts,
+    number_runs,
     parse_int,
     parse_size,
     split_lines,
@@ -853,6 +855,28 @@ def _parse(text: str, **options: Any) -> ParseResult:
 def parse_many(text: str, **options: Any) -> list[ParseResult]:
     """One ParseResult per elbencho invocation (resfile entry, sweep step, CSV run)."""
     return guard_parse(TOOL, partial(_parse_many, **options), text)
+
+
+def _part_label(result: ParseResult, index: int) -> str:
+    """A part's name: the sweep step's data set ("1024x1GiB"), else the run's --label."""
+    label = result.extra.get("dataset") or result.params.get("label")
+    if not label:
+        return f"run {index + 1}"
+    label = str(label)
+    return label if len(label) <= 100 else label[:99] + "…"
+
+
+def _parse_parts(text: str, **options: Any) -> list[ParseResult]:
+    results = _parse_many(text, **options)
+    labels = [_part_label(result, index) for index, result in enumerate(results)]
+    return number_parts(number_runs(results), "run", labels)
+
+
+def parse_parts(text: str, **options: Any) -> list[ParseResult]:
+    """One result per independent measurement: each elbencho run of an output (a step of
+    an mtelbencho sweep, an entry of an appended --resfile, a CSV result row), with its own
+    parameters (file size, threads, block size, …). Output of one run is one result."""
+    return guard_parse(TOOL, partial(_parse_parts, **options), text)
 
 
 def parse(text: str, **options: Any) -> ParseResult:

@@ -1,8 +1,8 @@
 """An imported output holding several independent measurements becomes one run per
 measurement (issue 25, finding 2): fio jobs in different stonewall groups, several IOR runs
-in one log. Each run keeps the whole raw output and the index of its part, so a reparse
-derives the same part; the preview says what will be stored; an executed run whose output
-holds several parts is refused with a clear message.
+in one log, the steps of an elbencho sweep. Each run keeps the whole raw output and the
+index of its part, so a reparse derives the same part; the preview says what will be stored;
+an executed run whose output holds several parts is refused with a clear message.
 
 Numbers were read from the sample files themselves (the fio JSON's io_bytes and runtime of
 each job, IOR's summary rows)."""
@@ -188,3 +188,37 @@ def test_an_executed_run_with_several_parts_is_refused(testbed):
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED and run.raw_output == text
     assert Run.objects.count() == 1 and not Metric.objects.exists()
+
+
+ELBENCHO_SWEEP = SAMPLES / "elbencho" / "elbencho-1.x-ms-format-sweep-large-files-write.txt"
+# (data set of "Working on …/sweep/<set> with 56 threads...", file size, WRITE "Throughput
+# MiB/s" LAST DONE) of the sweep's 11 steps, read from the file.
+SWEEP_STEPS = [
+    ("1024x1GiB", 1, 10488),
+    ("512x2GiB", 2, 10456),
+    ("256x4GiB", 4, 9285),
+    ("128x8GiB", 8, 9740),
+    ("64x16GiB", 16, 9303),
+    ("32x32GiB", 32, 9484),
+    ("16x64GiB", 64, 9646),
+    ("8x128GiB", 128, 9421),
+    ("4x256GiB", 256, 9478),
+    ("2x512GiB", 512, 9649),
+    ("1x1024GiB", 1024, 9443),
+]
+
+
+def test_import_of_an_elbencho_sweep_stores_one_run_per_step(testbed):
+    text = ELBENCHO_SWEEP.read_text()
+    import_output(text, testbed=testbed, label="sweep.txt")
+    assert Run.objects.filter(tool="elbencho").count() == 11
+    runs = _runs_in_part_order()
+    for index, (run, (dataset, gib, mib_s)) in enumerate(zip(runs, SWEEP_STEPS, strict=True)):
+        assert run.raw_output == text and not run.parse_error
+        assert run.launch["parse_options"]["part"] == index
+        assert run.launch["part"]["label"] == dataset and run.launch["part"]["count"] == 11
+        assert dataset in run.label
+        assert run.params["file_size"] == gib * 1024**3
+        assert run.params["threads"] == 56
+        values = Metric.objects.filter(run=run, name="write_bw", stat="value")
+        assert [m.value for m in values] == [mib_s * MIB]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runners.parsers import dd, elbencho, fio
+from runners.parsers import dd, elbencho, fio, parse, parse_parts
 from runners.parsers.base import ParseError
 from tests.helpers.samples import SAMPLES, read_sample
 
@@ -127,6 +127,45 @@ def test_several_runs(sample):
     last = dd.parse(one + two)
     assert last.get("elapsed") == pytest.approx(12.4397)
     assert last.extra["other_runs"] == 1
+
+
+@pytest.mark.parametrize("name", DD_SAMPLES)
+def test_output_of_one_invocation_is_one_part(sample, name):
+    parts = dd.parse_parts(sample(f"dd/{name}"))
+    assert len(parts) == 1
+    assert "part" not in parts[0].extra
+
+
+def test_progress_line_is_not_a_part_of_its_own(sample):
+    (part,) = dd.parse_parts(sample("dd/dd-oflag-direct-4M-status-progress-issue75.txt"))
+    # "10737418240 bytes (11 GB, 10 GiB) copied, 5.5149 s, 1.9 GB/s" after "2560+0 records out"
+    assert part.get("elapsed") == pytest.approx(5.5149)
+    assert part.get("bw") == pytest.approx(10737418240 / 5.5149)
+    assert part.params["transfer_size"] == 4 * MIB  # 10737418240 bytes / 2560 records
+
+
+def test_several_invocations_are_one_part_each(sample):
+    # No sample holds two dd invocations: two real outputs appended, as `2>>log` would.
+    one = sample("dd/dd-bs1G-count1-beegfs-buddymirror-dir.txt")
+    two = sample("dd/dd-old-coreutils-1G-write-dev-zero-no-GiB.txt")
+    parts = dd.parse_parts(one + two)
+    assert [p.extra["part"] for p in parts] == [
+        {"index": 0, "count": 2, "kind": "run", "label": "run 1"},
+        {"index": 1, "count": 2, "kind": "run", "label": "run 2"},
+    ]
+    # "1+0 records out" / "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.59144 s, 675 MB/s"
+    assert parts[0].get("elapsed") == pytest.approx(1.59144)
+    assert parts[0].get("bw") == pytest.approx(1073741824 / 1.59144)
+    assert parts[0].params["transfer_size"] == 1024 * MIB
+    assert parts[0].extra["records_out"] == "1+0"
+    # "1024+0 records out" / "1073741824 bytes (1.1 GB) copied, 7.11324 s, 151 MB/s"
+    assert parts[1].get("elapsed") == pytest.approx(7.11324)
+    assert parts[1].get("bw") == pytest.approx(1073741824 / 7.11324)
+    assert parts[1].params["transfer_size"] == MIB
+    assert parts[1].extra["records_out"] == "1024+0"
+    # the dispatcher: parts, and part=N the N-th
+    assert len(parse_parts(one + two, "dd")) == 2
+    assert parse(one + two, "dd", part=0).get("elapsed") == pytest.approx(1.59144)
 
 
 # --- detection and errors --------------------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runners.parsers import dd, elbencho, fio
+from runners.parsers import dd, elbencho, fio, parse, parse_parts
 from runners.parsers.base import ParseError
 from tests.helpers.samples import SAMPLES, metric, read_sample
 
@@ -65,6 +65,107 @@ def test_sweep_parse_many_gives_one_result_per_step(sample):
     assert second.params["threads"] == 56
     assert metric(second, "write_bw", phase="WRITE", block=None) == 10456 * MIB
     assert metric(second, "write_iops", "first", phase="WRITE") == 658
+
+
+# --- parts: one run per sweep step / resfile entry (issue 25, finding 2) --------------------
+
+# The 11 steps of the large-files sweep, as the file prints them: "Working on …/sweep/<set>",
+# the WRITE row's LAST DONE "Throughput MiB/s" and "Elapsed ms".
+LARGE_STEPS = [
+    ("1024x1GiB", GIB, 10488, 99973),
+    ("512x2GiB", 2 * GIB, 10456, 100279),
+    ("256x4GiB", 4 * GIB, 9285, 112924),
+    ("128x8GiB", 8 * GIB, 9740, 107652),
+    ("64x16GiB", 16 * GIB, 9303, 112703),
+    ("32x32GiB", 32 * GIB, 9484, 110558),
+    ("16x64GiB", 64 * GIB, 9646, 108696),
+    ("8x128GiB", 128 * GIB, 9421, 111292),
+    ("4x256GiB", 256 * GIB, 9478, 110626),
+    ("2x512GiB", 512 * GIB, 9649, 54333),
+    ("1x1024GiB", 1024 * GIB, 9443, 111032),
+]
+
+
+def test_sweep_parse_parts_gives_one_part_per_step(sample):
+    text = sample("elbencho/elbencho-1.x-ms-format-sweep-large-files-write.txt")
+    parts = elbencho.parse_parts(text)
+    assert len(parts) == 11
+    for index, (part, (dataset, size, mib_s, ms)) in enumerate(
+        zip(parts, LARGE_STEPS, strict=True)
+    ):
+        assert part.extra["part"] == {
+            "index": index,
+            "count": 11,
+            "kind": "run",
+            "label": dataset,
+        }
+        # each step's own file size, the header's "threads : 56" and "block_size : 16m"
+        assert part.params["file_size"] == size
+        assert part.params["threads"] == 56
+        assert part.params["transfer_size"] == 16 * MIB
+        assert metric(part, "write_bw", phase="WRITE") == mib_s * MIB
+        assert metric(part, "elapsed", phase="WRITE") == pytest.approx(ms / 1000)
+    # "WRITE … IOPS : 585 580" of the third step (256x4GiB)
+    assert metric(parts[2], "write_iops", phase="WRITE") == 580
+    assert metric(parts[2], "write_iops", "first", phase="WRITE") == 585
+
+
+def test_small_files_sweep_parts_keep_each_steps_metadata_phases(sample):
+    text = sample("elbencho/elbencho-1.x-ms-format-sweep-small-files-mkdirs-write-rm.txt")
+    parts = elbencho.parse_parts(text)
+    # 1048576x1KiB … 1048576x512KiB: ten steps
+    assert [p.extra["part"]["label"] for p in parts] == [
+        f"1048576x{k}KiB" for k in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+    ]
+    assert [p.params["file_size"] for p in parts] == [
+        k * 1024 for k in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+    ]
+    # WRITE "Throughput MiB/s" LAST DONE of each step
+    assert [metric(p, "write_bw", phase="WRITE") for p in parts] == [
+        v * MIB for v in (52, 111, 203, 403, 834, 1634, 3307, 6689, 9502, 9215)
+    ]
+    # first step: "MKDIRS Dirs/s : 21201 18716", "RMFILES Files/s : 77300 77381"
+    assert metric(parts[0], "dir_create", phase="MKDIRS") == 18716
+    assert metric(parts[0], "file_remove", phase="RMFILES") == 77381
+    # last step: "WRITE Files/s : 18440 18430", "Elapsed ms : 56042 56893"
+    assert metric(parts[9], "file_create", phase="WRITE") == 18430
+    assert metric(parts[9], "elapsed", phase="WRITE") == pytest.approx(56.893)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "elbencho-3.0-26-single-thread-direct-write-issue75.txt",
+        "elbencho-3.0-29-csvfile-4hosts-read-64K-direct.csv",
+        "elbencho-3.0-29-livecsvex-4hosts-read-64K.csv",
+        "elbencho-3.0-29-resfile-4hosts-read-64K-direct-lat.txt",
+        "elbencho-3.0-29-resfile-windows-smb-write-4K-label.txt",
+        "elbencho-3.x-multihost-write-doc-example.txt",
+    ],
+)
+def test_output_of_one_run_is_one_part(sample, name):
+    parts = elbencho.parse_parts(sample(f"elbencho/{name}"))
+    assert len(parts) == 1
+    assert "part" not in parts[0].extra
+
+
+def test_one_run_part_has_the_runs_values(sample):
+    text = sample("elbencho/elbencho-3.0-26-single-thread-direct-write-issue75.txt")
+    (part,) = elbencho.parse_parts(text)
+    # "Throughput MiB/s : 885 885", "Elapsed time : 11.559s 11.559s"
+    assert metric(part, "write_bw", phase="WRITE") == 885 * MIB
+    assert metric(part, "elapsed", phase="WRITE") == pytest.approx(11.559)
+
+
+def test_dispatcher_splits_an_elbencho_sweep(sample):
+    text = sample("elbencho/elbencho-1.x-ms-format-sweep-large-files-write.txt")
+    parts = parse_parts(text)
+    assert len(parts) == 11 and parts[0].tool == "elbencho"
+    # "Working on /data/zettar/zx/src/sweep/128x8GiB" step: "Throughput MiB/s : 9924 9740"
+    fourth = parse(text, part=3)
+    assert fourth.extra["part"]["label"] == "128x8GiB"
+    assert metric(fourth, "write_bw", phase="WRITE") == 9740 * MIB
+    assert metric(fourth, "write_bw", "first", phase="WRITE") == 9924 * MIB
 
 
 def test_sweep_small_files_metadata_phases(sample):
