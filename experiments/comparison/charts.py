@@ -62,7 +62,14 @@ def metric_title(name: str, unit: str) -> str:
 
 
 def colours(series_names: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(series_names)))}
+    """Series name -> colour, by the names' order (the series' order: 4 KiB before 1 MiB)."""
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(dict.fromkeys(series_names))}
+
+
+def _series_order(points: list[Point]) -> dict[str, tuple]:
+    """Series name -> its place: in the order of the series' values (sizes, RAID levels
+    numerically), not of their labels as text ("1 MiB" < "128 KiB" < "4 KiB")."""
+    return {p.series: dimensions.label_order(p.series_key, p.series) for p in points}
 
 
 # A 95% confidence interval of fewer than three values says little (with n = 2 its t factor is
@@ -452,7 +459,8 @@ def chart_figures(
         log = x_axis.get("type") == "log"
         grid = [float(x) for x in x_values] if not bars else []
         paired = len(group) > 1
-        keys = sorted({(p.series, p.metric) for p in plotted})
+        order = _series_order(plotted)
+        keys = sorted({(p.series, p.metric) for p in plotted}, key=lambda k: (order[k[0]], k[1]))
         shared = {s for s, _ in keys if sum(1 for t, _ in keys if t == s) > 1}
         for label, metric in keys:
             sp = sorted(
@@ -570,7 +578,8 @@ def _heatmaps(
     m: MetricInfo, pts: list[Point], spec: ComparisonSpec, result: ComparisonResult
 ) -> list[Chart]:
     out = []
-    labels = sorted({p.series for p in pts})
+    order = _series_order(pts)
+    labels = sorted(order, key=order.__getitem__)
     if len(labels) > MAX_HEATMAPS:
         result.warnings.append(f"Only the first {MAX_HEATMAPS} series are drawn as heatmaps.")
     for label in labels[:MAX_HEATMAPS]:

@@ -460,7 +460,7 @@ def peaks(points: list[Point], spec: ComparisonSpec, higher_is_better: dict[str,
             if k not in (spec.x, spec.y)
         ]
         if sweep_axis(spec.x) and best.x:
-            where.insert(0, f"{dimensions.label(spec.x)} {best.x}")
+            where.insert(0, f"{dimensions.label(spec.x)} {shown(spec.x, best.x)}")
         best.peak_at = ", ".join(where)
         best.peak_of = len(group)
         out.append(best)

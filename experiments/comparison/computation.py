@@ -588,7 +588,7 @@ def compute(
     )
     result.x_label = dimensions.label(spec.x) if spec.x else ""
     result.y_label = dimensions.label(spec.y) if spec.y else ""
-    result.x_dim, result.y_dim = spec.x, spec.y
+    result.x_dim, result.y_dim, result.series_dim = spec.x, spec.y, spec.series
     result.series_label = dimensions.label(spec.series) if spec.series else ""
     result.norm_label = NORMALISATIONS[spec.norm] if spec.norm else ""
     result.statistic = spec.stat
@@ -674,9 +674,9 @@ def compute(
             metric=m.name,
             series=dimensions.display_value(spec.series, row["series"]) if spec.series else "all",
             series_key=raw(row["series"]),
-            x=dimensions.display_value(spec.x, row["x"]) if spec.x else "",
+            x=dimensions.axis_value(spec.x, row["x"]) if spec.x else "",
             x_key=raw(row["x"]),
-            y=dimensions.display_value(spec.y, row["y"]) if spec.y else "",
+            y=dimensions.axis_value(spec.y, row["y"]) if spec.y else "",
             y_key=raw(row["y"]),
             n=row["n"],
             mean=row["mean"] / d,
@@ -714,7 +714,14 @@ def compute(
             divisor = info[point.metric].divisor
             drawn[id(point)] = [v / divisor for v in reps.get(id(pool), [])]
     _why_n(qs, {**groups, **configuration}, behind, points)
-    points.sort(key=lambda p: (p.metric, p.series, sort_key(p.x), sort_key(p.y)))
+    points.sort(
+        key=lambda p: (
+            p.metric,
+            dimensions.label_order(p.series_key, p.series),
+            sort_key(p.x),
+            sort_key(p.y),
+        )
+    )
     # Order the table by the metrics' order in the spec.
     order = {name: i for i, name in enumerate(spec.metrics)}
     points.sort(key=lambda p: order[p.metric])
@@ -727,8 +734,12 @@ def compute(
     labels = {}
     for p in points:
         labels.setdefault(p.series, p.series_key)
-    result.series = sorted(([key, label] for label, key in labels.items()), key=lambda kv: kv[1])
-    result.colours = charts.colours(list(labels))
+    # In the order of the series' values: sizes 4 KiB < 128 KiB < 1 MiB, not as text.
+    result.series = sorted(
+        ([key, label] for label, key in labels.items()),
+        key=lambda kv: dimensions.label_order(*kv),
+    )
+    result.colours = charts.colours([label for _, label in result.series])
     if not source_chosen(spec):
         for metric, name in sorted(mixed_series(points)):
             result.warnings.append(

@@ -28,6 +28,7 @@ from django.db.models.functions import Cast, Coalesce
 
 from experiments.models.runs import OWN_RUNS as OWN_RUNS
 from experiments.models.runs import source_expression
+from runners.params import human
 
 
 @dataclass(frozen=True)
@@ -333,9 +334,14 @@ UNKNOWN = "(unknown)"
 
 
 def display_value(key: str, value: Any) -> str:
-    """Human label for a raw grouped value (RAID level '10' -> 'RAID10')."""
+    """Human label for a raw grouped value (RAID level '10' -> 'RAID10'); a parameter's as
+    ``runners.params.human`` shows it by its kind ("1048576" -> "1 MiB", "true" -> "yes",
+    "300" -> "5 min"): series, legends, table labels, filter options and chips. An axis keeps
+    the raw number (``axis_value``)."""
     if value is None or value == "":
         return UNKNOWN
+    if key.startswith("param:"):
+        return human(key[6:], value)
     if key == "raid":
         return "no RAID" if value == "none" else f"RAID{value}"
     if key == "arch":
@@ -343,6 +349,22 @@ def display_value(key: str, value: Any) -> str:
 
         return dict(Architecture.choices).get(value, value)
     return str(value)
+
+
+def axis_value(key: str, value: Any) -> str:
+    """A raw grouped value as an axis holds it: a parameter's as the number it is ("1048576",
+    so that a sweep is drawn on a numeric axis whose ticks ``charts`` labels in units), any
+    other dimension's as ``display_value`` shows it."""
+    if key.startswith("param:") and value not in (None, ""):
+        return str(value)
+    return display_value(key, value)
+
+
+def label_order(value: Any, label: str) -> tuple:
+    """Order of a dimension's values by their labels: values that are numbers in numeric
+    order first (sizes 4 KiB < 128 KiB < 1 MiB, RAID levels), then the labels as text."""
+    number = sort_key(value)
+    return (0, number[1], label) if number[0] == 0 else (1, 0.0, label)
 
 
 def sort_key(value: Any) -> tuple:

@@ -135,7 +135,12 @@ def comparison_figure(result: ComparisonResult) -> dict | None:
         keys += [k for k in p.attributes if k not in keys]
     rows = []
     for p in points:
-        row: dict[str, Any] = {"_x": _parsed(p.x), "_series": _parsed(p.series)}
+        # A parameter series' label is its value in units ("1 MiB"): the axis takes the
+        # value itself (a numeric axis, the same column as the parameter's own).
+        series = (
+            p.series_key if result.series_dim.startswith("param:") and not p.variant else p.series
+        )
+        row: dict[str, Any] = {"_x": _parsed(p.x), "_series": _parsed(series)}
         row.update((k, _parsed(p.attributes.get(k))) for k in keys)
         row["_value"] = p.mean
         rows.append(row)

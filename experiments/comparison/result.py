@@ -166,6 +166,7 @@ class ComparisonResult:
     # units (10 GiB), not as the byte counts the points hold.
     x_dim: str = ""
     y_dim: str = ""
+    series_dim: str = ""  # "param:bs": the series' labels are its values in units
     series_label: str = ""
     norm_label: str = ""
     statistic: str = "mean"
@@ -201,7 +202,9 @@ class ComparisonResult:
         names: dict[str, str] = {}
         for p in self.points:
             names.setdefault(p.series_key, p.series_name or p.series)
-        return sorted(([k, v] for k, v in names.items()), key=lambda kv: kv[1])
+        from experiments.comparison.dimensions import label_order
+
+        return sorted(([k, v] for k, v in names.items()), key=lambda kv: label_order(*kv))
 
     @property
     def has_verdicts(self) -> bool:

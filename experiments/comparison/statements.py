@@ -12,6 +12,7 @@ from experiments.comparison.comparability import (
     confounders,
     describe,
     exempt_between,
+    shown,
     sweep_axis,
 )
 from experiments.comparison.result import BaselineComparison, ComparisonResult, MetricInfo, Point
@@ -237,6 +238,7 @@ def _place(key: str, value: str) -> str:
     name = dimensions.label(key) if ":" in key else ""
     if value == dimensions.UNKNOWN:
         return f" ({name or dimensions.label(key).lower()} unknown)"
+    value = shown(key, value)  # a parameter's raw axis value in units: "at bs 1 MiB"
     return f" at {name} {value}" if name else f" with {value}"
 
 
