@@ -370,6 +370,16 @@ PART_PLURALS = {"job": "jobs", "job group": "job groups", "run": "runs", "test":
 _SIZE_PARAMS = {"transfer_size", "block_size", "file_size", "record_size", "aggregate_size"}
 
 
+def command_label(command: str | None, index: int) -> str:
+    """A part's name from the command line that produced it: its options (the command
+    without the program, at most 100 characters), else "run N" (``index`` counts from 0)."""
+    words = (command or "").split()
+    options = " ".join(words[1:]) if len(words) > 1 else ""
+    if not options:
+        return f"run {index + 1}"
+    return options if len(options) <= 100 else options[:99] + "…"
+
+
 def number_parts(
     results: list[ParseResult],
     kind: str,

@@ -16,6 +16,7 @@ from runners.parsers.base import (
     ParseResult,
     bw_to_bytes,
     chunk_runs,
+    command_label,
     number_parts,
     number_runs,
     parse_size,
@@ -684,15 +685,6 @@ def parse_many(text: str) -> list[ParseResult]:
     return number_runs([_finish(run) for run in _runs(text)])
 
 
-def _label(run: _Run, index: int) -> str:
-    """A part's name: the invocation's options (its command line without the program)."""
-    if run.command:
-        words = run.command.split()
-        options = " ".join(words[1:]) if len(words) > 1 else run.command
-        return options if len(options) <= 100 else options[:99] + "…"
-    return f"run {index + 1}"
-
-
 def parse_parts(text: str) -> list[ParseResult]:
     """One result per independent measurement: each IOR invocation of a log, and each
     test (an ``-f`` script's RUN block) of an invocation that ran several."""
@@ -705,11 +697,13 @@ def parse_parts(text: str) -> list[ParseResult]:
             for test in tests:
                 results.append(_finish(run, test))
                 labels.append(
-                    f"{_label(run, index)} test {test}" if len(runs) > 1 else f"test {test}"
+                    f"{command_label(run.command, index)} test {test}"
+                    if len(runs) > 1
+                    else f"test {test}"
                 )
         else:
             results.append(_finish(run))
-            labels.append(_label(run, index))
+            labels.append(command_label(run.command, index))
     if len(runs) == 1 and len(results) == 1:
         return number_runs(results)
     return number_parts(number_runs(results), "run" if len(runs) > 1 else "test", labels)

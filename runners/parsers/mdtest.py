@@ -11,6 +11,7 @@ from runners.parsers.base import (
     ParseError,
     ParseResult,
     chunk_runs,
+    command_label,
     number_parts,
     number_runs,
     pick_run,
@@ -382,14 +383,7 @@ def parse_many(text: str) -> list[ParseResult]:
 def parse_parts(text: str) -> list[ParseResult]:
     """One result per independent measurement: each mdtest invocation of a log."""
     runs = _runs(text)
-    labels = []
-    for index, run in enumerate(runs):
-        words = (run.command or "").split()
-        options = " ".join(words[1:]) if len(words) > 1 else ""
-        if not options:
-            labels.append(f"run {index + 1}")
-        else:
-            labels.append(options if len(options) <= 100 else options[:99] + "…")
+    labels = [command_label(run.command, index) for index, run in enumerate(runs)]
     return number_parts(number_runs([_finish(run) for run in runs]), "run", labels)
 
 
