@@ -19,10 +19,10 @@ install: $(VENV)/.installed
 migrate: install
 	$(PY) manage.py migrate --noinput
 
-# The admin user is created by scripts/run-local.sh, which shows its password last.
+# The admin user, and the localhost testbed it owns, are created by scripts/run-local.sh,
+# which shows the admin's password last.
 demo: migrate
 	$(PY) manage.py load_published
-	$(PY) manage.py ensure_localhost
 	$(PY) manage.py collectstatic --noinput -v0
 
 ## Set up everything and serve http://$(HOST):$(PORT) with a web server and a Celery worker.

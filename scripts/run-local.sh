@@ -35,6 +35,8 @@ echo "Ctrl-C stops everything."
 # The last thing of the start-up: a box with the address and how to sign in (the admin's
 # password, the one time it is created), not lost among the lines above.
 "$VENV/bin/python" manage.py ensure_admin --url "http://$HOST:$PORT/"
+# This machine as the "localhost" testbed, owned by that admin (quiet: the box stays last).
+"$VENV/bin/python" manage.py ensure_localhost >/dev/null
 # Gunicorn's start-up lines would follow the box: only its warnings and the requests.
 "$VENV/bin/gunicorn" beeweb.wsgi:application --bind "$HOST:$PORT" --workers 2 \
   --log-level warning --access-logfile - &
