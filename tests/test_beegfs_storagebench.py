@@ -158,7 +158,7 @@ def test_storagebench_raid0_vs_raid10_per_target(beegfs_cluster, netns_lab, tmp_
         assert not list(lab.base.glob("raid*/t*/benchmark/*"))
 
         compared = json.loads(stack.shell(COMPARE))
-        for metric, op in (("write_bw", "write"), ("read_bw", "read")):
+        for metric in ("write_bw", "read_bw"):
             got = compared[metric]
             assert got["errors"] == [], got
             assert sorted((s, n) for s, n, _ in got["points"]) == [("RAID0", 2), ("RAID10", 2)]

@@ -896,8 +896,8 @@ def _supervise(
 
 
 def _reason(command: Command) -> str:
-    """": <why>" from the file where the tool wrote why it failed (``Command.reason_file``:
-    StorageBench's driver gives BeeGFS's words), or ""."""
+    """Why the tool failed, as it wrote in its ``Command.reason_file`` (StorageBench's driver:
+    in BeeGFS's words), as ``: <why>`` to follow the exit status; empty without one."""
     if command.reason_file is None:
         return ""
     try:

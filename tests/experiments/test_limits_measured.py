@@ -119,8 +119,8 @@ def test_a_run_on_one_target_is_bounded_by_its_measured_ceiling(alice, testbed, 
                                   target=t1)  # fmt: skip
     found = by_name(limits)
     assert found["target (StorageBench)"].write == pytest.approx(2.5 * GB)
-    assert found["target (StorageBench)"].detail.startswith(f"t1: write measured by "
-                                                            f"StorageBench run {run.pk} on ")  # fmt: skip
+    said = found["target (StorageBench)"].detail
+    assert said.startswith(f"t1: write measured by StorageBench run {run.pk} on ")
     assert found["drives"].write == pytest.approx(5.2e9)
     assert limits.write_bottleneck.name == "target (StorageBench)"
     other = compute_scope_limits(Scope("target", testbed.pk, t2.pk, network=False), testbed,

@@ -138,9 +138,7 @@ def test_cancel_stops_the_benchmark_and_cleans_up(alice, executing_bench, lab):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_storage_daemon_killed_mid_run_fails_the_run_in_beegfs_words(
-    alice, executing_bench, lab
-):
+def test_a_storage_daemon_killed_mid_run_fails_the_run_in_beegfs_words(alice, executing_bench, lab):
     matrix = make_matrix(alice, executing_bench, tool="storagebench", params=LONG, timeout_s=600)
     run = matrix.runs.get()
     worker, result = in_thread(run)
