@@ -210,9 +210,9 @@ def _one_target(params) -> bool:
 
 
 def _bench_limit(targets, bench: dict[int, dict[str, MeasuredTarget]]) -> Limit | None:
-    """ "storage targets (StorageBench)": the sum over ``targets`` of each one's measured
-    ceiling (x its count), a target without one by its datasheet figure; None when none of
-    them was measured."""
+    """The limit "storage targets (StorageBench)": the sum over ``targets`` of each one's
+    measured ceiling (x its count), a target without one by its datasheet figure; None when
+    none of them was measured."""
     if not any(t.pk in bench for t in targets):
         return None
     totals: dict[str, float | None] = {}
