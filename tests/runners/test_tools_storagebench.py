@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.parsers import parse
+from runners.parsers import ParseError, parse
 from runners.tools import ParamError, build_command
 from runners.tools import storagebench_driver as driver
 from runners.tools.base import LaunchContext
@@ -248,3 +248,10 @@ def test_a_storage_daemon_killed_mid_run_fails_in_beegfs_words(lab, ctx):
         proc.kill()
         lab.sh("restart", "storage-storage01")
         lab.wait_online(2)
+
+
+def test_a_status_of_a_restarted_server_is_no_result():
+    """BeeGFS 7.4.7's status once a storage daemon restarted (seen here): no result to read."""
+    text = "\nServer benchmark status:\nDidn't run:   1\n\nList of all targets:\n\n"
+    with pytest.raises(ParseError, match="has not finished \\(didn't run: 1\\)"):
+        parse(text, tool="storagebench")
