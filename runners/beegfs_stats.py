@@ -118,7 +118,9 @@ def worker_count(service: str, cfg: dict[str, str], cpus: int) -> tuple[int, str
             got = max(2 * cpus, 4)
             return got, f"tuneNumWorkers 0 (the default): 2 × {cpus} cores, at least 4"
         return n, f"tuneNumWorkers = {n}"
-    how = f"tuneNumWorkers = {n}" if n else f"tuneNumWorkers {STORAGE_WORKERS_DEFAULT} (the default)"
+    how = (
+        f"tuneNumWorkers = {n}" if n else f"tuneNumWorkers {STORAGE_WORKERS_DEFAULT} (the default)"
+    )
     n = n or STORAGE_WORKERS_DEFAULT
     per_target = cfg.get("tuneUsePerTargetWorkers")
     per = PER_TARGET_WORKERS_DEFAULT if per_target is None else _bool(per_target)
@@ -360,7 +362,13 @@ class Source:
             if node_id is None:
                 continue  # no daemon of this service here: nothing to say
             code, text = _ctl(
-                [*prefix, "--genericdebug", f"--nodetype={service}", f"--nodeid={node_id}", "getcfg"]
+                [
+                    *prefix,
+                    "--genericdebug",
+                    f"--nodetype={service}",
+                    f"--nodeid={node_id}",
+                    "getcfg",
+                ]
             )
             cfg = parse_getcfg(text) if code == 0 else {}
             cpus = os.sysconf("SC_NPROCESSORS_ONLN")
