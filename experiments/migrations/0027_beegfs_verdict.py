@@ -2,9 +2,16 @@
 requests queued stores ``bottleneck = "beegfs"``, and a configuration's summary counts such
 runs (``bn_beegfs``) like the other kinds. Nothing else changes: older runs keep their
 verdicts (``manage.py refresh_verdicts`` recomputes them), and their documents have no
-``beegfs_*`` series."""
+``beegfs_*`` series. The summaries are rebuilt once the column exists (0019 and 0023 leave
+it to this one on a database they find without it)."""
 
 from django.db import migrations, models
+
+
+def summarise(apps, schema_editor):
+    from experiments.results import summaries
+
+    summaries.rebuild_in_migration(schema_editor.connection)
 
 
 class Migration(migrations.Migration):
@@ -27,4 +34,5 @@ class Migration(migrations.Migration):
                 max_length=8,
             ),
         ),
+        migrations.RunPython(summarise, migrations.RunPython.noop),
     ]
