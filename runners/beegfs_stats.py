@@ -48,6 +48,8 @@ SERVICES = ("storage", "meta")
 HISTORY_S = 5
 CTL_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 5.0
+# How long the end of the sampling waits for a search for the node's daemons still going.
+SEARCH_WAIT_S = 2.0
 # Defaults of BeeGFS 7.4.7 when the daemon's config file does not set the key
 # (storage/source/app/config/Config.cpp, meta/source/app/config/Config.cpp of the source
 # tarball; the shipped beegfs-storage.conf says 12, but a file without the key gets 8).
@@ -400,10 +402,18 @@ class Source:
                 svc.drain()
 
     def stop(self) -> None:
-        """Stop every process (waiting for the search to end first: at most a few ctl calls)."""
-        self._thread.join(timeout=4 * CTL_TIMEOUT_S)
+        """Stop every process. A search still going after SEARCH_WAIT_S (a management daemon
+        that does not answer) is left to end by itself, starting nothing: the node's agent
+        has other leases to serve."""
+        self._thread.join(timeout=SEARCH_WAIT_S)
         with self._lock:
             self._stopped = True
+            if self._thread.is_alive():
+                self.unavailable.setdefault(
+                    "beegfs",
+                    f"beegfs-ctl had not answered within {SEARCH_WAIT_S:g} s of the end of the "
+                    "sampling (is the management daemon reachable?)",
+                )
             for svc in self.services:
                 svc.stop()
                 if svc.error:
