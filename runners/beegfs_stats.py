@@ -4,7 +4,8 @@ prints, per second, for the storage and metadata daemons running here.
 Why the node itself, one service at a time, with one long-lived process: a node's agent already
 samples it for the run (runners.sampler), so the daemon's own statistics land in the same
 document, on the same clock, with no central poller that would need to reach every server.
-``beegfs-ctl --serverstats --nodetype=<service> --interval=1 <own id>`` asks the daemon once a
+``beegfs-ctl --serverstats --nodetype=<service> --interval=1 <own id>`` (the id is positional:
+7.4.7's serverstats mode has no ``--nodeid``) asks the daemon once a
 second for its statistics history (the daemon keeps the last 60 s, one entry per second,
 stamped by its own collector) and prints the last ``--history`` entries each time; a process
 per second would cost the node more than the 1 % of a core telemetry may take.
@@ -12,7 +13,8 @@ per second would cost the node more than the 1 % of a core telemetry may take.
 What the real beegfs-ctl 7.4.7 does here, and why the process is driven as it is:
 - it ends when its standard input is readable ("until key pressed"): with /dev/null it prints
   once and exits, so its stdin is a pipe that stays open, and a newline written to it is the
-  clean stop (it exits at once and flushes what it printed);
+  clean stop (it exits at once and flushes what it printed), and a worker that dies closes the
+  pipe, which ends the process too (no orphan polls a daemon for ever);
 - its output goes through C stdio, fully buffered on a pipe: it arrives in 4 KiB blocks (every
   ~7 s) and at exit, so it is drained without blocking at each reading and again at the stop;
 - every refresh prints the history again: rows are keyed by their ``time_index`` (Unix second),
