@@ -458,7 +458,11 @@ class Sampler:
         ):
             self.sample()
         if self.beegfs is not None:
-            self.beegfs.stop()
+            try:
+                self.beegfs.stop()
+            except Exception as exc:  # the node's own series are kept whatever BeeGFS did
+                self.beegfs.services = []
+                self.beegfs.unavailable["beegfs"] = f"BeeGFS statistics failed: {exc}"
         return self.document()
 
     def document(self) -> dict[str, Any]:
