@@ -10,6 +10,9 @@ data first, unmeasured). Every run succeeds with its target's own result; the te
 then carry the measured ceilings; and "RAID0 vs RAID10, StorageBench per target" is drawn like
 for like (seed 002's methodology, one device at a time, at small scale) with its sentence.
 
+Last, a storage daemon killed mid-run (node3's, while the run's beegfs-ctl waits on it) fails
+that run with BeeGFS's words in its error.
+
 No figure is asserted: which RAID level is faster on loop files in one page cache is this
 machine's business (the test prints what it saw).
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 
 import pytest
 
@@ -43,6 +47,18 @@ params: {blocksize: 1m, size: 32m, threads: 2, interval: 1}
 axes:
   direction: [write, read]
   target: [node2-t1, node2-t2, node3-t1, node3-t2]
+"""
+
+# A write on node3's first target, whose storage daemon is killed under it.
+KILLED = """\
+name: killed
+tool: storagebench
+testbeds: [tb]
+repetitions: 1
+timeout_s: 300
+params: {blocksize: 1m, size: 16m, threads: 1, interval: 1}
+axes:
+  target: [node3-t1]
 """
 
 # As the compare page's preset for seed 002 ("RAID0 vs RAID10: StorageBench per device"), with
@@ -173,6 +189,22 @@ def test_storagebench_raid0_vs_raid10_per_target(beegfs_cluster, netns_lab, tmp_
         limits = {n: (r, w, d) for n, r, w, d in json.loads(stack.shell(LIMITS))}
         measured = limits["storage targets (StorageBench)"]
         assert measured[0] and measured[1] and "measured by StorageBench run" in measured[2]
+
+        # A storage daemon killed mid-run fails that run, in BeeGFS's words. Stopped first
+        # (SIGSTOP), so that the run's beegfs-ctl waits on it whatever this machine's speed:
+        # on these 300 MB volumes a write would otherwise end (or fill the disk) first.
+        lab.kill("storage-node3", signal.SIGSTOP)
+        try:
+            (killed,) = launch(stack, ("alice", KILLED))
+            assert wait_for(lambda: runs(stack, killed)[0]["status"] == "running", 120, 0.2)
+        finally:
+            lab.kill("storage-node3")
+        assert wait_for(lambda: finished(stack, killed), 180, 0.5)
+        (failed,) = runs(stack, killed)
+        assert failed["status"] == "failed" and failed["exit_code"] == 1, failed["error"]
+        assert "exited with 1: beegfs-ctl --storagebench start failed" in failed["error"]
+        assert "node3" in failed["error"], failed["error"]
+        print(f"\nthe run whose storage daemon was killed: {failed['error']}")
 
         per = ", ".join(
             f"{name} ({'RAID' + layout[name][1]}) {op} {value / 2**20:.0f} MiB/s"
