@@ -405,6 +405,15 @@ class NodeLease(models.Model):
         "telemetry until it is cleared or the lease goes "
         "(experiments.execution.agent.NodeTelemetry).",
     )
+    beegfs_request = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The BeeGFS service keys the run asks this server to have in force "
+        "({scope: {key: value}}, rendered; experiments.execution.beegfs).",
+    )
+    beegfs_result = models.JSONField(
+        null=True, blank=True, help_text="The server's answer: per service, per key, in force."
+    )
 
     def __str__(self) -> str:
         return f"{self.hostname} held by run {self.run_id}"
