@@ -270,19 +270,15 @@ def daemon_pids(service: Service) -> list[int]:
     return pids
 
 
-def _boot_time() -> float:
-    with open("/proc/stat") as fh:
-        for line in fh:
-            if line.startswith("btime "):
-                return float(line.split()[1])
-    raise OSError("no btime in /proc/stat")
-
-
 def process_started(pid: int) -> float:
-    """A process's start as a Unix time (from /proc: boot time plus its start in ticks)."""
+    """A process's start as a Unix time, to a clock tick: its start in ticks since boot
+    (/proc/PID/stat) against the time since boot now (/proc/uptime, 10 ms; /proc/stat's
+    btime is whole seconds, too coarse to tell a restart from a file written just after)."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
-    return _boot_time() + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    with open("/proc/uptime") as fh:
+        uptime = float(fh.read().split()[0])
+    return time.time() - uptime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
 def daemon_started_after(service: Service, written_at: float) -> bool | None:
@@ -292,5 +288,5 @@ def daemon_started_after(service: Service, written_at: float) -> bool | None:
     pids = daemon_pids(service)
     if not pids:
         return None
-    # Ticks are 10 ms and btime whole seconds: one second of slack either way.
-    return all(process_started(pid) >= written_at - 1.0 for pid in pids)
+    # Ticks and uptime are 10 ms: that much slack.
+    return all(process_started(pid) >= written_at - 0.02 for pid in pids)

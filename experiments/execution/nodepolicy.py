@@ -162,10 +162,14 @@ def _parse_beegfs(texts: dict[str, str]) -> dict:
             raise ImproperlyConfigured(f"{var}: {conf!r} is not an absolute path")
         confs.append((scope, conf))
         var = f"{BEEGFS_VAR}_{scope.upper()}_RESTART"
-        restarts.append((scope, _argv(texts.get(var) or f"systemctl restart {unit}", var)))
+        restarts.append(
+            (scope, _argv((texts.get(var) or "").strip() or f"systemctl restart {unit}", var))
+        )
     out["beegfs_conf"] = tuple(confs)
     out["beegfs_restart"] = tuple(restarts)
-    out["beegfs_ctl"] = _argv(texts.get("BEEWEB_BEEGFS_CTL") or "beegfs-ctl", "BEEWEB_BEEGFS_CTL")
+    out["beegfs_ctl"] = _argv(
+        (texts.get("BEEWEB_BEEGFS_CTL") or "").strip() or "beegfs-ctl", "BEEWEB_BEEGFS_CTL"
+    )
     name = (texts.get(f"{BEEGFS_VAR}_NODE_NAME") or "").strip()
     if name and not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise ImproperlyConfigured(f"{BEEGFS_VAR}_NODE_NAME: {name!r} is not a BeeGFS node name")
