@@ -332,7 +332,7 @@ class BeegfsTuning:
                 log.exception("BeeGFS config on %s failed", lease.hostname)
                 result = {"outcome": f"failed: {exc}", "services": {}}
             NodeLease.objects.filter(
-                pk=lease.pk, run_id=lease.run_id, attempt=lease.attempt, beegfs_result=None
+                pk=lease.pk, run_id=lease.run_id, attempt=lease.attempt, beegfs_result__isnull=True
             ).update(beegfs_result=result)
             log.info(
                 "node agent: BeeGFS config of %s: %s (run %s)",
