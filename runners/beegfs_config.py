@@ -31,7 +31,7 @@ ORIGINAL_SUFFIX = ".beeweb-original"
 COMMAND_TIMEOUT_S = 30.0
 RESTART_TIMEOUT_S = 120.0
 ONLINE_TIMEOUT_S = 90.0
-ONLINE_POLL_S = 0.5
+ONLINE_POLL_S = 0.2
 NODE_TYPES = {"storage": "storage", "meta": "meta"}
 _LINE = re.compile(r"^(\s*)([A-Za-z0-9_.\-]+)(\s*=\s*)(.*?)(\s*(?:#.*)?)$")
 _NODE = re.compile(r"^(\S+) \[ID: (\d+)\]\s*$")

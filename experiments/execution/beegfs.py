@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from experiments.execution import nodepolicy
@@ -63,14 +63,9 @@ _lock = threading.Lock()
 # --- The node's side ----------------------------------------------------------------------
 
 
-def _state_dir() -> Path:
-    path = Path(settings.DATA_DIR) / "beegfs-config"
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
-
-
 def _state_path(hostname: str, scope: str) -> Path:
-    return _state_dir() / f"{hostname}-{scope}.json"
+    """The node's record of a change in place (in the worker's private data directory)."""
+    return Path(settings.DATA_DIR) / "beegfs-config" / f"{hostname}-{scope}.json"
 
 
 def _read_state(hostname: str, scope: str) -> dict[str, Any] | None:
@@ -82,6 +77,7 @@ def _read_state(hostname: str, scope: str) -> dict[str, Any] | None:
 
 def _write_state(hostname: str, scope: str, state: dict[str, Any]) -> None:
     path = _state_path(hostname, scope)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state))
     os.replace(tmp, path)
@@ -362,20 +358,23 @@ class BeegfsTuning:
 # --- The run's side -----------------------------------------------------------------------
 
 
-def roles(run: Run) -> dict[str, list[str]]:
-    """The services each held server of the run's testbed runs: {hostname: [scope…]}."""
-    held = set(run.nodes_held or [])
-    out: dict[str, list[str]] = {}
-    members = TestbedNode.objects.filter(testbed_id=run.testbed_id, node__hostname__in=held)
-    rows = members.filter(Q(storage=True) | Q(metadata=True)).values_list(
-        "node__hostname", "storage", "metadata"
+def roles(run: Run) -> dict[str, tuple[list[str], bool]]:
+    """The held servers of the run's testbed: {hostname: (its services, whether beeweb
+    changed a config of it that is not restored yet)}, in one query."""
+    held = list(run.nodes_held or [])
+    changed = BeegfsConfigChange.objects.filter(
+        hostname=OuterRef("node__hostname"), restored_at__isnull=True
     )
-    for hostname, storage, metadata in rows:
-        scopes = out.setdefault(hostname, [])
-        if storage:
-            scopes.append("storage")
-        if metadata:
-            scopes.append("meta")
+    rows = (
+        TestbedNode.objects.filter(testbed_id=run.testbed_id, node__hostname__in=held)
+        .filter(Q(storage=True) | Q(metadata=True))
+        .annotate(changed=Exists(changed))
+        .values_list("node__hostname", "storage", "metadata", "changed")
+    )
+    out: dict[str, tuple[list[str], bool]] = {}
+    for hostname, storage, metadata, was_changed in rows:
+        scopes = (["storage"] if storage else []) + (["meta"] if metadata else [])
+        out[hostname] = (scopes, bool(was_changed))
     return out
 
 
@@ -401,15 +400,10 @@ def prepare(
     servers = roles(run)
     if not servers:
         return None, ""
-    changed = set(
-        BeegfsConfigChange.objects.filter(
-            hostname__in=list(servers), restored_at__isnull=True
-        ).values_list("hostname", flat=True)
-    )
     requests: dict[str, dict[str, Any]] = {}
-    for hostname, scopes in servers.items():
+    for hostname, (scopes, changed) in servers.items():
         mine = {scope: values[scope] for scope in scopes if values.get(scope)}
-        if mine or hostname in changed:
+        if mine or changed:
             requests[hostname] = {
                 "values": mine,
                 "matrix": run.matrix_id,
