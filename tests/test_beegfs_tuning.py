@@ -40,7 +40,7 @@ def workers(lab: BeegfsLab, name: str) -> int:
 
 
 @pytest.fixture
-def node(settings, tmp_path, beegfs_host):
+def server(settings, tmp_path, beegfs_host):
     """This host as a storage server whose operator allows beeweb to tune it."""
     lab: BeegfsLab = beegfs_host
     settings.DATA_DIR = tmp_path
@@ -62,8 +62,8 @@ def ask(values: dict[str, str], scope: str = "storage") -> dict:
     return beegfs.answer(HOST, {"values": {scope: values}, "matrix": None, "run": None})
 
 
-def test_keys_are_written_restarted_read_back_and_restored(node):
-    lab = node
+def test_keys_are_written_restarted_read_back_and_restored(server):
+    lab = server
     conf = lab.conf(STORAGE)
     original = conf.read_bytes()
     assert workers(lab, STORAGE) == 8  # BeeGFS's default
@@ -117,50 +117,50 @@ def test_keys_are_written_restarted_read_back_and_restored(node):
     assert beegfs.restore(HOST, "storage") is None  # nothing left to restore
 
 
-def test_nothing_asked_and_nothing_changed_touches_nothing(node):
-    pid = node.pid(STORAGE)
+def test_nothing_asked_and_nothing_changed_touches_nothing(server):
+    pid = server.pid(STORAGE)
     assert beegfs.answer(HOST, {"values": {}}) == {"outcome": beegfs.IN_FORCE, "services": {}}
-    assert node.pid(STORAGE) == pid
+    assert server.pid(STORAGE) == pid
 
 
-def test_a_file_the_daemon_does_not_read_is_not_in_force(node, settings, tmp_path):
+def test_a_file_the_daemon_does_not_read_is_not_in_force(server, settings, tmp_path):
     # The operator named the wrong file: beeweb writes it, restarts the daemon, and getcfg
     # shows the daemon reads another one. The run would fail before its tool starts.
     wrong = tmp_path / "beegfs-storage.conf"
-    shutil.copy(node.conf(STORAGE), wrong)
+    shutil.copy(server.conf(STORAGE), wrong)
     settings.NODE_BEEGFS_STORAGE_CONF = str(wrong)
     result = ask({"tuneNumWorkers": "4"})
     assert result["outcome"].startswith("failed: storage service: not in force: ")
     assert "storage.tuneNumWorkers asked '4', the daemon's file says absent" in result["outcome"]
     assert f"is {wrong} the file this daemon reads?" in result["outcome"]
-    assert workers(node, STORAGE) == 8
+    assert workers(server, STORAGE) == 8
     beegfs.restore(HOST, "storage")  # the wrong file back as it was
-    settings.NODE_BEEGFS_STORAGE_CONF = str(node.conf(STORAGE))
+    settings.NODE_BEEGFS_STORAGE_CONF = str(server.conf(STORAGE))
 
 
-def test_a_restart_command_that_does_not_restart_is_caught(node, settings):
+def test_a_restart_command_that_does_not_restart_is_caught(server, settings):
     settings.NODE_BEEGFS_STORAGE_RESTART = "true"
     result = ask({"tuneNumWorkers": "6"})
     assert "started before the file was last written (did true restart it?)" in result["outcome"]
-    assert workers(node, STORAGE) == 8  # the daemon still runs with its old value
-    settings.NODE_BEEGFS_STORAGE_RESTART = shlex.join(node.restart_argv(STORAGE))
+    assert workers(server, STORAGE) == 8  # the daemon still runs with its old value
+    settings.NODE_BEEGFS_STORAGE_RESTART = shlex.join(server.restart_argv(STORAGE))
 
 
-def test_the_metadata_service_too(node, settings):
+def test_the_metadata_service_too(server, settings):
     settings.NODE_BEEGFS_NODE_NAME = "meta01"
-    conf = node.conf("meta-meta01")
+    conf = server.conf("meta-meta01")
     original = conf.read_bytes()
     result = ask({"tuneNumWorkers": "3"}, scope="meta")
     assert result["outcome"] == beegfs.IN_FORCE, result
     assert result["services"]["meta"]["keys"][0]["in_force"] == "3"
-    assert workers(node, "meta-meta01") == 3
+    assert workers(server, "meta-meta01") == 3
     assert beegfs.restore(HOST, "meta")["restarted"]
     assert conf.read_bytes() == original
     settings.NODE_BEEGFS_NODE_NAME = "storage01"
 
 
-def test_a_node_that_refuses_and_keys_it_refuses_leave_the_file_alone(node, settings):
-    conf = node.conf(STORAGE)
+def test_a_node_that_refuses_and_keys_it_refuses_leave_the_file_alone(server, settings):
+    conf = server.conf(STORAGE)
     original = conf.read_bytes()
     settings.NODE_BEEGFS = "false"
     assert ask({"tuneNumWorkers": "2"})["outcome"] == nodepolicy.BEEGFS_REFUSED
@@ -171,9 +171,35 @@ def test_a_node_that_refuses_and_keys_it_refuses_leave_the_file_alone(node, sett
     assert conf.read_bytes() == original and not NodeLease.objects.exists()
 
 
-def test_the_agent_restores_a_change_nothing_needs(node):
+def test_the_agent_restores_a_change_nothing_needs(server):
     ask({"tuneNumWorkers": "2"})
     job = beegfs.BeegfsTuning([HOST])
     job.tick([])  # a worker that starts finds its state file and the node free
-    assert workers(node, STORAGE) == 8
+    assert workers(server, STORAGE) == 8
     assert BeegfsConfigChange.objects.get().restored_at is not None
+
+
+def test_a_change_stays_while_its_matrix_has_runs_to_go_and_goes_when_it_is_cancelled(
+    server, alice, bench
+):
+    from experiments.matrices.expansion import cancel_runs
+    from tests.helpers.execution import make_matrix, queue
+
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "1m", "count": 1}, repetitions=2)
+    first, second = matrix.runs.order_by("pk")
+    queue(second)
+    result = beegfs.answer(
+        HOST, {"values": {"storage": {"tuneNumWorkers": "2"}}, "matrix": matrix.pk, "run": first.pk}
+    )
+    assert result["outcome"] == beegfs.IN_FORCE
+    job = beegfs.BeegfsTuning([HOST])
+    job.started = True  # past the worker's first look
+    job.tick([])
+    assert workers(server, STORAGE) == 2  # the matrix's next run is queued: the change stays
+    assert BeegfsConfigChange.objects.get().matrix_id == matrix.pk
+    cancel_runs(matrix.runs.all())
+    job.checked = 0.0  # the next restore check is due
+    job.tick([])
+    assert workers(server, STORAGE) == 8
+    change = BeegfsConfigChange.objects.get()
+    assert change.restored_at is not None and change.restore_outcome.startswith("restored")
