@@ -157,6 +157,15 @@ def apply(
                     "values": asked,
                 },
             )
+    elif not asked and state is not None:
+        # Recorded as changed, yet the file is the original already (put back by hand):
+        # nothing to restart; the record says so.
+        svc.original.unlink(missing_ok=True)
+        if state.get("change"):
+            BeegfsConfigChange.objects.filter(pk=state["change"]).update(
+                restored_at=timezone.now(), restore_outcome="found the original file in place"
+            )
+        _state_path(hostname, svc.scope).unlink(missing_ok=True)
     elif state is not None and (state.get("matrix"), state.get("run")) != (
         request.get("matrix"),
         request.get("run"),
