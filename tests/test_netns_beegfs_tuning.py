@@ -156,6 +156,13 @@ def test_a_matrix_of_two_tuning_sets_runs_each_with_its_values_in_force(
         assert outcomes[3].startswith("restored: original file back, restarted in ")
         assert lab.targets() == {1: "Online", 2: "Online", 3: "Online", 4: "Online"}
 
+        # Each run's page says what its servers had in force.
+        code, page = stack.call("page", "alice", f"/runs/{done[2]['uuid']}/")
+        assert code == 200
+        assert "node2: in force; storage.tuneNumWorkers default → 2, in force 2" in page
+        code, page = stack.call("page", "alice", f"/runs/{done[3]['uuid']}/")
+        assert "storage already as asked: not restarted" in page
+
         # The matrix page lists the changes and their restores.
         uuid = stack.sql(f"SELECT uuid FROM experiments_matrix WHERE id = {matrix}")[0][0]
         code, page = stack.call("page", "alice", f"/matrices/{uuid}/")
