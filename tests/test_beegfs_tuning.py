@@ -203,3 +203,16 @@ def test_a_change_stays_while_its_matrix_has_runs_to_go_and_goes_when_it_is_canc
     assert workers(server, STORAGE) == 8
     change = BeegfsConfigChange.objects.get()
     assert change.restored_at is not None and change.restore_outcome.startswith("restored")
+
+
+def test_a_value_the_daemon_does_not_start_with_is_rolled_back(server):
+    # BeeGFS refuses to start bound to a NUMA zone this machine lacks: the restart fails,
+    # and the node puts its original file back and restarts the daemon on it.
+    original = server.conf(STORAGE).read_bytes()
+    result = ask({"tuneBindToNumaZone": "63"})
+    assert result["outcome"].startswith("failed: storage service: restart "), result
+    assert "the original file was put back and the storage service restarted" in (result["outcome"])
+    assert server.conf(STORAGE).read_bytes() == original
+    assert workers(server, STORAGE) == 8 and server.targets() == {1: "Online", 2: "Online"}
+    assert not BeegfsConfigChange.objects.exists()
+    assert beegfs.restore(HOST, "storage") is None  # nothing left to put back

@@ -142,21 +142,26 @@ def apply(
             _restore(hostname, svc, state, nid, record)
         else:
             bc.save_original(svc)
+            pending = {
+                "conf": str(svc.conf),
+                "change": (state or {}).get("change"),
+                "matrix": request.get("matrix"),
+                "run": request.get("run"),
+                "tuning_set": request.get("tuning_set", ""),
+                "values": asked,
+            }
+            # Recorded before the file changes: whatever happens next, this node knows it
+            # has an original to put back.
+            _write_state(hostname, svc.scope, pending)
             bc.write_conf(svc, desired)
-            _restart_and_wait(svc, nid, record)
+            try:
+                _restart_and_wait(svc, nid, record)
+            except (bc.BeegfsConfigError, OSError) as exc:
+                # A value the daemon does not start with must not leave the server down.
+                record["error"] = f"{exc}; {_roll_back(hostname, svc, pending, nid)}"
+                return record
             change = _record_change(hostname, svc, state, asked, before, record, request)
-            _write_state(
-                hostname,
-                svc.scope,
-                {
-                    "conf": str(svc.conf),
-                    "change": change.pk,
-                    "matrix": request.get("matrix"),
-                    "run": request.get("run"),
-                    "tuning_set": request.get("tuning_set", ""),
-                    "values": asked,
-                },
-            )
+            _write_state(hostname, svc.scope, {**pending, "change": change.pk})
     elif not asked and state is not None:
         # Recorded as changed, yet the file is the original already (put back by hand):
         # nothing to restart; the record says so.
@@ -184,6 +189,20 @@ def _restart_and_wait(svc: bc.Service, nid: str, record: dict[str, Any]) -> None
     record["restart_s"] = round(bc.restart(svc), 3)
     record["restarted"] = True
     record["online_s"] = round(bc.wait_online(svc, nid), 3)
+
+
+def _roll_back(hostname: str, svc: bc.Service, state: dict[str, Any], nid: str) -> str:
+    """After a failed restart: the original file back, the service restarted and awaited;
+    what happened, in words for the run's error."""
+    record: dict[str, Any] = {}
+    try:
+        _restore(hostname, svc, state, nid, record)
+    except (bc.BeegfsConfigError, OSError) as exc:
+        return f"putting the original file back failed too: {exc}"
+    return (
+        f"the original file was put back and the {svc.scope} service restarted "
+        f"({record.get('restart_s')} s, Online after {record.get('online_s')} s)"
+    )
 
 
 def _read_back(
