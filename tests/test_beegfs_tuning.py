@@ -216,3 +216,39 @@ def test_a_value_the_daemon_does_not_start_with_is_rolled_back(server):
     assert workers(server, STORAGE) == 8 and server.targets() == {1: "Online", 2: "Online"}
     assert not BeegfsConfigChange.objects.exists()
     assert beegfs.restore(HOST, "storage") is None  # nothing left to put back
+
+
+def test_a_run_on_its_own_storage_server_has_its_values_in_force_before_the_tool(
+    server, alice, executing_bench
+):
+    # The run executes on stor1, which is also the testbed's storage server: its executor
+    # applies the keys itself (no agent involved), then runs dd.
+    from experiments.execution import execute
+    from experiments.models import Run, TuningSet
+    from tests.helpers.execution import make_matrix, queue
+
+    tuning = TuningSet.objects.create(owner=alice, name="workers4")
+    tuning.replace_params([("storage", "tuneNumWorkers", "4")])
+    matrix = make_matrix(
+        alice, executing_bench, tool="dd", params={"bs": "1m", "count": 2}, apply_tuning=True
+    )
+    matrix.tuning_sets.set([tuning])
+    Run.objects.filter(matrix=matrix).update(tuning_set=tuning)
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    run.refresh_from_db()
+    answer = run.effective_config["beegfs"]["stor1"]
+    assert answer["outcome"] == beegfs.IN_FORCE
+    assert answer["services"]["storage"]["keys"] == [
+        {"key": "tuneNumWorkers", "before": None, "asked": "4", "in_force": "4"}
+    ]
+    applied = {a["key"]: a["result"] for a in run.effective_config["applied"]}
+    assert applied["storage.tuneNumWorkers"].startswith("not a setting of this node")
+    assert workers(server, STORAGE) == 4
+    assert run.metrics.get(name="write_bw", primary=True).value > 0
+    # The run ended and belongs to a matrix with nothing left: the agent restores.
+    job = beegfs.BeegfsTuning(["stor1"])
+    job.started = True
+    job.tick([])
+    assert workers(server, STORAGE) == 8
+    assert BeegfsConfigChange.objects.get().restored_at is not None
