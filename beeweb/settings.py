@@ -468,6 +468,22 @@ NODE_DIRS = envstr("BEEWEB_NODE_DIRS", "")
 NODE_TUNING = envstr("BEEWEB_NODE_TUNING", "false")
 NODE_DROP_CACHES = envstr("BEEWEB_NODE_DROP_CACHES", "true")
 NODE_TELEMETRY = envstr("BEEWEB_NODE_TELEMETRY", "true")
+# Whether beeweb may rewrite this node's BeeGFS service config files and restart the services
+# (default: false), where they are, how each restarts, beegfs-ctl's argv and this node's BeeGFS
+# node name (default: the hostname); read by nodepolicy, never from the database.
+NODE_BEEGFS = envstr("BEEWEB_NODE_BEEGFS", "false")
+NODE_BEEGFS_STORAGE_CONF = envstr(
+    "BEEWEB_NODE_BEEGFS_STORAGE_CONF", "/etc/beegfs/beegfs-storage.conf"
+)
+NODE_BEEGFS_STORAGE_RESTART = envstr(
+    "BEEWEB_NODE_BEEGFS_STORAGE_RESTART", "systemctl restart beegfs-storage"
+)
+NODE_BEEGFS_META_CONF = envstr("BEEWEB_NODE_BEEGFS_META_CONF", "/etc/beegfs/beegfs-meta.conf")
+NODE_BEEGFS_META_RESTART = envstr(
+    "BEEWEB_NODE_BEEGFS_META_RESTART", "systemctl restart beegfs-meta"
+)
+NODE_BEEGFS_NODE_NAME = envstr("BEEWEB_NODE_BEEGFS_NODE_NAME", "")
+BEEGFS_CTL = envstr("BEEWEB_BEEGFS_CTL", "beegfs-ctl")
 # Upper bound on the runs one matrix may expand into.
 MATRIX_MAX_RUNS = envint("BEEWEB_MATRIX_MAX_RUNS", "20000")
 

@@ -256,6 +256,12 @@ def apply_tuning(
         value = str(raw).strip()
         record = {"key": full_key, "value": value}
         actions.append(record)
+        if scope in ("storage", "meta"):
+            record["result"] = (
+                "not a setting of this node: made true on the BeeGFS servers by their own "
+                'workers (effective_config["beegfs"])'
+            )
+            continue
         if full_key not in allowed:
             record["result"] = "refused: this node's BEEWEB_NODE_TUNING does not allow it"
             continue

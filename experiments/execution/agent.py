@@ -46,7 +46,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from experiments.execution import nodepolicy
+from experiments.execution import beegfs, nodepolicy
 from experiments.models import NodeLease, Run, Worker
 from runners import nodeconfig
 from runners.launch import queue_for
@@ -250,7 +250,9 @@ class Agent:
     def __init__(self, worker: str, names: list[str], jobs: list[Any] | None = None):
         self.worker = worker
         self.names = names
-        self.jobs = jobs if jobs is not None else [CacheDrop(), NodeTelemetry()]
+        self.jobs = (
+            jobs if jobs is not None else [CacheDrop(), NodeTelemetry(), beegfs.BeegfsTuning(names)]
+        )
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
 

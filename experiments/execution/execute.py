@@ -41,7 +41,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models.expressions import Col
 from django.utils import timezone
 
-from experiments.execution import agent, allocation, holding, nodepolicy
+from experiments.execution import agent, allocation, beegfs, holding, nodepolicy
 from experiments.execution.attempt import Attempt, Outcome
 from experiments.models import Run, Worker
 from experiments.models.runs import update_row
@@ -682,6 +682,24 @@ def _build_and_run(
         applied = config["applied"] = nodeconfig.apply_tuning(
             _tuning_for(run, spec), ctx.workdir, allowed
         )
+    # The tuning set's BeeGFS server keys, made true on the held servers by their own
+    # workers (and files beeweb changed for another run put back), before anything runs.
+    servers, error = beegfs.prepare(
+        run,
+        _tuning_for(run, spec) if spec.apply_tuning else {},
+        agent.own_node(run),
+        lambda: _beat(attempt),
+        agent.with_agents,
+    )
+    if servers is not None:
+        config["beegfs"] = servers
+    if error:
+        if applied:
+            nodeconfig.restore_tuning(applied)
+        attempt.update(effective_config=config)
+        if error == "cancelled":
+            return Run.Status.CANCELLED, "", None, "cancelled while its servers were tuned"
+        return Run.Status.FAILED, "", None, error
     launch = record_launch(run.launch, run.params, command.parse_options)
     attempt.stage(  # written as the tool starts (or by the first step that writes before)
         argv=command.argv,

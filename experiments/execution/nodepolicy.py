@@ -21,12 +21,31 @@ executor checks every run against this policy before anything is created or star
     ``true`` (the default: while a run launched elsewhere holds this node and its tool runs,
     this worker's node agent samples the node's counters for it, ``experiments.execution.agent``) or
     ``false`` (never; such runs record the node's telemetry as refused).
+``BEEWEB_NODE_BEEGFS``
+    ``false`` (the default: this node's BeeGFS services are never touched; a run whose tuning
+    set has ``storage.*``/``meta.*`` keys for this server records them as refused and fails
+    before its tool starts, since the set cannot be in force) or ``true``: beeweb may rewrite
+    the keys of a tuning set in this node's BeeGFS service config files and restart the
+    services (``experiments.execution.beegfs``; the original files come back afterwards).
+``BEEWEB_NODE_BEEGFS_STORAGE_CONF`` / ``BEEWEB_NODE_BEEGFS_META_CONF``
+    The services' config files (absolute; default /etc/beegfs/beegfs-storage.conf and
+    /etc/beegfs/beegfs-meta.conf).
+``BEEWEB_NODE_BEEGFS_STORAGE_RESTART`` / ``BEEWEB_NODE_BEEGFS_META_RESTART``
+    The argv that restarts each service (shlex-split, never a shell; default ``systemctl
+    restart beegfs-storage`` / ``beegfs-meta``).
+``BEEWEB_BEEGFS_CTL``
+    The argv prefix of beegfs-ctl on this node (shlex-split; default ``beegfs-ctl``), e.g.
+    ``/opt/beegfs/sbin/beegfs-ctl --cfgFile=/etc/beegfs/lab-client.conf``.
+``BEEWEB_NODE_BEEGFS_NODE_NAME``
+    This node's name in ``beegfs-ctl --listnodes`` (default: its hostname).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +63,8 @@ DROP_VAR = "BEEWEB_NODE_DROP_CACHES"
 DROP_REFUSED = f"refused by the node's policy ({DROP_VAR}=false)"
 TELEMETRY_VAR = "BEEWEB_NODE_TELEMETRY"
 TELEMETRY_REFUSED = f"refused by the node's policy ({TELEMETRY_VAR}=false)"
+BEEGFS_VAR = "BEEWEB_NODE_BEEGFS"
+BEEGFS_REFUSED = f"refused by the node's policy ({BEEGFS_VAR}=false)"
 # Each run works in a directory of its own, created inside the benchmark directory.
 RUN_DIR_PREFIX = "beeweb-run-"
 
@@ -64,6 +85,25 @@ class NodePolicy:
     tuning: frozenset[str]
     drop_caches: bool = True
     telemetry: bool = True
+    beegfs: bool = False
+    beegfs_conf: tuple[tuple[str, str], ...] = (
+        ("storage", "/etc/beegfs/beegfs-storage.conf"),
+        ("meta", "/etc/beegfs/beegfs-meta.conf"),
+    )
+    beegfs_restart: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("storage", ("systemctl", "restart", "beegfs-storage")),
+        ("meta", ("systemctl", "restart", "beegfs-meta")),
+    )
+    beegfs_ctl: tuple[str, ...] = ("beegfs-ctl",)
+    beegfs_node_name: str = ""
+
+    def beegfs_service(self, scope: str) -> tuple[str, tuple[str, ...], str]:
+        """(config file, restart argv, BeeGFS node name) of this node's ``scope`` service."""
+        return (
+            dict(self.beegfs_conf)[scope],
+            dict(self.beegfs_restart)[scope],
+            self.beegfs_node_name or socket.gethostname(),
+        )
 
     def allows_dir(self, path: str | Path) -> bool:
         """Whether ``path``, symlinks resolved, lies in (or is) an allowed directory."""
@@ -83,6 +123,7 @@ def parse(
     default_dir: str | Path,
     drop_text: str = "true",
     telemetry_text: str = "true",
+    beegfs: dict[str, str] | None = None,
 ) -> NodePolicy:
     """The policy from the variables' text; ImproperlyConfigured for malformed values."""
     entries = [d.strip() for d in (dirs_text or "").split(":") if d.strip()]
@@ -103,7 +144,51 @@ def parse(
         tuning=_parse_tuning(tuning_text),
         drop_caches=_parse_flag(drop_text, DROP_VAR),
         telemetry=_parse_flag(telemetry_text, TELEMETRY_VAR),
+        **_parse_beegfs(beegfs or {}),
     )
+
+
+def _parse_beegfs(texts: dict[str, str]) -> dict:
+    """The BeeGFS service settings (``texts`` by variable name; absent: the defaults)."""
+    out: dict = {"beegfs": _parse_flag(texts.get(BEEGFS_VAR, "false") or "false", BEEGFS_VAR)}
+    confs, restarts = [], []
+    for scope, conf_default, unit in (
+        ("storage", "/etc/beegfs/beegfs-storage.conf", "beegfs-storage"),
+        ("meta", "/etc/beegfs/beegfs-meta.conf", "beegfs-meta"),
+    ):
+        var = f"{BEEGFS_VAR}_{scope.upper()}_CONF"
+        conf = (texts.get(var) or conf_default).strip()
+        if not os.path.isabs(conf):
+            raise ImproperlyConfigured(f"{var}: {conf!r} is not an absolute path")
+        confs.append((scope, conf))
+        var = f"{BEEGFS_VAR}_{scope.upper()}_RESTART"
+        restarts.append(
+            (scope, _argv((texts.get(var) or "").strip() or f"systemctl restart {unit}", var))
+        )
+    out["beegfs_conf"] = tuple(confs)
+    out["beegfs_restart"] = tuple(restarts)
+    out["beegfs_ctl"] = _argv(
+        (texts.get("BEEWEB_BEEGFS_CTL") or "").strip() or "beegfs-ctl", "BEEWEB_BEEGFS_CTL"
+    )
+    name = (texts.get(f"{BEEGFS_VAR}_NODE_NAME") or "").strip()
+    if name and not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise ImproperlyConfigured(f"{BEEGFS_VAR}_NODE_NAME: {name!r} is not a BeeGFS node name")
+    out["beegfs_node_name"] = name
+    return out
+
+
+def _argv(text: str, var: str) -> tuple[str, ...]:
+    """An argv from the variable's text (shlex-split, as a shell would split it, but never
+    given to a shell)."""
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ImproperlyConfigured(
+            f"{var}: {text!r} cannot be split into arguments: {exc}"
+        ) from None
+    if not argv:
+        raise ImproperlyConfigured(f"{var} is empty: give the command as arguments")
+    return argv
 
 
 def _parse_flag(text: str, var: str) -> bool:
@@ -140,6 +225,15 @@ def current() -> NodePolicy:
         settings.DATA_DIR,
         settings.NODE_DROP_CACHES,
         settings.NODE_TELEMETRY,
+        {
+            BEEGFS_VAR: settings.NODE_BEEGFS,
+            f"{BEEGFS_VAR}_STORAGE_CONF": settings.NODE_BEEGFS_STORAGE_CONF,
+            f"{BEEGFS_VAR}_STORAGE_RESTART": settings.NODE_BEEGFS_STORAGE_RESTART,
+            f"{BEEGFS_VAR}_META_CONF": settings.NODE_BEEGFS_META_CONF,
+            f"{BEEGFS_VAR}_META_RESTART": settings.NODE_BEEGFS_META_RESTART,
+            f"{BEEGFS_VAR}_NODE_NAME": settings.NODE_BEEGFS_NODE_NAME,
+            "BEEWEB_BEEGFS_CTL": settings.BEEGFS_CTL,
+        },
     )
 
 
@@ -153,11 +247,12 @@ def check() -> NodePolicy:
     tuning = ", ".join(sorted(policy.tuning)) or "none"
     log.info(
         "node policy: runs may work in %s; OS tuning allowed: %s; cache drops %s; "
-        "telemetry for runs launched elsewhere %s",
+        "telemetry for runs launched elsewhere %s; BeeGFS service configs %s",
         policy.describe_dirs(),
         tuning,
         "allowed" if policy.drop_caches else "refused",
         "sampled" if policy.telemetry else "refused",
+        "may be changed and restarted" if policy.beegfs else "never touched",
     )
     return policy
 

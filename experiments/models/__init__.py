@@ -1,5 +1,6 @@
 """Models of the experiments domain, one module per area."""
 
+from experiments.models.beegfs import BeegfsConfigChange
 from experiments.models.common import OwnedModel, PublishedModel
 from experiments.models.inventory import (
     Architecture,
@@ -23,6 +24,7 @@ from experiments.models.workers import Worker
 
 __all__ = [
     "Architecture",
+    "BeegfsConfigChange",
     "CellState",
     "ConfigSummary",
     "Drive",

@@ -367,6 +367,36 @@ class Run(OwnedModel, PublishedModel):
         return reverse("experiments:run", args=[self.uuid])
 
     @property
+    def beegfs_servers(self) -> list[tuple[str, str]]:
+        """Each held server's BeeGFS settings for this run (``effective_config["beegfs"]``,
+        experiments.execution.beegfs): (hostname, "outcome; service key before → asked, in
+        force …; restarted in … s, Online after … s")."""
+        value = (self.effective_config or {}).get("beegfs")
+        if not isinstance(value, dict):
+            return []
+        out = []
+        for host, answer in sorted(value.items()):
+            answer = answer if isinstance(answer, dict) else {}
+            parts = [str(answer.get("outcome", ""))]
+            for scope, record in sorted((answer.get("services") or {}).items()):
+                for k in record.get("keys", []):
+                    before = "default" if k.get("before") is None else k["before"]
+                    parts.append(
+                        f"{scope}.{k['key']} {before} → {k['asked']}, in force {k['in_force']}"
+                    )
+                if record.get("restarted"):
+                    parts.append(
+                        f"{scope} restarted in {record.get('restart_s')} s, Online after "
+                        f"{record.get('online_s')} s"
+                    )
+                elif record.get("keys"):
+                    parts.append(f"{scope} already as asked: not restarted")
+                if record.get("error"):
+                    parts.append(f"{scope}: {record['error']}")
+            out.append((str(host), "; ".join(p for p in parts if p)))
+        return out
+
+    @property
     def cache_drops(self) -> list[tuple[str, str]]:
         """Each node's cache-drop outcome, by hostname (``effective_config["drop_caches"]``,
         one entry per node the run held: experiments.execution.agent). Runs executed before every
@@ -407,6 +437,15 @@ class NodeLease(models.Model):
         help_text="Set while the run's measured command runs: this node's agent samples its "
         "telemetry until it is cleared or the lease goes "
         "(experiments.execution.agent.NodeTelemetry).",
+    )
+    beegfs_request = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The BeeGFS service keys the run asks this server to have in force "
+        "({scope: {key: value}}, rendered; experiments.execution.beegfs).",
+    )
+    beegfs_result = models.JSONField(
+        null=True, blank=True, help_text="The server's answer: per service, per key, in force."
     )
 
     def __str__(self) -> str:

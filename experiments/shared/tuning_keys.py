@@ -250,3 +250,101 @@ def format_conf(items: list[tuple[str, str]]) -> str:
     """Inverse of parse_conf: aligned ``key = value`` lines."""
     width = max((len(key) for key, _ in items), default=0)
     return "".join(f"{key:<{width}} = {value}\n" for key, value in items)
+
+
+# --- BeeGFS service keys a node's worker may write (issue 26) -------------------------------
+#
+# A tuning set's ``storage.*`` and ``meta.*`` keys are written into the service's config file
+# by the server node's own worker (experiments.execution.beegfs). Only known keys of those two
+# scopes are written, and not all of them: a key that would move the service's data or change
+# its identity or its place on the network is refused, whatever the node's policy says, so a
+# tuning set can change how a server performs, never what it serves or where.
+
+SERVICE_SCOPES = ("storage", "meta")
+
+DENIED: dict[str, str] = {
+    "storeStorageDirectory": "names the target directories: changing it moves the data",
+    "storeMetaDirectory": "names the metadata directory: changing it moves the metadata",
+    "storeAllowFirstRunInit": "lets a daemon initialise an empty directory as a new target",
+    "storeFsUUID": "binds the daemon to one file system",
+    "storeUseExtendedAttribs": "changes how metadata is laid out on disk",
+    "storeClientXAttrs": "changes what clients may store, not how fast",
+    "storeClientACLs": "changes what clients may store, not how fast",
+    "sysMgmtdHost": "names the management daemon: the server would join another file system",
+    "connInterfacesList": "changes the interfaces the server is reached on",
+    "connInterfacesFile": "names a file of interfaces the server is reached on",
+    "connNetFilterFile": "names a file of networks the server accepts",
+    "connTcpOnlyFilterFile": "names a file of networks the server accepts",
+    "connAuthFile": "the shared secret that authenticates the file system's daemons",
+    "connDisableAuthentication": "turns authentication between daemons on or off",
+    "logStdFile": "a path the daemon writes to",
+    "pidFile": "a path the daemon writes to",
+    "runDaemonized": "how the daemon runs, which its service manager decides",
+}
+_PORT_KEY = re.compile(r"^conn\w*Port\w*$")
+
+
+def service_refusal(scope: str, key: str) -> str | None:
+    """Why ``scope.key`` may not be written into a BeeGFS service's config file, or None."""
+    if scope not in SERVICE_SCOPES:
+        return f"{scope}.{key} is not a BeeGFS server setting"
+    if key in DENIED:
+        return f"{scope}.{key} is never written by beeweb: it {DENIED[key]}"
+    if _PORT_KEY.match(key):
+        return f"{scope}.{key} is never written by beeweb: it changes a port the server uses"
+    if key not in KNOWN_KEYS[scope]:
+        return (
+            f"{scope}.{key} is not a known BeeGFS {scope} setting: only known keys are written "
+            "(a key the daemon does not know stops it at start)"
+        )
+    return None
+
+
+def render(scope: str, key: str, value: object) -> str:
+    """A normalised value (``normalise``) in BeeGFS's own syntax: sizes as ``4m``/``512k``
+    when they are whole mebi/kibibytes (as BeeGFS's shipped files write them), booleans as
+    true/false, lists comma-separated."""
+    spec = KNOWN_KEYS[scope][key]
+    if spec.kind == "bool":
+        return "true" if value else "false"
+    if spec.kind == "bytes":
+        number = int(value)  # type: ignore[call-overload]
+        for suffix, unit in (("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
+            if number and number % unit == 0:
+                return f"{number // unit}{suffix}"
+        return str(number)
+    if spec.kind == "list":
+        return ",".join(str(item) for item in value)  # type: ignore[attr-defined]
+    return str(value)
+
+
+def service_values(values: dict[str, object]) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """A tuning set's ``storage.*`` and ``meta.*`` keys checked and rendered for the config
+    files: ({scope: {key: text}}, errors). Other scopes are left out."""
+    out: dict[str, dict[str, str]] = {}
+    errors: list[str] = []
+    for full_key, raw in sorted(values.items()):
+        scope, _, key = full_key.partition(".")
+        if scope not in SERVICE_SCOPES:
+            continue
+        refusal = service_refusal(scope, key)
+        if refusal:
+            errors.append(refusal)
+            continue
+        try:
+            value, _ = normalise(scope, key, str(raw))
+        except TuningValueError as exc:
+            errors.append(f"{full_key}: {exc}")
+            continue
+        out.setdefault(scope, {})[key] = render(scope, key, value)
+    return out, errors
+
+
+def same_value(scope: str, key: str, a: str | None, b: str | None) -> bool:
+    """Whether two texts of ``scope.key`` mean the same value ("1m" and "1024k" do)."""
+    if a is None or b is None:
+        return a is b
+    try:
+        return normalise(scope, key, a)[0] == normalise(scope, key, b)[0]
+    except TuningValueError:
+        return a.strip() == b.strip()

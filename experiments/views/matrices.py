@@ -284,6 +284,7 @@ def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     metric = QueryDict(context["compare_query"]).get("metric", "")
     context["parcoords"] = parcoords.matrix_figure(matrix, metric)
     context["latency_sweep"] = latency_sweep.matrix_context(matrix)
+    context["beegfs_changes"] = beegfs_changes(matrix)
     axes = [a["param"] for a in matrix.axes if ":" not in a.get("param", ":")]
     cols = [f"param:{a}" for a in axes]
     if len(matrix.testbeds.all()) > 1:
@@ -293,6 +294,15 @@ def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
         {"matrix": str(matrix.uuid), "cols": ",".join(cols), "sort": f"-metric:{metric}"}
     )
     return render(request, "experiments/matrix_detail.html", context)
+
+
+def beegfs_changes(matrix: Matrix) -> list:
+    """The BeeGFS server config changes this matrix's runs made (experiments.execution.beegfs),
+    oldest first, each with its keys as (key, before, written)."""
+    changes = list(matrix.beegfs_changes.order_by("applied_at", "pk")[:200])
+    for change in changes:
+        change.keys = [(k, (change.before or {}).get(k), v) for k, v in change.after.items()]
+    return changes
 
 
 def matrix_progress(request: HttpRequest, uuid: UUID) -> HttpResponse:
