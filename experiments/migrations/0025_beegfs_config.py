@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0023_param_normal_forms'),
+        ('experiments', '0024_beegfs_verdict'),
     ]
 
     operations = [

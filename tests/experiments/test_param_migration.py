@@ -29,7 +29,7 @@ def migrate(target=None):
 
 
 def later_summary_columns(add: bool) -> None:
-    """The summary columns later migrations add (0027's ``bn_beegfs``), added to the table of
+    """The summary columns later migrations add (0024's ``bn_beegfs``), added to the table of
     0022 and removed again: the published data loads through today's summaries module, which
     writes them."""
     from experiments.models import ConfigSummary
@@ -103,7 +103,7 @@ def test_params_are_normalised_and_summaries_rebuilt_on_the_published_data(alice
     finally:
         later_summary_columns(add=False)
         migrate(AFTER)
-        migrate()  # and on: 0027 rebuilds the summaries once its column exists
+        migrate()  # and on: 0024 rebuilds the summaries once its column exists
 
     for run in Run.objects.all():
         assert text(run.params) == text(normalise(run.params)), run.label
