@@ -331,6 +331,13 @@ def _finish(run: _Run) -> ParseResult:
         else:
             result.add(name, math.fsum(found) / len(found), stat="mean")
 
+    # Tasks per node as IOR counts them (the tasks on task 0's node): mdtest's Nodemap marks
+    # them 1; taken when the nodes hold that many each (tasks = nodes x that count).
+    nodemap, nodes = run.extra.get("nodemap", ""), params.get("nodes")
+    if nodemap and nodes and threads and len(nodemap) == threads and set(nodemap) <= {"0", "1"}:
+        if nodemap.count("1") * nodes == threads:
+            params.setdefault("tasks_per_node", nodemap.count("1"))
+
     result.params = params
     result.extra = dict(run.extra)
     if run.summary_time:
