@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.ior import MPI_ROOT_ENV, need_ior
+from tests.helpers.ior import need_ior
 from tests.labs import Stack, metrics, runs, wait_for_workers
 
 pytestmark = [
@@ -93,7 +93,6 @@ def cluster(netns_lab, tmp_path_factory):
             "BEEWEB_NODE_DIRS": str(bench),
             "OMPI_MCA_plm_rsh_agent": str(AGENT),
             "BEEWEB_NETNS_LAB": f"bw{netns_lab.pid}",
-            **MPI_ROOT_ENV,
         }
         stack.node_workers(netns_lab, env)
         wait_for_workers(stack, "node1@node1", "node2@node2", "node3@node3", agents=True)

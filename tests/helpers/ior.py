@@ -14,8 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 IOR_TOOLS = ROOT.parent / "shared" / "tools" / "ior"
 BUILD = IOR_TOOLS / "build.sh"
-# As root (CI, the labs), Open MPI refuses to start without these.
-MPI_ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 def unavailable(*binaries: str) -> tuple[str, bool] | None:

@@ -12,7 +12,7 @@ import pytest
 
 from runners.parsers import parse
 from runners.tools import ParamError, build_command
-from tests.helpers.ior import MPI_ROOT_ENV, need_ior
+from tests.helpers.ior import need_ior
 from tests.helpers.tools import run
 
 GIB = 1024**3
@@ -151,10 +151,8 @@ def test_real_ior_alone(ctx, file_per_proc):
     assert list((ctx.workdir / "sub").iterdir()) == []  # IOR removed its file(s)
 
 
-def test_real_ior_under_mpirun_on_this_host(local_mpi_ctx, monkeypatch):
+def test_real_ior_under_mpirun_on_this_host(local_mpi_ctx):
     need_ior("ior", "mpirun")
-    for name, value in MPI_ROOT_ENV.items():
-        monkeypatch.setenv(name, value)
     ctx = local_mpi_ctx
     # A read-only run: the adapter's preparation writes the file (-k) under mpirun first.
     cmd = build_command(

@@ -10,7 +10,7 @@ import pytest
 
 from runners.parsers import parse
 from runners.tools import ParamError, build_command
-from tests.helpers.ior import MPI_ROOT_ENV, need_ior
+from tests.helpers.ior import need_ior
 from tests.helpers.tools import run
 
 
@@ -98,10 +98,8 @@ def test_real_mdtest_alone(ctx):
     assert os.listdir(ctx.workdir) == []  # mdtest removed its tree and its -d directory
 
 
-def test_real_mdtest_under_mpirun_on_this_host(local_mpi_ctx, monkeypatch):
+def test_real_mdtest_under_mpirun_on_this_host(local_mpi_ctx):
     need_ior("mdtest", "mpirun")
-    for name, value in MPI_ROOT_ENV.items():
-        monkeypatch.setenv(name, value)
     cmd = build_command(
         "mdtest", {"items": 25, "unique_dir": True, "write_bytes": "4k", "read_bytes": "4k"},
         local_mpi_ctx,
