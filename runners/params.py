@@ -45,6 +45,10 @@ from runners.tools.base import ParamError, clean_bool, clean_int, clean_seconds,
 NORMALISED = ("size", "seconds", "bool", "int")
 # The base unit of a kind's normal form (exports name it).
 UNITS = {"size": "B", "seconds": "s"}
+# Names that state one parameter twice over: an adapter's name and the canonical name its
+# parser states (IOR is launched with ``file_per_proc``, its output says ``file_per_process``:
+# a run's stored parameters hold both, always alike). Whatever varies one varies the other.
+SAME_PARAMETER = {"file_per_proc": "file_per_process", "file_per_process": "file_per_proc"}
 # Names whose kind differs between tools: the parsers' meaning wins in the shared table
 # (IOzone's adapter takes ``ops`` as -O, a flag; parsers state ``ops`` as a list of phases).
 _AMBIGUOUS = {"ops"}

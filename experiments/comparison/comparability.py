@@ -21,7 +21,7 @@ from experiments.comparison.attributes import (  # noqa: F401 (used by callers)
     valid_attribute,
 )
 from experiments.comparison.result import ComparisonResult, Difference, Point
-from runners.params import human
+from runners.params import SAME_PARAMETER, human
 
 if TYPE_CHECKING:
     from experiments.comparison.spec import ComparisonSpec
@@ -229,7 +229,8 @@ def _dimension_attributes(key: str) -> set[str]:
     if key == "tuning" or key.startswith("tuning:"):
         return {"tuning"}
     if key.startswith("param:"):
-        return {key}
+        same = SAME_PARAMETER.get(key[len("param:") :])
+        return {key, f"param:{same}"} if same else {key}
     return set()
 
 
@@ -243,6 +244,11 @@ def exempt_within(spec: ComparisonSpec) -> set[str]:
     if len(spec.testbeds) > 1:
         keys.add("testbed")
     out = set(spec.ignore)
+    out |= {
+        f"param:{SAME_PARAMETER[key[len('param:') :]]}"
+        for key in spec.ignore
+        if key.startswith("param:") and key[len("param:") :] in SAME_PARAMETER
+    }
     for key in keys:
         out |= _dimension_attributes(key)
     return out

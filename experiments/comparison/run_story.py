@@ -424,7 +424,9 @@ def _mdtest_iterations(run: Run) -> dict[str, Any] | None:
     96.639 ops/sec" per phase and iteration) at the seconds its own phase durations add up
     to, in the order it printed them: a plateau per phase, one series per operation. Phases
     printed as 0.000 s (tree creation) have no span to draw. As for IOR, what happens between
-    phases is not printed, so later phases show a little early."""
+    phases is not printed, so later phases show a little early. mdtest 4's lines of several
+    tasks are task 0's own rates (the parser marks them ``per_process``): their time counts,
+    their rate is not drawn as the run's."""
     rows = sorted(
         (
             m
@@ -441,6 +443,9 @@ def _mdtest_iterations(run: Run) -> dict[str, Any] | None:
     for m in rows:
         seconds = m.extra["seconds"]
         if seconds <= 0:
+            continue
+        if m.extra.get("per_process"):
+            t += seconds
             continue
         per = points.setdefault(m.name, {})
         per[round(t, 3)] = m.value

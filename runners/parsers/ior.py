@@ -54,6 +54,7 @@ _RESULT_COLUMNS = {
     "close(s)": "close",
     "total(s)": "total",
     "iter": "iter",
+    "numtasks": "tasks",  # IOR 4.x summaryFormat=CSV
 }
 # "Summary of all tests" column (normalised) -> field name; "stddev" is resolved by position.
 _SUMMARY_COLUMNS = {
@@ -137,8 +138,26 @@ class _Run:
 
     @property
     def complete(self) -> bool:
-        # summaryFormat=CSV prints only the per-iteration rows, so those make a whole run.
-        return bool(self.summary or self.max_lines or (self.finished or self.csv) and self.rows)
+        # summaryFormat=CSV prints only the per-iteration rows, so those make a whole run; so
+        # do rows for every repetition (IOR run through its library, as io500 does, prints no
+        # summary and no "Finished" line).
+        return bool(
+            self.summary
+            or self.max_lines
+            or (self.finished or self.csv or self.every_iteration)
+            and self.rows
+        )
+
+    @property
+    def every_iteration(self) -> bool:
+        """Rows of every repetition the Options block announced, for each operation."""
+        reps = self.params.get("iterations")
+        if not reps or not self.rows:
+            return False
+        seen: dict[tuple[int, str], set[int | None]] = {}
+        for test, op, iteration, _ in self.rows:
+            seen.setdefault((test, op), set()).add(iteration)
+        return all(len(iterations) >= reps for iterations in seen.values())
 
     @property
     def has_results(self) -> bool:
@@ -378,12 +397,14 @@ def _finish(run: _Run, test: int | None = None) -> ParseResult:
             result.add(f"{op}_close_lat", v["close"], iteration=iteration, **extra)
         if v.get("total") is not None:
             result.add(f"{op}_time", v["total"], iteration=iteration, **extra)
+        if to_int(v.get("tasks")) is not None:
+            params.setdefault("threads", to_int(v.get("tasks")))
         if _scaled(v.get("block_kib"), KIB) is not None:
             params.setdefault("block_size", _scaled(v.get("block_kib"), KIB))
         if _scaled(v.get("xfer_kib"), KIB) is not None:
             params.setdefault("transfer_size", _scaled(v.get("xfer_kib"), KIB))
 
-    summarised: set[str] = set()
+    summarised: set[tuple[int, str]] = set()
     for test_id, op, row in summary:
         extra = tag(test_id)
         for prefix, metric, to_base in (
@@ -395,7 +416,7 @@ def _finish(run: _Run, test: int | None = None) -> ParseResult:
                 if value is not None:
                     result.add(metric, to_base(value), stat=stat, **extra)
                     if prefix == "bw":
-                        summarised.add(op)
+                        summarised.add((test_id, op))
         mean_time = to_float(row.get("mean_time"))
         if mean_time is not None:
             result.add(f"{op}_time", mean_time, stat="mean", **extra)
@@ -424,8 +445,10 @@ def _finish(run: _Run, test: int | None = None) -> ParseResult:
     # Without a summary table, "Max Write/Read" is the tool's own maximum over iterations
     # (printed per test: the last test's, so not a value of one test of several).
     for op, value in (run.max_lines if test is None else {}).items():
-        if op not in summarised:
+        if not any(done == op for _, done in summarised):
             result.add(f"{op}_bw", value, stat="max")
+
+    _rows_run_level(result, rows, summarised, set(run.max_lines), tag)
 
     if run.command:
         for name, value in _command_params(run.command).items():
@@ -449,6 +472,47 @@ def _finish(run: _Run, test: int | None = None) -> ParseResult:
         result.extra["hosts"] = sorted(run.hosts)
     result.extra["complete"] = run.complete
     return result.validate()
+
+
+# Per-iteration row field -> metric suffix, for the run-level values taken from the rows.
+_ROW_METRICS = (
+    ("bw", "bw"),
+    ("iops", "iops"),
+    ("lat", "lat"),
+    ("open", "open_lat"),
+    ("close", "close_lat"),
+    ("total", "time"),
+)
+
+
+def _rows_run_level(
+    result: ParseResult,
+    rows: list[tuple[int, str, int | None, dict[str, float | None]]],
+    summarised: set[tuple[int, str]],
+    max_ops: set[str],
+    tag: Any,
+) -> None:
+    """Run-level values of the operations whose rows have no summary row and no "Max" line:
+    IOR run through its library (``ior_run``, as the io500 application runs it) prints
+    neither, nor does ``-O summaryFormat=CSV``. One iteration's row is the run's value; of
+    several, the mean of the rows (IOR's own summary "Mean" is that mean)."""
+    groups: dict[tuple[int, str], list[dict[str, float | None]]] = {}
+    for test_id, op, _, values in rows:
+        if (test_id, op) in summarised or op in max_ops:
+            continue
+        groups.setdefault((test_id, op), []).append(values)
+    for (test_id, op), group in groups.items():
+        for field_name, suffix in _ROW_METRICS:
+            found = [float(v[field_name] or 0) for v in group if v.get(field_name) is not None]
+            if not found or len(found) != len(group):
+                continue
+            if field_name == "bw":
+                found = [bw_to_bytes(x, "MiB/s") for x in found]
+            if len(found) == 1:
+                result.add(f"{op}_{suffix}", found[0], **tag(test_id))
+            else:
+                mean = math.fsum(found) / len(found)
+                result.add(f"{op}_{suffix}", mean, stat="mean", **tag(test_id))
 
 
 def _no_result_error(run: _Run, last_line: int) -> ParseError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -247,6 +248,23 @@ def _parse_run(lines: list[str], first_line: int) -> _Run:
     return run
 
 
+# Phases only task 0 performs: their per-iteration line is the whole run's rate.
+_TASK0_PHASES = {"tree_create", "tree_remove"}
+
+
+def _rank0_rates(run: _Run, params: dict[str, Any]) -> set[str]:
+    """Phases whose verbose per-iteration rates are task 0's own, not the run's. mdtest 4.x
+    prints ``items / time`` of task 0 there (mdtest.c updateResult: the task's own items; the
+    SUMMARY divides the sum of all tasks' items by the slowest task's time), so with several
+    tasks those lines are one task's rate. mdtest 1.9 and the IOR 3.2 bundled mdtest print
+    the aggregate (the samples' lines equal their SUMMARY rows)."""
+    major = to_int((run.version or "").split(".")[0])
+    threads = params.get("threads")
+    if major is None or major < 4 or not threads or threads <= 1:
+        return set()
+    return {name for name, _, _, _ in run.per_iter} - _TASK0_PHASES
+
+
 def _finish(run: _Run) -> ParseResult:
     result = ParseResult(tool=TOOL, tool_version=run.version, command=run.command)
     params = dict(run.params)
@@ -289,12 +307,36 @@ def _finish(run: _Run) -> ParseResult:
         if key in from_command:
             params.setdefault(key, from_command[key])
 
+    rank0 = _rank0_rates(run, params)
     for name, index, rate, seconds in run.per_iter:
-        extra = {"seconds": seconds} if seconds is not None else {}
+        extra: dict[str, Any] = {"seconds": seconds} if seconds is not None else {}
+        if name in rank0:
+            extra.update(per_process=True, rank=0)
         result.add(name, rate, iteration=index, **extra)
     for name, values in run.summary:
         for stat, value in values.items():
             result.add(name, value, stat=stat)
+
+    # No SUMMARY row for a phase (the output ends before it: a job killed or timed out after
+    # its iterations began): the run's value is the one iteration's rate, or the mean of the
+    # iterations' rates (SUMMARY's "Mean" is that mean), where the lines are the aggregate.
+    summarised = {name for name, _ in run.summary}
+    rates: dict[str, list[float]] = {}
+    for name, _, rate, _ in run.per_iter:
+        if name not in summarised and name not in rank0:
+            rates.setdefault(name, []).append(rate)
+    for name, found in rates.items():
+        if len(found) == 1:
+            result.add(name, found[0])
+        else:
+            result.add(name, math.fsum(found) / len(found), stat="mean")
+
+    # Tasks per node as IOR counts them (the tasks on task 0's node): mdtest's Nodemap marks
+    # them 1; taken when the nodes hold that many each (tasks = nodes x that count).
+    nodemap, nodes = run.extra.get("nodemap", ""), params.get("nodes")
+    if nodemap and nodes and threads and len(nodemap) == threads and set(nodemap) <= {"0", "1"}:
+        if nodemap.count("1") * nodes == threads:
+            params.setdefault("tasks_per_node", nodemap.count("1"))
 
     result.params = params
     result.extra = dict(run.extra)

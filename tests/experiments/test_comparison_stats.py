@@ -370,3 +370,30 @@ def test_compare_page_query_count_independent_of_runs(
     with django_assert_max_num_queries(len(few.captured_queries)):
         response = alice_client.get(url)
     assert response.status_code == 200
+
+
+@pytest.mark.django_db
+def test_n_n_against_n_1_is_like_for_like(alice):
+    """IOR runs state -F twice, as launched (``file_per_proc``) and as IOR's output says it
+    (``file_per_process``): a series over either name compares N-N with N-1 like for like
+    instead of naming the other name as a difference (issue 27)."""
+    tb = make_testbed(alice, "tb", "x86_64", "0")
+    for fpp, values in ((True, (4e9, 4.2e9, 3.8e9)), (False, (2e9, 2.1e9, 1.9e9))):
+        for v in values:
+            add_run(tb, v, threads=4, file_per_proc=fpp, file_per_process=fpp)
+    for name in ("file_per_proc", "file_per_process"):
+        spec = ComparisonSpec.from_query(
+            f"metric=write_bw&x=param:threads&series=param:{name}&baseline=false"
+        )
+        (c,) = compute(spec).comparisons
+        assert c.claimed and c.confounders == []
+        label = name.replace("_", " ")
+        assert c.sentence == (
+            f"{label} yes writes 100% faster than {label} no at threads 4 (p < 0.001, n = 3 each)"
+        )
+    # Ignoring one name ignores the other too.
+    spec = ComparisonSpec.from_query("metric=write_bw&x=param:threads&series=raid")
+    ignored = ComparisonSpec.from_query(
+        "metric=write_bw&x=param:threads&series=raid&ignore=param:file_per_proc"
+    )
+    assert len(compute(spec).points) == 2 and len(compute(ignored).points) == 1

@@ -5,6 +5,7 @@ the run's API detail."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -170,6 +171,28 @@ def test_mdtest_verbose_iterations_on_the_time_axis(alice_client, bench):
     files = traces["File creates (mdtest)"]
     start = round(31.788 + 0.034 + 37.651, 3)
     assert [y for t, y in zip(x, files["y"], strict=True) if t == start] == [113.0]
+
+
+def test_mdtest_4_task_0_rates_are_not_drawn_as_the_runs(alice_client, bench):
+    """tests/runners/fixtures/ior_real/mdtest-4.0.0-v-2tasks-killed-1iter.txt: two tasks;
+    "Tree creation: 0.001 sec, 1071.890 ops/sec" (task 0 alone: the run's), then file
+    creation 0.786 s, stat 0.001 s, read 0.001 s, removal 0.010 s (task 0's own rates), then
+    "Tree removal: 0.007 sec, 134.735 ops/sec" and iteration 2's tree creation 0.012 s."""
+    from experiments.models import Run
+    from experiments.results.store import parse_stored
+
+    fixture = Path(__file__).parents[1] / "runners" / "fixtures" / "ior_real"
+    text = (fixture / "mdtest-4.0.0-v-2tasks-killed-1iter.txt").read_text()
+    run = Run.objects.create(testbed=bench, tool="mdtest", status="imported", raw_output=text)
+    assert parse_stored(run) is None
+    fig = figure_of(alice_client.get(run.get_absolute_url()), "telemetry-figure")
+    traces = {t["name"]: t for t in fig["data"]}
+    assert set(traces) == {"Tree creates (mdtest)", "Tree removals (mdtest)"}
+    removal = traces["Tree removals (mdtest)"]
+    x = fig["xs"][removal["x"]]
+    start = round(0.001 + 0.786 + 0.001 + 0.001 + 0.010, 3)  # task 0's phases still take time
+    drawn = [(t, y) for t, y in zip(x, removal["y"], strict=True) if y is not None]
+    assert drawn == [(start, 135.0), (round(start + 0.007, 3), 135.0)]
 
 
 def test_iozone_has_no_time_axis(alice_client, bench):

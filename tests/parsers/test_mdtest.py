@@ -295,3 +295,21 @@ def test_random_text_raises_only_parse_error(text):
 def test_mangled_numbers_raise_only_parse_error(name, data):
     text = read_sample(f"mdtest/{name}")
     check_mangled(mdtest.parse, text, data)
+
+
+@pytest.mark.parametrize(
+    ("name", "tasks_per_node"),
+    [
+        # "launched with 10 total task(s) on 2 node(s)", "Nodemap: 1010101010": 5 + 5
+        ("mdtest-4.0.0-create-only-C-daos-dfuse.txt", 5),
+        # "64 total task(s) on 8 node(s)", "Nodemap: 11111111" then 56 zeros: 8 each
+        ("mdtest-3.3.0-64tasks-8nodes-3iter-lustre-gcp.txt", 8),
+        # "128 total task(s) on 1 node(s)", 128 ones
+        ("mdtest-4.1.0dev-libnfs-128tasks-10iter-in-ops-sec-header.txt", 128),
+        # "10 total task(s) on 3 node(s)", "Nodemap: 1001001001": 4 on task 0's node, not even
+        ("mdtest-3.4.0dev-create-only-C-daos-dfuse.txt", None),
+    ],
+)
+def test_tasks_per_node_from_the_nodemap(sample, name, tasks_per_node):
+    r = mdtest.parse(sample(f"mdtest/{name}"))
+    assert r.params.get("tasks_per_node") == tasks_per_node

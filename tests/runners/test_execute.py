@@ -21,6 +21,7 @@ from experiments.matrices.expansion import cancel_runs
 from experiments.models import Run
 from experiments.results import summaries
 from tests.helpers.execution import make_matrix, queue
+from tests.helpers.ior import need_ior
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
@@ -74,20 +75,37 @@ def test_stale_and_duplicate_deliveries_do_nothing(alice, bench):
 
 
 @pytest.mark.django_db
-def test_failing_tool_keeps_its_output(alice, bench, tmp_path, monkeypatch):
-    # mdtest is not installable here: a stand-in that fails as mdtest does on a bad -d.
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "mdtest").write_text('#!/bin/sh\necho "mdtest: cannot create $4" >&2\nexit 1\n')
-    (fake / "mdtest").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
-    matrix = make_matrix(alice, bench, tool="mdtest", params={"items": 10})
+def test_failing_tool_keeps_its_output(alice, bench):
+    # The real mdtest, asked to read files it never created, aborts (MPI_Abort: exit 255).
+    need_ior("mdtest")
+    params = {"items": 10, "phases": ["read"], "write_bytes": 8, "read_bytes": 8}
+    matrix = make_matrix(alice, bench, tool="mdtest", params=params)
     run = matrix.runs.get()
     assert execute.execute(run.pk, queue(run), "w@test") == "failed"
     run.refresh_from_db()
-    assert run.exit_code == 1
-    assert "mdtest: cannot create" in run.raw_output
-    assert run.error == "mdtest exited with 1"
+    assert run.exit_code == 255
+    assert "mdtest-4.0.0 was launched" in run.raw_output
+    assert "No such file or directory" in run.raw_output
+    assert run.error == "mdtest exited with 255"
+
+
+@pytest.mark.django_db
+def test_real_ior_and_mdtest_runs_store_their_metrics(alice, bench):
+    need_ior("ior", "mdtest")
+    cases = (
+        ("ior", {"block_size": "4m", "iterations": 2, "file_per_proc": True}, "write_bw"),
+        ("mdtest", {"items": 30, "files_only": True}, "file_create"),
+    )
+    for tool, params, headline in cases:
+        matrix = make_matrix(alice, bench, tool=tool, params=params)
+        run = matrix.runs.get()
+        assert execute.execute(run.pk, queue(run), "w@test") == "succeeded", run.error
+        run.refresh_from_db()
+        assert run.tool_version == "4.0.0" and run.argv[0] == tool
+        primary = run.metrics.get(name=headline, primary=True)
+        assert primary.stat == "mean" and primary.value > 0 and primary.iteration is None
+        assert run.params["threads"] == 1
+        assert list(Path(bench.benchmark_dir).iterdir()) == []
 
 
 @pytest.mark.django_db

@@ -1,12 +1,19 @@
-"""IOR adapter (not installable here): argv alone and under mpirun, preparation, validation."""
+"""IOR adapter: argv alone and under mpirun, preparation, validation; and the real IOR 4.0.0
+(built from ../shared/tools/ior by .ci/run) run from the adapter's commands, alone and under
+mpirun on this host, its output parsed."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 
 import pytest
 
+from runners.parsers import parse
 from runners.tools import ParamError, build_command
+from tests.helpers.ior import need_ior
+from tests.helpers.tools import run
 
 GIB = 1024**3
 
@@ -100,3 +107,68 @@ def test_rejected(params, param, ctx):
     with pytest.raises(ParamError) as exc:
         build_command("ior", params, ctx)
     assert exc.value.param == param
+
+
+# --- the real IOR --------------------------------------------------------------------------
+
+
+def run_all(cmd):
+    """The command's preparation steps, then the command, as the executor runs them."""
+    for step in cmd.prepare:
+        done = run(dataclasses.replace(cmd, argv=step, prepare=[]))
+        assert done.returncode == 0, done.stdout + done.stderr
+    return run(cmd)
+
+
+@pytest.mark.parametrize("file_per_proc", [True, False], ids=["N-N", "N-1"])
+def test_real_ior_alone(ctx, file_per_proc):
+    need_ior("ior")
+    cmd = build_command(
+        "ior",
+        {"block_size": "4m", "transfer_size": "1m", "iterations": 2,
+         "file_per_proc": file_per_proc, "test_file": "sub/ior_file"},
+        ctx,
+    )  # fmt: skip
+    for directory in cmd.dirs:
+        directory.mkdir(parents=True, exist_ok=True)
+    done = run_all(cmd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = parse(done.stdout, tool="ior", **cmd.parse_options)
+    assert result.tool_version == "4.0.0"
+    assert result.command == " ".join(cmd.argv)
+    assert result.params["threads"] == 1 and result.params["nodes"] == 1
+    assert result.params["file_per_process"] is file_per_proc
+    assert result.params["block_size"] == 4 * 1024**2
+    assert result.params["transfer_size"] == 1024**2
+    assert result.params["iterations"] == 2
+    for op in ("write", "read"):
+        assert {m.iteration for m in result.metrics if m.name == f"{op}_bw"} == {None, 0, 1}
+        stats = {m.stat: m.value for m in result.metrics if m.name == f"{op}_bw" and
+                 m.iteration is None}  # fmt: skip
+        assert set(stats) == {"max", "min", "mean", "stddev"}
+        assert 0 < stats["min"] <= stats["mean"] <= stats["max"]
+    assert result.extra["complete"] is True
+    assert list((ctx.workdir / "sub").iterdir()) == []  # IOR removed its file(s)
+
+
+def test_real_ior_under_mpirun_on_this_host(local_mpi_ctx):
+    need_ior("ior", "mpirun")
+    ctx = local_mpi_ctx
+    # A read-only run: the adapter's preparation writes the file (-k) under mpirun first.
+    cmd = build_command(
+        "ior", {"write": False, "block_size": "2m", "transfer_size": "256k", "file_per_proc": True},
+        ctx,
+    )  # fmt: skip
+    assert cmd.argv[0] == "mpirun" and cmd.prepare[0][0] == "mpirun"
+    done = run_all(cmd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = parse(done.stdout, tool="ior", **cmd.parse_options)
+    assert result.params["threads"] == 2
+    assert result.params["tasks_per_node"] == 2
+    assert result.params["nodes"] == 1
+    assert result.params["file_per_process"] is True
+    assert result.params["aggregate_size"] == 2 * 2 * 1024**2
+    assert cmd.data_bytes == result.params["aggregate_size"]
+    assert result.get("read_bw", "mean") > 0
+    assert not [m for m in result.metrics if m.name.startswith("write_")]
+    assert os.listdir(ctx.workdir) == []
