@@ -14,6 +14,7 @@ from experiments.models.inventory import (
     TestbedNode,
 )
 from experiments.models.matrices import CellState, LaunchMode, Matrix, RunOrder
+from experiments.models.noderequests import NodeRequest
 from experiments.models.reports import Report, ShareLink
 from experiments.models.runs import Metric, NodeLease, Run
 from experiments.models.summaries import ConfigSummary
@@ -34,6 +35,7 @@ __all__ = [
     "Nic",
     "Node",
     "NodeLease",
+    "NodeRequest",
     "OwnedModel",
     "PublishedModel",
     "Report",
