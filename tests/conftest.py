@@ -212,3 +212,41 @@ def netns_lab(request, netns_available):
         yield lab
     finally:
         lab.stop()
+
+
+@pytest.fixture(scope="session")
+def beegfs_available() -> None:
+    """Skip, with the reason, when the real BeeGFS servers cannot run here."""
+    from tests.labs import beegfs
+
+    reason = beegfs.unavailable()
+    if reason:
+        pytest.skip(f"BeeGFS lab unavailable: {reason}")
+
+
+@pytest.fixture(scope="module")
+def beegfs_host(beegfs_available, tmp_path_factory):
+    """A real BeeGFS on this host (tests/labs/beegfs.py ``host_lab``): management, metadata
+    ``meta01``, storage ``storage01`` with two targets, Online; shared by a module's tests."""
+    from tests.labs import beegfs
+
+    lab = beegfs.host_lab(tmp_path_factory.mktemp("beegfs"))
+    try:
+        yield lab
+    finally:
+        lab.stop()
+
+
+@pytest.fixture(scope="module")
+def beegfs_cluster(beegfs_available, netns_lab, tmp_path_factory):
+    """A real BeeGFS on the network-namespace lab (``cluster_lab``): node1 management and
+    metadata, node2 storage on btrfs RAID0 (2 loop files), node3 storage on btrfs RAID10 (4);
+    two targets each, Online."""
+    from tests.labs import beegfs
+
+    lab = beegfs.cluster_lab(tmp_path_factory.mktemp("beegfs"), netns_lab)
+    try:
+        yield lab
+    finally:
+        lab.stop()
+        beegfs.cleanup_volumes()

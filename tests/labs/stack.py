@@ -190,13 +190,14 @@ class Stack:
         assert proc.returncode == 0, f"{function}{args!r}:\n{proc.stderr}"
         return json.loads(proc.stdout.splitlines()[-1])
 
-    def node_workers(self, lab, env: dict | None = None) -> dict:
+    def node_workers(self, lab, env: dict | None = None, per_node: dict | None = None) -> dict:
         """One worker per node of a network-namespace lab (queue node.<hostname>, named
         <hostname>@<hostname>, that hostname), reaching the database and broker through the
         lab's gateway; ``worker_log`` reads their logs. They are the stack's: ``close`` stops
         them before it gives the broker's database back. (A lab lives for a whole test
         module; workers left running to its end took the next test's messages from the same
-        Redis database and failed them on their dropped database.)"""
+        Redis database and failed them on their dropped database.) ``per_node`` adds variables
+        to one node's worker by hostname (its node policy, its BeeGFS settings)."""
         env = {**self.env, **(env or {})}
         for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
             if key in env:
@@ -207,7 +208,7 @@ class Stack:
             workers[node.hostname] = lab.popen(
                 node,
                 worker_argv(f"node.{node.hostname}", name),
-                env=env,
+                env={**env, **(per_node or {}).get(node.hostname, {})},
                 hostname=node.hostname,
                 cwd=ROOT,
                 stdout=open(self._log(name), "ab"),
