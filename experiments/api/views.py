@@ -24,6 +24,7 @@ from experiments.api.parsers import JSONLinesParser, StrictJSONParser
 from experiments.api.permissions import StaffWrites
 from experiments.comparison import reports as report_ops
 from experiments.execution import dispatch as dispatching
+from experiments.matrices import livecheck
 from experiments.matrices.axes import MatrixError
 from experiments.matrices.expansion import MatrixBusy, delete_matrix, launch
 from experiments.matrices.launching import launch_refused
@@ -81,6 +82,12 @@ class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The object is in use."
     default_code = "conflict"
+
+
+class LiveTopologyDiffers(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The live topology differs from the stored one."
+    default_code = "live_topology_differs"
 
 
 class BrokerDown(APIException):
@@ -162,9 +169,18 @@ class MatrixViewSet(OwnedViewSet):
     filterset_class = filters.MatrixFilter
 
     @extend_schema(
-        request=None,
-        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 503: OpenApiTypes.OBJECT},
+        request=OpenApiTypes.OBJECT,
+        responses={
+            200: OpenApiTypes.OBJECT,
+            400: OpenApiTypes.OBJECT,
+            409: OpenApiTypes.OBJECT,
+            503: OpenApiTypes.OBJECT,
+        },
         summary="Expand the matrix and queue its planned runs",
+        description="Testbeds with a live node are asked for their live topology first: when "
+        "it differs from the stored one (or cannot be read) the answer is 409 with the "
+        'differences, unless the body says {"override_topology": true} (recorded on the '
+        "matrix).",
     )
     @action(detail=True, methods=["post"])
     def launch(self, request, uuid=None):
@@ -174,8 +190,25 @@ class MatrixViewSet(OwnedViewSet):
         refused = launch_refused(matrix, request.user)
         if refused:
             raise PermissionDenied(f"Nothing was launched: {refused}.")
+        override = request.data.get("override_topology") if isinstance(request.data, dict) else None
+        if override not in (None, True, False):
+            raise ValidationError({"override_topology": "true or false"})
+        # Testbeds with a live node are asked whether their cluster still looks as stored.
+        checks = livecheck.check_matrix(matrix, request.user)
+        if checks and not override:
+            raise LiveTopologyDiffers(
+                {
+                    "detail": "Nothing was launched: the live topology differs from the stored "
+                    "one (or could not be read). Launch with override_topology=true to go "
+                    "ahead anyway.",
+                    "testbeds": [c.as_json() for c in checks],
+                }
+            )
         try:
             counts = launch(matrix)
+            if checks:
+                livecheck.record_override(matrix, request.user, checks)
+                counts = {**counts, "topology_overridden": [c.as_json() for c in checks]}
         except MatrixError as exc:
             # Nothing was created (expand() checks every cell before it stores any run).
             raise ValidationError({"detail": f"Nothing was launched. {exc}"}) from None
