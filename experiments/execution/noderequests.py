@@ -106,9 +106,11 @@ class NodeRequests:
         else:
             try:
                 result = handler(request.params or {})
+            except ValueError as exc:  # refused: the request or the node's setting is wrong
+                error = str(exc)
             except Exception as exc:  # an answer, whatever happened: the server waits for one
                 log.exception("node request %s on %s failed", request.kind, request.hostname)
-                error = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+                error = f"{type(exc).__name__}: {exc}"
         NodeRequest.objects.filter(pk=request.pk, answered_at__isnull=True).update(
             answered_at=timezone.now(), result=result, error=error
         )

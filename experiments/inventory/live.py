@@ -54,11 +54,11 @@ class LiveTopology:
     seconds: float | None = None
 
 
-def _listing_problem(row: dict[str, Any]) -> str:
+def _listing_problem(listing: beegfs_topology.Listing, row: dict[str, Any]) -> str:
     words = (row.get("stderr") or "").strip() or (row.get("stdout") or "").strip()
     words = " / ".join(line.strip() for line in words.splitlines()[-3:] if line.strip())
     status = "did not finish" if row.get("rc") is None else f"exited with {row['rc']}"
-    return f"{row.get('command', '?')} {status}: {words or 'no output'}"
+    return f"{listing.command} {status}: {words or 'no output'}"
 
 
 def read_answer(result: dict[str, Any] | None) -> LiveTopology:
@@ -79,9 +79,9 @@ def read_answer(result: dict[str, Any] | None) -> LiveTopology:
         stdout = row.get("stdout") or ""
         if row.get("rc") != 0:
             if listing.optional:
-                live.warnings.append(_listing_problem(row))
+                live.warnings.append(_listing_problem(listing, row))
                 continue
-            raise LiveError(_listing_problem(row))
+            raise LiveError(_listing_problem(listing, row))
         if not stdout.strip() or any(m in stdout for m in EMPTY_MARKERS):
             continue
         live.items.append((listing.command, stdout, listing.node_type))

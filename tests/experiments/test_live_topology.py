@@ -1,0 +1,245 @@
+"""A testbed's topology read from a real, running BeeGFS (tests/labs/beegfs.py ``beegfs_host``)
+through a node request that a node agent answers (experiments.execution.noderequests), as a
+node's worker runs it: a thread beside the test, polling the real database.
+
+What the import makes of the live listings is checked against the daemons themselves, not
+against the parser: the storage targets' capacities against statvfs of their directories, the
+node names against what each daemon was started as (and the management daemon against this
+host's name, which it registers under), the states against the lab's own reading.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+from django.utils import timezone
+
+from experiments.execution import agent, noderequests
+from experiments.execution.noderequests import NodeRequestError, NodeRequests, ask
+from experiments.inventory.live import (
+    LiveError,
+    LiveTarget,
+    LiveTopology,
+    differences,
+    plan_live,
+    read_answer,
+)
+from experiments.inventory.topology import apply_topology
+from experiments.models import Node, NodeRequest, Target, Testbed, TestbedNode, Worker
+from runners import beegfs_topology
+
+pytestmark = pytest.mark.slow
+KIND = NodeRequest.Kind.BEEGFS_TOPOLOGY
+HOST = "mgmt01"  # the beeweb node whose worker reaches the lab's management daemon
+
+
+def worker_row(name: str, node: str) -> Worker:
+    now = timezone.now()
+    return Worker.objects.create(
+        name=name, hostname=node, queues=[f"node.{node}"], started_at=now, last_seen=now
+    )
+
+
+def wait_for(predicate, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def node_agent(beegfs_host, monkeypatch):
+    """The node agent of HOST's worker, as the NodeAgent bootstep starts it (its default
+    jobs), with BEEWEB_BEEGFS_CTL pointing at the lab (the worker's own environment)."""
+    monkeypatch.setenv(beegfs_topology.CTL_VAR, " ".join(beegfs_host.ctl_argv()))
+    started = []
+
+    def start(name: str = HOST, jobs=None) -> agent.Agent:
+        worker_row(f"{name}@{name}", name)
+        one = agent.Agent(f"{name}@{name}", [name], jobs=jobs).start()
+        started.append(one)
+        wait_for(lambda: noderequests.agent_alive(name), "the agent's first poll")
+        return one
+
+    yield start
+    for one in started:
+        one.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_live_plan_is_what_the_daemons_have(beegfs_host, node_agent, alice, profile):
+    node_agent()
+    # A few round trips: the first includes the agent's first look at the table.
+    trips = []
+    for _ in range(3):
+        began = time.monotonic()
+        answer = ask(HOST, KIND, user=alice, timeout=60)
+        trips.append(time.monotonic() - began)
+    assert answer.error == "" and answer.taken_by == f"{HOST}@{HOST}"
+    assert answer.requested_by == alice and answer.round_trip is not None
+    live = read_answer(answer.result)
+    # The fixed listings, with the lab's beegfs-ctl, each answered.
+    rows = answer.result["listings"]
+    assert [r["name"] for r in rows] == [listing.name for listing in beegfs_topology.LISTINGS]
+    assert answer.result["ctl"] == beegfs_host.ctl_argv()
+    for row in rows:
+        assert row["rc"] == 0, row
+    # States as the lab reads them (``--listtargets --state``), lower-cased.
+    assert {t.target_id: t.reachability for t in live.targets.values() if t.kind == "storage"} == {
+        k: v.lower() for k, v in beegfs_host.targets().items()
+    }
+    assert {(t.kind, t.target_id, t.node, t.consistency) for t in live.targets.values()} == {
+        ("metadata", 1, "meta01", "good"),
+        ("storage", 1, "storage01", "good"),
+        ("storage", 2, "storage01", "good"),
+    }
+
+    testbed = Testbed.objects.create(owner=alice, name="live")
+    plan = plan_live(testbed, live)
+    assert not plan.errors and not plan.warnings, (plan.errors, plan.warnings)
+    mgmt_name = socket.gethostname()  # the management daemon registers under its host's name
+    assert {(n.type, n.beegfs_id, n.hostname) for n in plan.nodes.values()} == {
+        ("management", 1, mgmt_name),
+        ("meta", 1, "meta01"),
+        ("storage", 1, "storage01"),
+    }
+    summary = apply_topology(testbed, plan, alice, profile=profile)
+    assert summary.count("created", "target") == 3
+    roles = {
+        m.node.hostname: m.role_names
+        for m in TestbedNode.objects.filter(testbed=testbed).select_related("node")
+    }
+    assert roles == {
+        mgmt_name: ["management"],
+        "meta01": ["metadata"],
+        "storage01": ["storage"],
+    }
+    # Capacities: what the storage daemon reports of its target directories is their file
+    # system's size (BeeGFS prints GiB with one decimal: within 0.05 GiB).
+    for target_id in (1, 2):
+        stored = Target.objects.get(testbed=testbed, kind="storage", target_id=target_id)
+        assert stored.node.hostname == "storage01" and stored.pool.name == "Default"
+        fs = os.statvfs(beegfs_host.base / "data" / f"target{target_id}")
+        size_gb = fs.f_blocks * fs.f_frsize / 1e9
+        assert abs(stored.capacity_gb - size_gb) <= 0.05 * 1.074 + 0.01, (stored, size_gb)
+    meta = Target.objects.get(testbed=testbed, kind="metadata", target_id=1)
+    assert meta.node.hostname == "meta01"
+    # Addresses from --nicdetails; nodes are alice's, with the profile given.
+    assert all(n.address for n in Node.objects.filter(owner=alice, profile=profile))
+    # Stored as read: the running cluster and the testbed agree; a second import changes
+    # nothing.
+    assert differences(testbed, live) == []
+    again = apply_topology(testbed, plan_live(testbed, live), alice)
+    assert again.created == again.updated == 0
+    print(
+        f"\nlive topology round trip {min(trips) * 1000:.0f} ms (best of 3; "
+        f"{', '.join(f'{t * 1000:.0f}' for t in trips)} ms), of which beegfs-ctl "
+        f"{live.seconds * 1000:.0f} ms for {len(rows)} listings"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_drift_names_targets_added_removed_moved_and_not_online(beegfs_host, node_agent, alice):
+    node_agent()
+    live = read_answer(ask(HOST, KIND, timeout=60).result)
+    testbed = Testbed.objects.create(owner=alice, name="drift")
+    apply_topology(testbed, plan_live(testbed, live), alice)
+    assert differences(testbed, live) == []
+    # The stored testbed changes under the live one: target 2 forgotten, metadata target 1
+    # on another node, a storage target 7 that BeeGFS does not have.
+    Target.objects.filter(testbed=testbed, kind="storage", target_id=2).delete()
+    other = Node.objects.create(
+        owner=alice, hostname="meta02", profile=Node.objects.get(hostname="meta01").profile
+    )
+    Target.objects.filter(testbed=testbed, kind="metadata").update(node=other)
+    Target.objects.create(
+        testbed=testbed, kind="storage", target_id=7, node=other, raid_level="none"
+    )
+    TestbedNode.objects.create(testbed=testbed, node=other, storage=True)
+    found = differences(testbed, live)
+    assert found == [
+        "metadata target 1 moved from meta02 to meta01",
+        "storage target 2 on storage01 was added",
+        "storage target 7 (on meta02) is not in the cluster any more",
+        "storage server meta02 is not in the cluster any more",
+    ], found
+    # A target's state as BeeGFS says it.
+    live.targets[("storage", 1)].reachability = "offline"
+    assert "storage target 1 on storage01 is offline" in differences(testbed, live)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_agent_an_old_agent_and_a_failing_beegfs_ctl_say_so(
+    beegfs_host, node_agent, monkeypatch
+):
+    # No worker with an agent serves the node: said at once, not after the timeout.
+    began = time.monotonic()
+    with pytest.raises(NodeRequestError, match="no beeweb worker with a node agent runs on s9"):
+        ask("s9", KIND, timeout=30)
+    assert time.monotonic() - began < 10  # (only against a wait for the timeout)
+    closed = NodeRequest.objects.get(hostname="s9")
+    assert closed.answered_at and "no beeweb worker" in closed.error
+
+    # A worker older than node requests: its agent runs without the job; the wait ends at
+    # the timeout and says the request was not taken, and a later agent never takes it.
+    node_agent("old1", jobs=[agent.CacheDrop()])
+    with pytest.raises(NodeRequestError, match="did not take the request"):
+        ask("old1", KIND, timeout=1.0)
+    request = NodeRequest.objects.get(hostname="old1")
+    NodeRequests(["old1"], "new@old1").tick([])
+    request.refresh_from_db()
+    assert request.taken_at is None and "did not take" in request.error
+
+    # beegfs-ctl missing on the node: BeeGFS's (here the system's) words reach the user.
+    node_agent("bad1")
+    monkeypatch.setenv(beegfs_topology.CTL_VAR, "/nonexistent/beegfs-ctl --cfgFile=/x")
+    answer = ask("bad1", KIND, timeout=60)
+    with pytest.raises(LiveError, match="/nonexistent/beegfs-ctl: not found on this node"):
+        read_answer(answer.result)
+    # A management daemon that does not answer: beegfs-ctl's own complaint, after one listing.
+    monkeypatch.setenv(
+        beegfs_topology.CTL_VAR,
+        f"{beegfs_host.bin_dir / 'beegfs-ctl'} --cfgFile=/nonexistent.conf",
+    )
+    answer = ask("bad1", KIND, timeout=60)
+    assert len(answer.result["listings"]) >= 1
+    with pytest.raises(LiveError, match="beegfs-ctl --listnodes --nodetype=mgmt --nicdetails"):
+        read_answer(answer.result)
+
+    # Parameters are choices the node validates: this kind has none.
+    request = NodeRequest.objects.create(hostname="bad1", kind=KIND, params={"args": "--x"})
+    wait_for(lambda: NodeRequest.objects.get(pk=request.pk).answered_at is not None, "the answer")
+    request.refresh_from_db()
+    assert request.result is None
+    assert request.error == "beegfs-topology takes no parameters (got args)"
+
+
+def test_a_ctl_prefix_is_split_without_a_shell():
+    env = {beegfs_topology.CTL_VAR: "/opt/beegfs/sbin/beegfs-ctl '--cfgFile=/etc/a b.conf'"}
+    assert beegfs_topology.ctl_prefix(env) == [
+        "/opt/beegfs/sbin/beegfs-ctl",
+        "--cfgFile=/etc/a b.conf",
+    ]
+    assert beegfs_topology.ctl_prefix({}) == ["beegfs-ctl"]
+    with pytest.raises(beegfs_topology.CtlConfigError, match="No closing quotation"):
+        beegfs_topology.ctl_prefix({beegfs_topology.CTL_VAR: "beegfs-ctl '"})
+
+
+def test_an_answer_without_listings_is_refused():
+    for bad in (None, {}, {"listings": "x"}, {"listings": []}):
+        with pytest.raises(LiveError):
+            read_answer(bad)
+    # An optional listing (an Enterprise Feature) that fails only warns.
+    ok = {"listings": [], "seconds": 0.1}
+    ok["listings"] = [
+        {"name": "mgmt nodes", "rc": 0, "stdout": "mgmt01 [ID: 1]\n"},
+        {"name": "storage pools", "rc": 1, "stdout": "", "stderr": "not licensed"},
+    ]
+    live = read_answer(ok)
+    assert live.nodes == {"management": {"mgmt01"}}
+    assert live.warnings == ["beegfs-ctl --liststoragepools exited with 1: not licensed"]
+    assert isinstance(live, LiveTopology)
+    assert LiveTarget("storage", 1, "s", "online", "needs-resync").healthy is False
