@@ -15,6 +15,7 @@ import socket
 import time
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from experiments.execution import agent, noderequests
@@ -243,3 +244,173 @@ def test_an_answer_without_listings_is_refused():
     assert live.warnings == ["beegfs-ctl --liststoragepools exited with 1: not licensed"]
     assert isinstance(live, LiveTopology)
     assert LiveTarget("storage", 1, "s", "online", "needs-resync").healthy is False
+
+
+# --- the pages and the API ------------------------------------------------------------------
+
+
+@pytest.fixture
+def mgmt_node(alice, profile):
+    """alice's node whose worker reaches the lab's management daemon."""
+    return Node.objects.create(owner=alice, hostname=HOST, profile=profile)
+
+
+def live_url(testbed: Testbed) -> str:
+    return reverse("experiments:testbed_topology_live", args=[testbed.uuid])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_import_from_the_live_cluster_preview_then_save(
+    beegfs_host, node_agent, alice, alice_client, mgmt_node
+):
+    node_agent()
+    testbed = Testbed.objects.create(owner=alice, name="fresh")
+    page = alice_client.get(testbed.get_absolute_url()).content.decode()
+    assert 'id="topology-live"' in page and "Import from the live cluster" in page
+    page = alice_client.get(live_url(testbed)).content.decode()
+    assert "Read the live cluster" in page and f">{HOST}</option>" in page
+    response = alice_client.post(live_url(testbed), {"action": "preview", "node": mgmt_node.uuid})
+    page = response.content.decode()
+    assert response.status_code == 200, page
+    # The preview: the live states, the paste import's change table, nothing saved yet.
+    assert 'id="live-targets"' in page and "storage 2" in page and "online" in page
+    assert 'id="topology-changes"' in page and "Nothing is saved yet" in page
+    assert not Target.objects.filter(testbed=testbed).exists()
+    answer = NodeRequest.objects.get(hostname=HOST)
+    assert f'value="{answer.uuid}"' in page
+    saved = alice_client.post(
+        live_url(testbed), {"action": "save", "node": mgmt_node.uuid, "answer": answer.uuid}
+    )
+    assert saved.status_code == 302 and saved["Location"] == testbed.get_absolute_url()
+    testbed.refresh_from_db()
+    assert testbed.live_node == mgmt_node and testbed.live_imported_at is not None
+    assert set(
+        Target.objects.filter(testbed=testbed).values_list("kind", "target_id", "node__hostname")
+    ) == {("metadata", 1, "meta01"), ("storage", 1, "storage01"), ("storage", 2, "storage01")}
+    page = alice_client.get(testbed.get_absolute_url()).content.decode()
+    assert "Refresh from the live cluster" in page and f"read by {HOST}" in page
+    # The paste page offers the live import too.
+    page = alice_client.get(
+        reverse("experiments:testbed_topology_import", args=[testbed.uuid])
+    ).content.decode()
+    assert 'id="live-link"' in page and "Refresh from the live cluster" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_who_may_ask_which_node_and_bad_input(
+    beegfs_host, node_agent, alice, bob, alice_client, bob_client, mgmt_node, profile
+):
+    from django.test import Client
+
+    testbed = Testbed.objects.create(owner=alice, name="alice-live")
+    url = live_url(testbed)
+    # Anonymous: to the sign-in page.
+    anonymous = Client()
+    for response in (anonymous.get(url), anonymous.post(url, {"node": mgmt_node.uuid})):
+        assert response.status_code == 302 and "/login" in response["Location"]
+    # bob may not change alice's testbed, so may not ask for it.
+    assert bob_client.get(url).status_code == 403
+    assert bob_client.post(url, {"action": "preview", "node": mgmt_node.uuid}).status_code == 403
+    # Nor may bob ask alice's node (not shared) for his own testbed: not offered, refused.
+    bobs = Testbed.objects.create(owner=bob, name="bob-live")
+    assert f">{HOST}<" not in bob_client.get(live_url(bobs)).content.decode()
+    response = bob_client.post(live_url(bobs), {"action": "preview", "node": mgmt_node.uuid})
+    assert response.status_code == 403
+    assert not NodeRequest.objects.exists()  # nothing was asked of the node
+    # Bad input: 400 / 404, never a 500, nothing asked.
+    for data, code in (
+        ({"action": "preview"}, 400),
+        ({"action": "preview", "node": "not-a-uuid"}, 400),
+        ({"action": "preview", "node": "00000000-0000-0000-0000-000000000000"}, 404),
+        ({"action": "preview", "node": mgmt_node.uuid, "profile": "x"}, 400),
+    ):
+        assert alice_client.post(url, data).status_code == code, data
+    assert not NodeRequest.objects.exists()
+    # A save with no, or someone else's, answer: back to the form, nothing saved.
+    for answer in ("", "00000000-0000-0000-0000-000000000000"):
+        response = alice_client.post(
+            url, {"action": "save", "node": mgmt_node.uuid, "answer": answer}, follow=True
+        )
+        assert "gone or too old" in response.content.decode()
+    bob_answer = NodeRequest.objects.create(
+        hostname=HOST, kind=KIND, requested_by=bob, answered_at=timezone.now(), result={}
+    )
+    response = alice_client.post(
+        url, {"action": "save", "node": mgmt_node.uuid, "answer": bob_answer.uuid}, follow=True
+    )
+    assert "gone or too old" in response.content.decode()
+    assert not Target.objects.filter(testbed=testbed).exists()
+    # A node without a worker: the page says so, at once.
+    offline = Node.objects.create(owner=alice, hostname="offline1", profile=profile)
+    page = alice_client.post(url, {"action": "preview", "node": offline.uuid}).content.decode()
+    assert "no beeweb worker with a node agent runs on offline1" in page
+
+
+def launch_url(matrix) -> str:
+    return reverse("experiments:matrix_launch", args=[matrix.uuid])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_launch_on_a_drifted_testbed_asks_and_records_launch_anyway(
+    beegfs_host, node_agent, alice, alice_client, mgmt_node, tmp_path
+):
+    from rest_framework.test import APIClient
+
+    from experiments.models import Matrix
+
+    mgmt_agent = node_agent()
+    testbed = Testbed.objects.create(owner=alice, name="live-bench", benchmark_dir=str(tmp_path))
+    live = read_answer(ask(HOST, KIND, timeout=60).result)
+    apply_topology(testbed, plan_live(testbed, live), alice)
+    TestbedNode.objects.create(testbed=testbed, node=mgmt_node, client=True)
+    Testbed.objects.filter(pk=testbed.pk).update(live_node=mgmt_node)
+    matrix = Matrix.objects.create(
+        owner=alice, name="dd", tool="dd", fixed_params={"bs": "64k", "count": 4}
+    )
+    matrix.testbeds.set([testbed])
+    # As stored: the launch goes ahead without a question.
+    response = alice_client.post(launch_url(matrix))
+    assert response.status_code == 302 and matrix.runs.exists()
+    matrix.refresh_from_db()
+    assert matrix.topology_overrides == []
+    matrix.runs.all().delete()
+    Matrix.objects.filter(pk=matrix.pk).update(launched_at=None)
+
+    # The stored testbed lost target 2: the launch page names the difference and asks.
+    Target.objects.filter(testbed=testbed, kind="storage", target_id=2).delete()
+    response = alice_client.post(launch_url(matrix))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "storage target 2 on storage01 was added" in page and 'id="launch-anyway"' in page
+    assert not matrix.runs.exists()
+    # The API refuses with 409 and the differences, unless told to override.
+    api = APIClient()
+    api.force_authenticate(alice)
+    api_url = f"/api/matrices/{matrix.uuid}/launch/"
+    refused = api.post(api_url, {}, format="json")
+    assert refused.status_code == 409, refused.content
+    added = ["storage target 2 on storage01 was added"]
+    assert refused.json()["testbeds"][0]["differences"] == added
+    assert api.post(api_url, {"override_topology": "yes"}, format="json").status_code == 400
+    assert not matrix.runs.exists()
+    # Launch anyway: launched, and the matrix records who, when and what differed.
+    response = alice_client.post(launch_url(matrix), {"anyway": "1"})
+    assert response.status_code == 302 and matrix.runs.exists()
+    matrix.refresh_from_db()
+    (entry,) = matrix.topology_overrides
+    assert entry["by"] == "alice"
+    assert entry["testbeds"][0]["differences"] == added
+    page = alice_client.get(matrix.get_absolute_url()).content.decode()
+    assert 'id="topology-overrides"' in page and "launched anyway by alice" in page
+    ok = api.post(api_url, {"override_topology": True}, format="json")
+    assert ok.status_code == 200, ok.content
+    matrix.refresh_from_db()
+    assert len(matrix.topology_overrides) == 2
+
+    # The live node's worker is gone: the page says the node could not be asked, and the
+    # user may still launch.
+    mgmt_agent.stop()
+    Worker.objects.filter(name=f"{HOST}@{HOST}").update(agent_seen=None)
+    page = alice_client.post(launch_url(matrix)).content.decode()
+    assert f"{HOST} could not tell its live topology: no beeweb worker" in page
+    assert 'id="launch-anyway"' in page
