@@ -11,6 +11,7 @@ launch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,9 @@ from runners.parsers import beegfs
 from runners.parsers.base import ParseError
 
 KIND_OF = {"meta": "metadata", "storage": "storage"}
+# beegfs-ctl --listtargets --spaceinfo asks every server itself; one that does not answer is
+# named on stderr (and its targets' sizes printed as 0), the exit status 3.
+_SERVER_ERROR_RE = re.compile(r"\[ERROR from beegfs-(storage|meta) (\S+) \[ID: (\d+)\]: ([^\]]+)\]")
 ROLE_OF = {"meta": "metadata", "storage": "storage", "management": "management"}
 EMPTY_MARKERS = ("No mirror buddy groups defined",)
 
@@ -37,10 +41,11 @@ class LiveTarget:
     reachability: str  # lower case: "online", "probably-offline", "offline"
     consistency: str  # "good", "needs-resync", "bad"
     capacity_gb: float | None = None
+    error: str = ""  # its server did not answer beegfs-ctl ("Communication error")
 
     @property
     def healthy(self) -> bool:
-        return self.reachability == "online" and self.consistency in ("good", "")
+        return self.reachability == "online" and self.consistency in ("good", "") and not self.error
 
 
 @dataclass
@@ -52,6 +57,7 @@ class LiveTopology:
     targets: dict[tuple[str, int], LiveTarget] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     seconds: float | None = None
+    silent: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, name) -> error
 
 
 def _listing_problem(listing: beegfs_topology.Listing, row: dict[str, Any]) -> str:
@@ -77,14 +83,19 @@ def read_answer(result: dict[str, Any] | None) -> LiveTopology:
             continue  # a listing this server does not know: a newer worker's
         seen.add(listing.name)
         stdout = row.get("stdout") or ""
-        if row.get("rc") != 0:
+        # Servers that did not answer: their targets' rows stay (states from the management
+        # daemon), without the sizes beegfs-ctl could not get.
+        silent = {
+            (m.group(1), m.group(2)): m.group(4).strip()
+            for m in _SERVER_ERROR_RE.finditer(row.get("stderr") or "")
+        }
+        if row.get("rc") != 0 and not (silent and stdout.strip()):
             if listing.optional:
                 live.warnings.append(_listing_problem(listing, row))
                 continue
             raise LiveError(_listing_problem(listing, row))
         if not stdout.strip() or any(m in stdout for m in EMPTY_MARKERS):
             continue
-        live.items.append((listing.command, stdout, listing.node_type))
         try:
             topo = beegfs.parse(stdout, node_type=listing.node_type).extra["topology"]
         except ParseError as exc:
@@ -92,6 +103,15 @@ def read_answer(result: dict[str, Any] | None) -> LiveTopology:
                 live.warnings.append(f"{listing.command}: {exc}")
                 continue
             raise LiveError(f"{listing.command}: {exc}") from None
+        for (node_type, name), message in sorted(silent.items()):
+            live.warnings.append(
+                f"{node_type} server {name} did not answer beegfs-ctl ({message}): its "
+                "targets' sizes are unknown"
+            )
+        live.items.append((listing.command, stdout, listing.node_type))
+        for target in topo["targets"]:
+            if (target.get("type") or listing.node_type, target.get("node_name")) in silent:
+                target["total_bytes"] = None
         for node in topo["nodes"]:
             if node.get("type") and node.get("name"):
                 live.nodes.setdefault(node["type"], set()).add(node["name"])
@@ -100,6 +120,7 @@ def read_answer(result: dict[str, Any] | None) -> LiveTopology:
             if node_type not in KIND_OF:
                 continue
             total = row_target.get("total_bytes")
+            error = silent.get((node_type, row_target.get("node_name")), "")
             live.targets[(KIND_OF[node_type], row_target["id"])] = LiveTarget(
                 kind=KIND_OF[node_type],
                 target_id=row_target["id"],
@@ -107,7 +128,9 @@ def read_answer(result: dict[str, Any] | None) -> LiveTopology:
                 reachability=row_target.get("reachability") or "",
                 consistency=row_target.get("consistency") or "",
                 capacity_gb=round(total / 1e9, 2) if total is not None else None,
+                error=error,
             )
+        live.silent.update(silent)
     missing = [
         listing.command for listing in beegfs_topology.LISTINGS[:1] if listing.name not in seen
     ]
@@ -125,6 +148,10 @@ def plan_live(testbed: Testbed, live: LiveTopology) -> TopologyPlan:
         [(text, node_type) for _, text, node_type in live.items],
         labels=[label for label, _, _ in live.items],
     )
+    for key, target in plan.targets.items():
+        known = live.targets.get(key)
+        if known is not None and known.error:
+            target.capacity_gb = None  # beegfs-ctl printed 0 for a server it could not ask
     plan.warnings.extend(live.warnings)
     return plan
 
@@ -159,6 +186,8 @@ def differences(testbed: Testbed, live: LiveTopology) -> list[str]:
             state = target.reachability or "unknown"
             if target.consistency not in ("good", ""):
                 state += f", {target.consistency}"
+            if target.error:
+                state += f", and its server does not answer ({target.error})"
             found.append(f"{target.kind} target {target.target_id}{where} is {state}")
     for key in sorted(set(stored) - set(live.targets), key=lambda k: (k[0] != "metadata", k[1])):
         mine = stored[key]

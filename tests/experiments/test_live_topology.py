@@ -414,3 +414,47 @@ def test_a_launch_on_a_drifted_testbed_asks_and_records_launch_anyway(
     page = alice_client.post(launch_url(matrix)).content.decode()
     assert f"{HOST} could not tell its live topology: no beeweb worker" in page
     assert 'id="launch-anyway"' in page
+
+
+SILENT_TARGETS = """\
+TargetID     Reachability  Consistency        Total         Free    %      ITotal       IFree    %   NodeID
+========     ============  ===========        =====         ====    =      ======       =====    =   ======
+       1           Online         Good       0.0GiB       0.0GiB   0%        0.0M        0.0M   0%   beegfs-storage storage01 [ID: 1]
+       2           Online         Good     252.0GiB     228.3GiB  91%       16.8M       16.1M  96%   beegfs-storage storage02 [ID: 2]
+"""  # noqa: E501 - beegfs-ctl 7.4.7 a second after storage01's daemon was killed (exit 3)
+
+
+@pytest.mark.django_db
+def test_a_server_that_does_not_answer_keeps_its_targets_without_sizes(alice):
+    answer = {
+        "listings": [
+            {"name": "mgmt nodes", "rc": 0, "stdout": "mgmt01 [ID: 1]\n"},
+            {
+                "name": "storage targets",
+                "rc": 3,
+                "stdout": SILENT_TARGETS,
+                "stderr": "[ERROR from beegfs-storage storage01 [ID: 1]: Communication error]\n",
+            },
+        ]
+    }
+    live = read_answer(answer)
+    assert live.targets[("storage", 1)].error == "Communication error"
+    assert not live.targets[("storage", 1)].healthy and live.targets[("storage", 2)].healthy
+    assert live.warnings == [
+        "storage server storage01 did not answer beegfs-ctl (Communication error): its "
+        "targets' sizes are unknown"
+    ]
+    testbed = Testbed.objects.create(owner=alice, name="silent")
+    plan = plan_live(testbed, live)
+    # The 0.0GiB printed for the silent server is no capacity.
+    assert plan.targets[("storage", 1)].capacity_gb is None
+    assert plan.targets[("storage", 2)].capacity_gb == 270.58
+    apply_topology(testbed, plan, alice)
+    assert differences(testbed, live) == [
+        "storage target 1 on storage01 is online, and its server does not answer "
+        "(Communication error)"
+    ]
+    # Without a table, a failed listing is the node's answer: BeeGFS's words.
+    answer["listings"][1]["stdout"] = ""
+    with pytest.raises(LiveError, match="exited with 3: .ERROR from beegfs-storage storage01"):
+        read_answer(answer)
