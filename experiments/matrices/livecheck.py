@@ -14,12 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from experiments.execution.noderequests import NodeRequestError, ask
 from experiments.inventory.live import LiveError, differences, read_answer
 from experiments.matrices.launching import node_problem
-from experiments.models import Matrix, NodeRequest, Testbed
+from experiments.models import Matrix, Node, NodeRequest, Testbed, TestbedNode
 
 
 @dataclass
@@ -44,6 +45,33 @@ class LiveCheck:
             "differences": self.differences,
             "problem": self.problem,
         }
+
+
+def live_node_choices(testbed: Testbed) -> list[Node]:
+    """The nodes whose worker may be asked for this testbed's live topology: its members and
+    the other nodes a run of it may use (its owner's, and shared ones; ``node_problem``),
+    ordered with the likely management node first."""
+    candidates = (
+        Node.objects.filter(published=False, owner__isnull=False)
+        .filter(Q(owner_id=testbed.owner_id) | Q(shared=True) | Q(memberships__testbed=testbed))
+        .select_related("owner")
+        .distinct()
+    )
+    roles = {
+        m.node_id: m for m in TestbedNode.objects.filter(testbed=testbed).select_related("node")
+    }
+
+    def rank(node: Node) -> tuple:
+        member = roles.get(node.pk)
+        return (
+            node.pk != testbed.live_node_id,
+            not (member and member.management),
+            not (member and member.metadata),
+            member is None,
+            node.hostname,
+        )
+
+    return sorted((n for n in candidates if node_problem(testbed, n) is None), key=rank)
 
 
 def check_testbed(testbed: Testbed, user, timeout: float | None = None) -> LiveCheck | None:

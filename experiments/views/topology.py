@@ -9,7 +9,6 @@ from uuid import UUID
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import BadRequest, PermissionDenied
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -20,7 +19,8 @@ from experiments.forms import TopologyImportForm, visible
 from experiments.inventory.live import LiveError, differences, plan_live, read_answer
 from experiments.inventory.topology import apply_topology, plan_topology
 from experiments.matrices.launching import node_problem
-from experiments.models import HardwareProfile, Node, NodeRequest, Testbed, TestbedNode
+from experiments.matrices.livecheck import live_node_choices
+from experiments.models import HardwareProfile, Node, NodeRequest, Testbed
 from experiments.shared.utils import is_uuid
 from experiments.views.common import get_for_user
 
@@ -98,33 +98,6 @@ def _save(request: HttpRequest, testbed: Testbed) -> HttpResponse:
 LIVE_TEMPLATE = "experiments/testbed_topology_live.html"
 # A preview's answer may be saved for this long; later, the cluster is asked again.
 LIVE_ANSWER_TTL = timedelta(hours=1)
-
-
-def live_node_choices(testbed: Testbed) -> list[Node]:
-    """The nodes whose worker may be asked for this testbed's live topology: its members and
-    the other nodes a run of it may use (its owner's, and shared ones; ``node_problem``),
-    ordered with the likely management node first."""
-    candidates = (
-        Node.objects.filter(published=False, owner__isnull=False)
-        .filter(Q(owner_id=testbed.owner_id) | Q(shared=True) | Q(memberships__testbed=testbed))
-        .select_related("owner")
-        .distinct()
-    )
-    roles = {
-        m.node_id: m for m in TestbedNode.objects.filter(testbed=testbed).select_related("node")
-    }
-
-    def rank(node: Node) -> tuple:
-        member = roles.get(node.pk)
-        return (
-            node.pk != testbed.live_node_id,
-            not (member and member.management),
-            not (member and member.metadata),
-            member is None,
-            node.hostname,
-        )
-
-    return sorted((n for n in candidates if node_problem(testbed, n) is None), key=rank)
 
 
 def _live_context(testbed: Testbed, user, **extra) -> dict:

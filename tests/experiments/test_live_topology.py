@@ -458,3 +458,47 @@ def test_a_server_that_does_not_answer_keeps_its_targets_without_sizes(alice):
     answer["listings"][1]["stdout"] = ""
     with pytest.raises(LiveError, match="exited with 3: .ERROR from beegfs-storage storage01"):
         read_answer(answer)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_api_reads_previews_and_saves_the_live_topology(
+    beegfs_host, node_agent, alice, bob, mgmt_node, profile
+):
+    from rest_framework.test import APIClient
+
+    node_agent()
+    testbed = Testbed.objects.create(owner=alice, name="api-live")
+    url = f"/api/testbeds/{testbed.uuid}/live-topology/"
+    api = APIClient()
+    assert api.post(url, {}, format="json").status_code in (401, 403)  # anonymous
+    api.force_authenticate(bob)
+    assert api.post(url, {"node": str(mgmt_node.uuid)}, format="json").status_code == 403
+    api.force_authenticate(alice)
+    for body in ({"node": "x"}, {"node": 3}, {"save": "yes"}, {"profile": "nope"}):
+        response = api.post(url, body, format="json")
+        assert response.status_code == 400, (body, response.content)
+    offline = Node.objects.create(owner=alice, hostname="offline2", profile=profile)
+    response = api.post(url, {"node": str(offline.uuid)}, format="json")
+    assert response.status_code == 503
+    assert "no beeweb worker with a node agent runs on offline2" in response.json()["detail"]
+    # Preview, then save.
+    preview = api.post(url, {"node": str(mgmt_node.uuid)}, format="json")
+    assert preview.status_code == 200, preview.content
+    body = preview.json()
+    assert body["saved"] is False and body["node"] == HOST
+    assert {(t["kind"], t["target_id"], t["reachability"]) for t in body["targets"]} == {
+        ("metadata", 1, "online"),
+        ("storage", 1, "online"),
+        ("storage", 2, "online"),
+    }
+    assert {c["action"] for c in body["changes"] if c["model"] == "target"} == {"created"}
+    assert not Target.objects.filter(testbed=testbed).exists()
+    saved = api.post(url, {"node": str(mgmt_node.uuid), "save": True}, format="json").json()
+    assert saved["saved"] is True
+    assert Target.objects.filter(testbed=testbed).count() == 3
+    shown = api.get(f"/api/testbeds/{testbed.uuid}/").json()
+    assert shown["live_node"] == HOST and shown["live_imported_at"]
+    # Asked again without a node: the testbed's live node; nothing differs, nothing changes.
+    again = api.post(url, {}, format="json").json()
+    assert again["node"] == HOST and again["differences"] == []
+    assert {c["action"] for c in again["changes"]} == {"unchanged"}
