@@ -167,7 +167,10 @@ def testbed_topology_live(request: HttpRequest, uuid: UUID) -> HttpResponse:
         live=live,
         plan=plan,
         summary=apply_topology(testbed, plan, request.user, profile=profile, dry_run=True),
-        drift=differences(testbed, live),
+        # A first import has nothing to differ from: every row would read "added".
+        drift=differences(testbed, live)
+        if testbed.targets.filter(target_id__isnull=False).exists()
+        else [],
     )
     return render(request, LIVE_TEMPLATE, context)
 
