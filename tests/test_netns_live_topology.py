@@ -52,13 +52,21 @@ JOIN experiments_node n ON n.id = m.node_id ORDER BY 1
 
 
 def faster_offline(lab, netns: str) -> None:
-    """The management daemon's target-offline timeout at its minimum (30 s: targets are
-    Probably-offline after half of it) instead of 180 s, so a dead server shows within the
-    test's patience; restarted in its namespace, then every target Online again."""
-    conf = lab.conf("mgmtd")
-    conf.write_text(conf.read_text() + "sysTargetOfflineTimeoutSecs = 30\n")
-    subprocess.run(lab.restart_argv("mgmtd"), check=True, capture_output=True, timeout=60)
+    """Every daemon's target-offline timeout at its minimum (30 s: the management daemon
+    takes a target for Probably-offline after half of it) instead of 180 s, so a dead server
+    shows within the test's patience. BeeGFS wants one value on all its servers (they report
+    their targets' states every sixth of it): each daemon is restarted in its namespace with
+    it, then every target is Online again."""
+    for name in ("mgmtd", "meta-node1", "storage-node2", "storage-node3"):
+        conf = lab.conf(name)
+        conf.write_text(conf.read_text() + "sysTargetOfflineTimeoutSecs = 30\n")
+        subprocess.run(lab.restart_argv(name), check=True, capture_output=True, timeout=60)
     lab.wait_online(4, netns=netns)
+    assert wait_for(
+        lambda: "Online" in lab.ctl("--listtargets", "--nodetype=meta", "--state", netns=netns),
+        90,
+        0.5,
+    )
 
 
 def test_import_from_the_live_cluster_then_a_dead_server_stops_the_launch(
@@ -145,8 +153,9 @@ def test_import_from_the_live_cluster_then_a_dead_server_stops_the_launch(
         code, page, _ = stack.call("post", "alice", launch, {})
         assert code == 200 and 'id="launch-anyway"' in page, page[-2000:]
         for target in node3_targets:
-            assert f"storage target {target} on node3 is " in page, page[-3000:]
-        assert "its server does not answer (Communication error)" in page
+            assert f"storage target {target} on node3 does not answer (Communication error; " in (
+                page
+            ), page[-3000:]
         # Then the management daemon notices (Probably-offline after half its timeout).
         assert wait_for(
             lambda: all(lab.targets(netns=node1.netns).get(t) != "Online" for t in node3_targets),
@@ -157,9 +166,11 @@ def test_import_from_the_live_cluster_then_a_dead_server_stops_the_launch(
         code, page, _ = stack.call("post", "alice", launch, {})
         assert code == 200, page[-2000:]
         for target in node3_targets:
-            assert re.search(rf"storage target {target} on node3 is (probably-)?offline", page), (
-                page[-3000:]
-            )
+            assert re.search(
+                rf"storage target {target} on node3 (is|does not answer \(.*?says) "
+                "(probably-)?offline",
+                page,
+            ), page[-3000:]
         assert 'id="launch-anyway"' in page and "Launch anyway" in page
         runs = stack.sql("SELECT count(*) FROM experiments_run")[0][0]
         # Launch anyway: the matrix records it.
@@ -174,7 +185,7 @@ def test_import_from_the_live_cluster_then_a_dead_server_stops_the_launch(
         print(
             f"\nlive import via node1's agent: round trip {float(trip) * 1000:.0f} ms; "
             f"cluster and import {imported:.1f} s; the management daemon saw node3 die "
-            f"after {noticed:.1f} s (sysTargetOfflineTimeoutSecs = 30)"
+            f"after {noticed:.1f} s (sysTargetOfflineTimeoutSecs = 30 on every daemon)"
         )
     finally:
         stack.close()

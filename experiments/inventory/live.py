@@ -186,9 +186,13 @@ def differences(testbed: Testbed, live: LiveTopology) -> list[str]:
             state = target.reachability or "unknown"
             if target.consistency not in ("good", ""):
                 state += f", {target.consistency}"
+            label = f"{target.kind} target {target.target_id}{where}"
             if target.error:
-                state += f", and its server does not answer ({target.error})"
-            found.append(f"{target.kind} target {target.target_id}{where} is {state}")
+                found.append(
+                    f"{label} does not answer ({target.error}; the management daemon says {state})"
+                )
+            else:
+                found.append(f"{label} is {state}")
     for key in sorted(set(stored) - set(live.targets), key=lambda k: (k[0] != "metadata", k[1])):
         mine = stored[key]
         where = f" (on {mine.node.hostname})" if mine.node_id else ""

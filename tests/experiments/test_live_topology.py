@@ -451,8 +451,8 @@ def test_a_server_that_does_not_answer_keeps_its_targets_without_sizes(alice):
     assert plan.targets[("storage", 2)].capacity_gb == 270.58
     apply_topology(testbed, plan, alice)
     assert differences(testbed, live) == [
-        "storage target 1 on storage01 is online, and its server does not answer "
-        "(Communication error)"
+        "storage target 1 on storage01 does not answer (Communication error; the management "
+        "daemon says online)"
     ]
     # Without a table, a failed listing is the node's answer: BeeGFS's words.
     answer["listings"][1]["stdout"] = ""
