@@ -37,10 +37,15 @@ class LaunchSpec:
     drop_caches: bool = False
     apply_tuning: bool = False
     tuning: dict[str, Any] = field(default_factory=dict)  # "scope.key" -> value, this cell's
+    # BeeGFS target ids of the run's target (StorageBench on one target benchmarks them).
+    target_ids: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["hosts"] = [[h.name, h.address] for h in self.hosts]
+        data["target_ids"] = list(self.target_ids)
+        if not self.target_ids:
+            del data["target_ids"]  # the usual case: no key, as before there was one
         return data
 
     @classmethod
@@ -61,6 +66,7 @@ class LaunchSpec:
             hosts = tuple(Host(name=str(n), address=str(a)) for n, a in launch.get("hosts") or [])
             timeout = launch.get("timeout_s")
             tuning = launch.get("tuning") or {}
+            target_ids = tuple(int(t) for t in launch.get("target_ids") or ())
             if not isinstance(tuning, dict):
                 raise LaunchError("tuning is not a mapping of scope.key to value")
             return cls(
@@ -76,6 +82,7 @@ class LaunchSpec:
                 drop_caches=bool(launch.get("drop_caches")),
                 apply_tuning=bool(launch.get("apply_tuning")),
                 tuning=dict(tuning),
+                target_ids=target_ids,
             )
         except LaunchError:
             raise
@@ -94,6 +101,7 @@ class LaunchSpec:
             hosts=self.hosts,
             tasks_per_node=self.tasks_per_node,
             slurm_job=slurm_job,
+            target_ids=self.target_ids,
         )
 
 

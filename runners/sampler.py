@@ -21,13 +21,14 @@ rounded to what a chart or a verdict can use (fractions to 0.001, bytes and byte
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from runners import beegfs_stats
 
 FORMAT = "beeweb-telemetry/1"
 SECTOR = 512
@@ -169,17 +170,6 @@ def node_layout() -> Layout:
     unavailable = {}
     if not ib:
         unavailable["infiniband"] = f"no ports under {IB_ROOT}"
-    if shutil.which("beegfs-ctl") is None and shutil.which("beegfs") is None:
-        unavailable["beegfs"] = (
-            "neither beegfs-ctl (BeeGFS 7) nor beegfs (BeeGFS 8) is installed on this node"
-        )
-    else:
-        # No published output of these commands was found to build and test a parser
-        # against (docs/telemetry.md): beeweb does not guess at their format.
-        unavailable["beegfs"] = (
-            "BeeGFS per-server statistics (beegfs-ctl --serverstats, beegfs stats server) "
-            "are not sampled by beeweb"
-        )
     _layout = Layout(
         disks=_whole_disks(read_diskstats(_read("/proc/diskstats"))),
         interfaces=list(read_netdev(_read("/proc/net/dev"))),
@@ -294,7 +284,9 @@ class Sampler:
     the result and named in ``meta.idle``). ``watch_pid`` adds the CPU of that process's
     descendants started after the sampler (the tool under the executor): ``tool_cpu`` in
     cores, and for the busiest single process ``tool_cpu_top`` (running) and
-    ``tool_cpu_wait`` (runnable, waiting for a CPU), as fractions of one core."""
+    ``tool_cpu_wait`` (runnable, waiting for a CPU), as fractions of one core. ``beegfs``
+    adds the per-second statistics of the BeeGFS storage and metadata daemons running on this
+    node (``beegfs_*:<service>``, runners.beegfs_stats): what a node's agent asks for."""
 
     def __init__(
         self,
@@ -302,6 +294,7 @@ class Sampler:
         devices: list[str] | None = None,
         interfaces: list[str] | None = None,
         watch_pid: int | None = None,
+        beegfs: bool = False,
     ):
         if interval <= 0:
             raise ValueError("interval must be positive")
@@ -322,6 +315,10 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._top_comms: list[str] = []
+        # The BeeGFS daemons of this node (runners.beegfs_stats), started after the first
+        # reading; the executor's sampler (a client) does not look for them.
+        self._beegfs_wanted = beegfs
+        self.beegfs: beegfs_stats.Source | None = None
 
     # --- one reading ---------------------------------------------------------------------
 
@@ -353,6 +350,8 @@ class Sampler:
     def sample(self) -> None:
         """Take one reading; from the second on, append one value to every series."""
         cpu_before = time.thread_time()
+        if self.beegfs is not None:
+            self.beegfs.drain()  # keeps beegfs-ctl's pipe from filling: it would stall it
         cur = self._reading()
         prev, self._prev = self._prev, cur
         if prev is None:
@@ -424,6 +423,8 @@ class Sampler:
         to ``keep_sampling`` (a block that may end before its first interval does not
         start one: each thread costs its creator two wake-ups, dear on a loaded node)."""
         self.sample()
+        if self._beegfs_wanted:
+            self.beegfs = beegfs_stats.Source().start()
         if thread:
             self.keep_sampling()
         return self
@@ -456,6 +457,12 @@ class Sampler:
             not self.t or time.monotonic() - self._prev["now"] >= MIN_LAST_INTERVAL
         ):
             self.sample()
+        if self.beegfs is not None:
+            try:
+                self.beegfs.stop()
+            except Exception as exc:  # the node's own series are kept whatever BeeGFS did
+                self.beegfs.services = []
+                self.beegfs.unavailable["beegfs"] = f"BeeGFS statistics failed: {exc}"
         return self.document()
 
     def document(self) -> dict[str, Any]:
@@ -468,15 +475,23 @@ class Sampler:
                 continue
             series[name] = values
         quiet = sorted({n.partition(":")[2] for n in idle} - {n.partition(":")[2] for n in series})
+        unavailable = dict(self.unavailable)
+        if self.beegfs is not None and self.started_at is not None:
+            # The daemons' own statistics: zeros are values here (an idle daemon), never
+            # left out as idle devices are.
+            series.update(self.beegfs.series(self.started_at.timestamp(), self.t, sig4))
+            unavailable.update(self.beegfs.unavailable)
         meta: dict[str, Any] = {
             "cores": sum(1 for n in self.series if n.startswith("cpu_busy:")),
             "nic_speed_mbps": _nic_speeds(
                 sorted({n.partition(":")[2] for n in series if n.startswith("net_")})
             ),
             "idle": quiet,
-            "unavailable": self.unavailable,
+            "unavailable": unavailable,
             "sampler_cpu_s": round(self.cpu_seconds, 4),
         }
+        if self.beegfs is not None and self.beegfs.services:
+            meta["beegfs"] = self.beegfs.meta()
         if self.procs is not None:
             comms = [c for c in self._top_comms if c]
             if comms:

@@ -170,8 +170,10 @@ def _attr_order(attr: tuple[str, str]) -> tuple:
 # testbeds). Anything else is a confounder: named, and no difference is claimed across it.
 
 # Parameters that describe the bookkeeping of a run, not what it measured: IOzone's list of
-# the tests one invocation ran (its write phase is the same whether a read test follows).
-NOT_CONFIGURATION = frozenset({"ops"})
+# the tests one invocation ran (its write phase is the same whether a read test follows), and
+# a matrix's ``target`` axis value, the name of the run's target (the "target" attribute
+# already: as a parameter it would count the same difference twice).
+NOT_CONFIGURATION = frozenset({"ops", "target"})
 NOT_STATED = "not stated"
 
 

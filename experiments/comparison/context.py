@@ -34,6 +34,7 @@ class Context:
     tunings: dict[int, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     links: dict[int, Any] | None = None  # limits.measured_links, read when first needed
+    benched: dict[int, Any] | None = None  # limits.measured_targets, read when first needed
     machines: dict[int, str] = field(default_factory=dict)  # testbed id -> hardware()
     facts: dict[tuple, dict] = field(default_factory=dict)  # comparability.facts, in parts
 
@@ -83,6 +84,16 @@ class Context:
 
             self.links = measured_links(self.testbeds.values())
         return self.links
+
+    @property
+    def bench(self) -> dict[int, Any]:
+        """The testbeds' StorageBench ceilings per target
+        (experiments.inventory.limits.measured_targets), one query on first use."""
+        if self.benched is None:
+            from experiments.inventory.limits import measured_targets
+
+            self.benched = measured_targets(self.testbeds.values())
+        return self.benched
 
     def testbed_names(self, metric: str, points: list[Point]) -> list[str]:
         """Names of the testbeds whose runs a metric's points hold (for exported images)."""

@@ -25,7 +25,7 @@ def scope_limits(ctx, scope):
             pk = testbed.pk
             members, targets = ctx.members[pk], ctx.targets[pk]
             ctx.limits[key] = compute_scope_limits(
-                scope, testbed, members, targets, target, ctx.measured.get(pk)
+                scope, testbed, members, targets, target, ctx.measured.get(pk), ctx.bench.get(pk)
             )
     return ctx.limits[key]
 

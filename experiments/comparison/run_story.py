@@ -59,8 +59,8 @@ def _visible(series: list[tuple[str, str, list]]) -> list[tuple[str, str, list]]
 
 def _panels(docs: list[dict], xs: dict[str, list]) -> list[dict[str, Any]]:
     """Panels in order: the tool's throughput (and latency), then per node CPU, disk
-    utilisation, disk throughput, network throughput, memory. Each: title, y title, traces
-    (name, key of its time array in ``xs``, values)."""
+    utilisation, disk throughput, network throughput, its BeeGFS daemons, memory. Each: title,
+    y title, traces (name, key of its time array in ``xs``, values)."""
     origin = bottleneck._origin(docs)
     panels: list[dict[str, Any]] = []
     tool_traces, lat_traces, rate_traces = [], [], []
@@ -131,6 +131,7 @@ def _panels(docs: list[dict], xs: dict[str, list]) -> list[dict[str, Any]]:
         net = _visible(net)
         if net:
             panels.append({"title": f"Network on {host}", "y": "MB/s", "traces": net})
+        panels += _beegfs_panels(doc, x)
         mem = [
             (label, x, _round(s[key], 1e9))
             for key, label in (("mem_used", "used"), ("page_cache", "page cache"))
@@ -138,6 +139,43 @@ def _panels(docs: list[dict], xs: dict[str, list]) -> list[dict[str, Any]]:
         ]
         if mem:
             panels.append({"title": f"Memory of {host}", "y": "GB", "traces": mem})
+    return panels
+
+
+def _beegfs_panels(doc: dict, x: str) -> list[dict[str, Any]]:
+    """Per BeeGFS daemon the node's sampler watched (runners.beegfs_stats): its disk
+    throughput (storage), its requests per second, and its busy workers and queue beside its
+    worker count. Drawn even when all zero (an idle daemon is a finding: the load did not reach
+    it), unlike a disk's idle lines."""
+    host, s = doc["hostname"], doc.get("series", {})
+    panels: list[dict[str, Any]] = []
+    for service, label in bottleneck.BEEGFS_SERVICES.items():
+        busy = s.get(f"beegfs_busy_workers:{service}")
+        if busy is None:
+            continue
+        bw = [
+            (f"{kind}", x, _mb(s[f"beegfs_{kind}_bw:{service}"]))
+            for kind in ("write", "read")
+            if f"beegfs_{kind}_bw:{service}" in s
+        ]
+        if bw:
+            panels.append(
+                {"title": f"BeeGFS {label} throughput on {host}", "y": "MB/s", "traces": bw}
+            )
+        if f"beegfs_reqs:{service}" in s:
+            reqs = [("requests", x, s[f"beegfs_reqs:{service}"])]
+            panels.append(
+                {"title": f"BeeGFS {label} requests on {host}", "y": "op/s", "traces": reqs}
+            )
+        traces = [("busy workers", x, busy)]
+        if f"beegfs_queue:{service}" in s:
+            traces.append(("queued requests", x, s[f"beegfs_queue:{service}"]))
+        n = bottleneck.beegfs_workers(doc, service)
+        if n:
+            traces.append((f"workers ({n})", x, [n] * len(busy)))
+        panels.append(
+            {"title": f"BeeGFS {label} workers on {host}", "y": "threads", "traces": traces}
+        )
     return panels
 
 

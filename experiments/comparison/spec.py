@@ -46,6 +46,7 @@ BOTTLENECKS = {
     "disk": "a disk",
     "cpu": "the CPU",
     "network": "the network",
+    "beegfs": "a BeeGFS server's workers",
     "none": "none (latency-bound)",
     "unknown": "unknown (telemetry without samples)",
 }

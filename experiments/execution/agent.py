@@ -171,7 +171,9 @@ class NodeTelemetry:
         if not nodepolicy.current().telemetry:
             return _Recording(lease, None)
         try:
-            sampler = Sampler(self.interval).start()
+            # A held node may be a BeeGFS server: its daemons' own statistics are sampled
+            # beside its counters (runners.beegfs_stats; nothing where none runs).
+            sampler = Sampler(self.interval, beegfs=True).start()
         except Exception:
             log.exception("node agent: telemetry of %s could not start", lease.hostname)
             sampler = None

@@ -890,8 +890,22 @@ def _supervise(
     if reason:
         return Run.Status.FAILED, output, exit_code, reason
     if exit_code != 0:
-        return Run.Status.FAILED, output, exit_code, f"{command.argv[0]} exited with {exit_code}"
+        error = f"{command.argv[0]} exited with {exit_code}"
+        return Run.Status.FAILED, output, exit_code, error + _reason(command)
     return Run.Status.SUCCEEDED, output, exit_code, ""
+
+
+def _reason(command: Command) -> str:
+    """Why the tool failed, as it wrote in its ``Command.reason_file`` (StorageBench's driver:
+    in BeeGFS's words), as ``: <why>`` to follow the exit status; empty without one."""
+    if command.reason_file is None:
+        return ""
+    try:
+        with open(command.reason_file, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(4096).strip()
+    except OSError:
+        return ""
+    return f": {text}" if text else ""
 
 
 def _read(path: Path) -> str:

@@ -31,7 +31,8 @@ from django.db.models import Q
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
-from experiments.models import Node, NodeLease, Run, Testbed, TestbedNode
+from experiments.models import Node, NodeLease, Run, Target, Testbed, TestbedNode
+from runners import registry
 from runners.launch import LaunchError, LaunchSpec
 
 POLL_SECONDS = 0.5
@@ -54,7 +55,29 @@ def nodes_for(run: Run) -> list[str]:
     if run.target_id and run.target.node_id:
         names.add(run.target.node.hostname)
     names.update(servers_of(run.testbed_id))
+    if run.tool in ON_SERVERS and not run.target_id:
+        names.update(benchmarked_servers(run))
     return sorted(n for n in names if n)
+
+
+# Tools whose benchmark runs inside the storage servers (StorageBench): a run holds the servers
+# it benchmarks even where the testbed's storage is independent (the servers_of rule).
+ON_SERVERS = registry.on_servers()
+
+
+def benchmarked_servers(run: Run) -> set[str]:
+    """Hostnames of the storage servers a StorageBench-like run benchmarks: those of the
+    targets its ``targetids`` name (inventory ``Target.target_id``), else every storage
+    server of its testbed (``--alltargets``). A run on a target holds that target's node."""
+    ids = run.params.get("targetids") if isinstance(run.params, dict) else None
+    targets = Target.objects.filter(testbed_id=run.testbed_id, kind="storage")
+    if isinstance(ids, list) and ids:
+        targets = targets.filter(target_id__in=[i for i in ids if isinstance(i, int)])
+        return set(targets.exclude(node=None).values_list("node__hostname", flat=True))
+    members = TestbedNode.objects.filter(testbed_id=run.testbed_id, storage=True)
+    return set(members.values_list("node__hostname", flat=True)) | set(
+        targets.exclude(node=None).values_list("node__hostname", flat=True)
+    )
 
 
 # A testbed's storage and metadata servers (inventory, not the run's) are reused by this

@@ -10,6 +10,17 @@ Bandwidth per link, in this order: what the testbed's own qperf/perftest runs me
 stream between two nodes is one link), what a study states for the NIC (``Nic.usable_gbytes``
 with ``usable_source``), else the line rate / 8. The limit's detail names which one it uses.
 
+Storage targets, beside the datasheet: what the testbed's own succeeded StorageBench runs
+measured per target (``measured_targets``), when it has such runs. Rule: per target and
+direction, the best figure of the runs that finished within MEASURED_WINDOW_DAYS of the
+testbed's latest StorageBench run (a ceiling is what a target was shown to sustain: its best
+recent figure, not a mean; an older figure may predate a change of disks). A run over several
+targets gives each its own line of the verbose status (``extra.target``: the BeeGFS target id,
+matched to ``Target.target_id``); a run on one target (``run.target``) gives that target its
+headline value. The limit "storage targets (StorageBench)" says which run and date each figure
+comes from ("measured by StorageBench run 12 on 2026-11-28"); targets without a measurement
+count with their datasheet figure, named as such. The datasheet "drives" limit stays beside it.
+
 A run's limit follows its scope (``run_scope``): a run on one target (``run.target``; it runs
 on the target's server, so no network), a run on one raw drive (``params["drives"] == 1``), a
 run through BeeGFS on one target (``params["storage_targets"] == 1``: that target's drives and
@@ -20,6 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from runners import registry
 
@@ -99,6 +111,155 @@ def raid_factors(level: str, disks: int) -> tuple[float, float]:
     if level == "6":
         return disks - 2, disks - 2
     return 1, 1
+
+
+# Measured target ceilings: StorageBench runs finished within this many days of the testbed's
+# latest one count (see the module docstring).
+MEASURED_WINDOW_DAYS = 90
+BENCH_TOOL = "storagebench"
+BENCH_METRICS = {"read_bw": "read", "write_bw": "write"}
+
+
+@dataclass(frozen=True)
+class MeasuredTarget:
+    """One direction's ceiling of one storage target, as a StorageBench run measured it."""
+
+    bytes_per_s: float
+    run_id: int
+    finished: Any  # datetime (or None for a run without one)
+
+    @property
+    def basis(self) -> str:
+        when = f" on {self.finished:%Y-%m-%d}" if self.finished else ""
+        return f"measured by StorageBench run {self.run_id}{when}"
+
+
+def measured_targets(testbeds) -> dict[int, dict[int, dict[str, MeasuredTarget]]]:
+    """Per testbed id, per storage ``Target`` pk, per direction ("read"/"write"): the best
+    recent StorageBench figure (module docstring), in one query for all ``testbeds``."""
+    from datetime import timedelta
+
+    from experiments.models import Metric, Run, Target
+
+    testbeds = list(testbeds)
+    if not testbeds:
+        return {}
+    ids = [tb.pk for tb in testbeds]
+    rows = list(
+        Metric.objects.filter(
+            name__in=list(BENCH_METRICS),
+            stat="value",
+            iteration=None,
+            run__testbed_id__in=ids,
+            run__tool=BENCH_TOOL,
+            run__status=Run.Status.SUCCEEDED,
+        )
+        .values(
+            "name",
+            "value",
+            "extra",
+            "primary",
+            "run_id",
+            "run__testbed_id",
+            "run__target_id",
+            "run__params",
+            "run__finished_at",
+            "run__created",
+        )
+        .order_by()
+    )
+    if not rows:
+        return {}
+    by_id = {
+        (t["testbed_id"], t["target_id"]): t["pk"]
+        for t in Target.objects.filter(testbed_id__in=ids, kind="storage")
+        .exclude(target_id=None)
+        .values("pk", "testbed_id", "target_id")
+    }
+    latest: dict[int, Any] = {}
+    for row in rows:
+        when = row["run__finished_at"] or row["run__created"]
+        tb = row["run__testbed_id"]
+        if tb not in latest or when > latest[tb]:
+            latest[tb] = when
+    out: dict[int, dict[int, dict[str, MeasuredTarget]]] = {}
+    for row in rows:
+        tb, when = row["run__testbed_id"], row["run__finished_at"] or row["run__created"]
+        if when < latest[tb] - timedelta(days=MEASURED_WINDOW_DAYS) or row["value"] <= 0:
+            continue
+        extra = row["extra"] if isinstance(row["extra"], dict) else {}
+        if "target" in extra:
+            target = by_id.get((tb, extra["target"]))
+        elif row["primary"] and row["run__target_id"] and _one_target(row["run__params"]):
+            target = row["run__target_id"]
+        else:
+            continue  # an aggregate over several targets: not one target's ceiling
+        if target is None:
+            continue
+        op = BENCH_METRICS[row["name"]]
+        have = out.setdefault(tb, {}).setdefault(target, {}).get(op)
+        if have is None or (row["value"], when) > (have.bytes_per_s, have.finished):
+            out[tb][target][op] = MeasuredTarget(row["value"], row["run_id"], when)
+    return out
+
+
+def _one_target(params) -> bool:
+    """Whether a run on a target states that it benchmarked one target (or states nothing)."""
+    count = _count(params if isinstance(params, dict) else {}, "targets")
+    return count in (None, 1)
+
+
+def _bench_limit(targets, bench: dict[int, dict[str, MeasuredTarget]]) -> Limit | None:
+    """The limit "storage targets (StorageBench)": the sum over ``targets`` of each one's
+    measured ceiling (x its count), a target without one by its datasheet figure; None when
+    none of them was measured."""
+    if not any(t.pk in bench for t in targets):
+        return None
+    totals: dict[str, float | None] = {}
+    phrases: list[str] = []
+    for op in ("read", "write"):
+        total: float | None = 0.0
+        runs: dict[str, int] = {}
+        datasheet = 0
+        for target in targets:
+            m = bench.get(target.pk, {}).get(op)
+            if m is not None:
+                total += m.bytes_per_s * target.count
+                runs[m.basis] = runs.get(m.basis, 0) + target.count
+                continue
+            rate = _datasheet_rate(target, op)
+            if rate is None:
+                total = None
+                break
+            total += rate * target.count
+            datasheet += target.count
+        totals[op] = total or None
+        if total and runs:
+            said = "; ".join(f"{_plural(n, 'target')} {basis}" for basis, n in sorted(runs.items()))
+            if datasheet:
+                said += f"; {_plural(datasheet, 'target')} by datasheet"
+            phrases.append(f"{op}: {said}")
+    if not phrases:
+        return None
+    n = sum(t.count for t in targets)
+    return Limit(
+        "storage targets (StorageBench)",
+        totals["read"] if any(p.startswith("read") for p in phrases) else None,
+        totals["write"] if any(p.startswith("write") for p in phrases) else None,
+        f"{_plural(n, 'storage target')}, {' | '.join(phrases)}",
+        basis="measured by StorageBench",
+    )
+
+
+def _datasheet_rate(target, op: str) -> float | None:
+    """One target's datasheet bandwidth in ``op`` (bytes/s), by RAID level, or None."""
+    drive = _target_drive(target)
+    disks = target.disks or (1 if target.raid_level == "none" else None)
+    rates = _drive_rates(drive) if drive is not None and disks else None
+    if rates is None:
+        return None
+    r_factor, w_factor = raid_factors(target.raid_level, disks)
+    return (r_factor * rates[0] if op == "read" else w_factor * rates[1]) * 1e6
 
 
 @dataclass(frozen=True)
@@ -329,16 +490,19 @@ def _storage_targets(testbed) -> list:
 
 
 def compute_limits(
-    testbed, members=None, targets=None, measured=False, network: bool = True
+    testbed, members=None, targets=None, measured=False, network: bool = True, bench=False
 ) -> Limits:
-    """Network, drive and PCIe limits of a testbed's storage side.
+    """Network, drive, measured-target and PCIe limits of a testbed's storage side.
 
     ``members`` and ``targets`` may be given already loaded (the comparison loads those of
     every testbed it shows in a fixed number of queries); ``measured`` is the testbed's
-    ``MeasuredLink`` or None (False: look it up). ``network=False`` leaves the network out
-    (tools that run on the storage servers)."""
+    ``MeasuredLink`` or None (False: look it up); ``bench`` its ``measured_targets`` entry
+    (False: look it up). ``network=False`` leaves the network out (tools that run on the
+    storage servers)."""
     if measured is False:
         measured = measured_links([testbed]).get(testbed.pk)
+    if bench is False:
+        bench = measured_targets([testbed]).get(testbed.pk)
     if members is None:
         members = _members(testbed)
     missing: list[str] = []
@@ -387,6 +551,9 @@ def compute_limits(
                 f"({', '.join(levels)}), {'; '.join(sorted(bases))}",
             )
         )
+    measured_limit = _bench_limit(targets, bench) if bench else None
+    if measured_limit is not None:
+        limits.append(measured_limit)
     if pcie and pcie_known:
         limits.append(
             Limit(
@@ -398,11 +565,25 @@ def compute_limits(
     return Limits(limits, missing, notes=notes)
 
 
-def compute_target_limits(target) -> Limits:
-    """Drive and PCIe limits of one array (a run that measured one target: dd on a device,
-    StorageBench per target). ``target.count`` is ignored: the run measured one of them."""
+def compute_target_limits(target, bench=None) -> Limits:
+    """Drive, measured and PCIe limits of one array (a run that measured one target: dd on a
+    device, StorageBench per target). ``target.count`` is ignored: the run measured one of
+    them. ``bench``: the testbed's ``measured_targets`` entry (None: none)."""
     missing: list[str] = []
     limits: list[Limit] = []
+    ceiling = (bench or {}).get(target.pk, {})
+    if ceiling:
+        read, write = ceiling.get("read"), ceiling.get("write")
+        said = [f"{op} {m.basis}" for op, m in (("read", read), ("write", write)) if m]
+        limits.append(
+            Limit(
+                "target (StorageBench)",
+                read.bytes_per_s if read else None,
+                write.bytes_per_s if write else None,
+                f"{target.name or 'this target'}: {'; '.join(said)}",
+                basis="measured by StorageBench",
+            )
+        )
     drive = _target_drive(target)
     disks = target.disks or (1 if target.raid_level == "none" else None)
     if drive is None or disks is None:
@@ -559,13 +740,16 @@ def _one_drive(target) -> Limits:
 
 
 def compute_scope_limits(
-    scope: Scope, testbed, members=None, targets=None, target=None, measured=False
+    scope: Scope, testbed, members=None, targets=None, target=None, measured=False, bench=False
 ) -> Limits:
     """The limits of what a run measured (``run_scope``): the testbed's, one target's (its
-    drives by RAID level and, through BeeGFS, its server's links) or one drive's. Without a
-    named target or drive, the largest of the testbed's is taken (an upper bound)."""
+    drives by RAID level, its StorageBench ceiling and, through BeeGFS, its server's links)
+    or one drive's. Without a named target or drive, the largest of the testbed's is taken
+    (an upper bound). ``bench``: the testbed's ``measured_targets`` entry (False: look up)."""
+    if bench is False:
+        bench = measured_targets([testbed]).get(testbed.pk) if scope.kind != "drive" else None
     if scope.kind == "target":
-        limits = compute_target_limits(target) if target is not None else Limits([], [])
+        limits = compute_target_limits(target, bench) if target is not None else Limits([], [])
         limits.scope = scope.label
         return limits
     if members is None:
@@ -585,7 +769,7 @@ def compute_scope_limits(
         network = scope.network and not (same and len(servers) == 1)
         candidates = []
         for t in targets:
-            limits = compute_target_limits(t)
+            limits = compute_target_limits(t, bench)
             if network:
                 lim = _server_network(testbed, t, members, measured, limits.missing)
                 if lim and same:
@@ -606,7 +790,7 @@ def compute_scope_limits(
             if lim:
                 merged.limits.append(lim)
         return merged
-    limits = compute_limits(testbed, members, targets, measured, network=scope.network)
+    limits = compute_limits(testbed, members, targets, measured, network=scope.network, bench=bench)
     limits.scope = scope.label
     return limits
 

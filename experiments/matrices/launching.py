@@ -167,5 +167,14 @@ def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
             for k, v in cell.params.items()
             if k.startswith(TUNING_PREFIX)
         },
+        target_ids=beegfs_target_ids(cell.target),
     )
     return spec.to_json(), launcher
+
+
+def beegfs_target_ids(target: Target | None) -> tuple[int, ...]:
+    """The BeeGFS target id of a cell's target, when the inventory states it (StorageBench
+    on that target benchmarks it and no other)."""
+    if target is None or target.target_id is None:
+        return ()
+    return (target.target_id,)

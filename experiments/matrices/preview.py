@@ -13,7 +13,13 @@ from django.db.models import Avg, DurationField, ExpressionWrapper, F
 
 from experiments.matrices.axes import SLURM_NODES, MatrixError
 from experiments.matrices.cells import Cell, cells
-from experiments.matrices.launching import as_host, launch_spec, launcher_and_hosts, workdir_for
+from experiments.matrices.launching import (
+    as_host,
+    beegfs_target_ids,
+    launch_spec,
+    launcher_and_hosts,
+    workdir_for,
+)
 from experiments.models import LaunchMode, Matrix, Node, Run, Testbed, TuningSet
 from runners import slurm
 from runners.launch import LaunchSpec
@@ -218,6 +224,7 @@ def cell_problems(
                 mode=mode,
                 hosts=hosts,
                 tasks_per_node=matrix.tasks_per_node,
+                target_ids=beegfs_target_ids(cell.target),
             )
             ctx = contexts[where_key] = spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR)
         # Cells that differ only in tuning set or tuning axes build the same command.

@@ -7,10 +7,11 @@ from django.db import migrations, models
 
 def summarise(apps, schema_editor):
     """Keys and summaries of the runs stored so far (experiments.results.summaries.rebuild: the
-    module, not historical models; a later change of the summary table rebuilds again)."""
+    module, not historical models; a later change of the summary table rebuilds again, and
+    until then this one is skipped: the module writes columns the table has not yet)."""
     from experiments.results import summaries
 
-    summaries.rebuild()
+    summaries.rebuild_in_migration(schema_editor.connection)
 
 
 class Migration(migrations.Migration):

@@ -37,7 +37,7 @@ def forwards(apps, schema_editor):
     for start in range(0, len(changed), BATCH):
         Run.objects.bulk_update(changed[start : start + BATCH], ["params"])
     if changed:
-        summaries.rebuild()
+        summaries.rebuild_in_migration(schema_editor.connection)
 
 
 class Migration(migrations.Migration):

@@ -245,7 +245,10 @@ class Run(OwnedModel, PublishedModel):
     bottleneck = models.CharField(
         max_length=8,
         blank=True,
-        help_text="disk, cpu, network, none (latency-bound), unknown; empty: no telemetry.",
+        help_text=(
+            "disk, cpu, network, beegfs (a BeeGFS server's workers), none (latency-bound), "
+            "unknown; empty: no telemetry."
+        ),
     )
     bottleneck_evidence = models.TextField(blank=True)
     steady = models.JSONField(

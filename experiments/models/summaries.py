@@ -43,6 +43,7 @@ class ConfigSummary(models.Model):
     bn_disk = models.IntegerField(default=0)
     bn_cpu = models.IntegerField(default=0)
     bn_network = models.IntegerField(default=0)
+    bn_beegfs = models.IntegerField(default=0)
     bn_none = models.IntegerField(default=0)
     bn_unknown = models.IntegerField(default=0)
     collapsed_n = models.IntegerField(default=0)

@@ -795,6 +795,20 @@ def rebuild() -> int:
         return ConfigSummary.objects.count()
 
 
+def rebuild_in_migration(connection: Any) -> int | None:
+    """``rebuild`` from a migration, unless the summary table still lacks a column this module
+    writes (a later migration adds it, and rebuilds then): the module is today's, the table
+    the migration's. None when skipped."""
+    from experiments.models import ConfigSummary
+
+    table = ConfigSummary._meta.db_table
+    with connection.cursor() as cursor:
+        have = {c.name for c in connection.introspection.get_table_description(cursor, table)}
+    if any(f.column not in have for f in ConfigSummary._meta.concrete_fields):
+        return None
+    return rebuild()
+
+
 def _close(a: Any, b: Any) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         if a is None or b is None:

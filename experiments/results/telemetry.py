@@ -34,7 +34,14 @@ log = logging.getLogger(__name__)
 HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}")
 
 # Series whose peaks the summary keeps: what the bottleneck verdict and a filter look at.
-SUMMARY_PREFIXES = ("disk_util:", "net_rx_bw:", "net_tx_bw:", "ib_rx_bw:", "ib_tx_bw:")
+SUMMARY_PREFIXES = (
+    "disk_util:",
+    "net_rx_bw:",
+    "net_tx_bw:",
+    "ib_rx_bw:",
+    "ib_tx_bw:",
+    "beegfs_busy_workers:",
+)
 
 
 def _is_core(name: str) -> bool:
@@ -131,6 +138,12 @@ NODE_SERIES = frozenset(
         "tool_cpu",
         "tool_cpu_top",
         "tool_cpu_wait",
+        # A BeeGFS daemon's own statistics, ``:storage`` or ``:meta`` (runners.beegfs_stats).
+        "beegfs_write_bw",
+        "beegfs_read_bw",
+        "beegfs_reqs",
+        "beegfs_queue",
+        "beegfs_busy_workers",
     }
 )
 TOOL_SERIES = frozenset(

@@ -9,9 +9,11 @@ a phase (``MIN_SHARE``): a disk busy ≥ 90 % of the time (``disk_util``, iostat
 core ≥ 95 % busy (the tool's busiest process, or the busiest core of /proc/stat), every core
 ≥ 90 % busy or stolen by the hypervisor (whoever loaded them: a CPU other work holds is
 saturated for the tool all the same), the tool's busiest process waiting for a CPU (the run
-queue) ≥ 10 % of each second, or a link ≥ 90 % of its rate. Phases come from the tool's own
-series (the seconds in which fio logged writes are the write phase); without them the whole
-run is one phase. Nothing saturated means the run waited on something no counter shows:
+queue) ≥ 10 % of each second, a link ≥ 90 % of its rate, or a BeeGFS server's workers: every
+worker of the daemon busy with requests waiting in its queue (``beegfs_busy_workers`` at the
+worker count in force, ``meta.beegfs``, and ``beegfs_queue`` above 0). Phases come from the
+tool's own series (the seconds in which fio logged writes are the write phase); without them
+the whole run is one phase. Nothing saturated means the run waited on something no counter shows:
 latency; a resource saturated during part of the phase (``PARTIAL_SHARE``) is named instead.
 """
 
@@ -35,9 +37,15 @@ WHERE = "\x00phase\x00"  # in a finding's text: the phase it covers ("the write 
 LATENCY_BOUND = "no resource saturated: likely latency-bound"
 
 
+# A BeeGFS daemon's busy workers at this share of its worker count (the series is a mean over
+# each interval: a hair under the count is all of them) with requests queued.
+WORKERS_BUSY = 0.999
+BEEGFS_SERVICES = {"storage": "storage", "meta": "metadata"}
+
+
 @dataclass
 class Finding:
-    resource: str  # "disk", "cpu", "network"
+    resource: str  # "disk", "cpu", "network", "beegfs"
     host: str
     entity: str  # device, core/process, interface
     level: float  # mean during the saturated samples (fraction of capacity)
@@ -408,7 +416,51 @@ def _node_findings(
             )
             mean = _mean(values, idx, rate)
             busiest.append((mean, f"{nic} {way} on {host} at {_pct(mean)} of {_rate_text(rate)}"))
+    _beegfs_findings(doc, idx, found, busiest)
     return findings, busiest, partial
+
+
+def beegfs_workers(doc: dict, service: str) -> int | None:
+    """The daemon's worker count in force as the node's sampler found it (``meta.beegfs``)."""
+    meta = doc.get("meta")
+    info = meta.get("beegfs") if isinstance(meta, dict) else None
+    info = info.get(service) if isinstance(info, dict) else None
+    n = info.get("workers") if isinstance(info, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and 0 < n < 1_000_000 else None
+
+
+def _beegfs_findings(doc: dict, idx: list[int], found: Any, busiest: list) -> None:
+    """A BeeGFS server whose workers were all busy while requests waited: the daemon could take
+    no more work, whatever its disks and CPU did (too few workers for the load, or workers
+    each waiting on a slow device)."""
+    host = doc.get("hostname", "?")
+    series = doc.get("series", {})
+    for name, values in series.items():
+        base, _, service = name.partition(":")
+        workers = beegfs_workers(doc, service)
+        if base != "beegfs_busy_workers" or workers is None:
+            continue
+        queue = series.get(f"beegfs_queue:{service}") or []
+        full = [
+            1.0
+            if v >= WORKERS_BUSY * workers and i < len(queue) and queue[i] > 0
+            else min(v / workers, 0.99)
+            for i, v in enumerate(values)
+        ]
+        share, _ = _share(full, idx, 1.0)
+        waiting = [queue[i] for i in idx if i < len(queue) and full[i] >= 1.0]
+        queued = sum(waiting) / len(waiting) if waiting else 0.0
+        label = BEEGFS_SERVICES.get(service, service)
+        found(
+            "beegfs",
+            f"{service} workers",
+            1.0,
+            share,
+            f"the BeeGFS {label} service on {host} had all its workers busy ({workers} of "
+            f"{workers}, {queued:.1f} requests queued on average) for {_pct(share)} of {WHERE}",
+        )
+        mean = _mean([min(v / workers, 1.0) for v in values], idx)
+        busiest.append((mean, f"BeeGFS {label} workers on {host} {_pct(mean)} busy"))
 
 
 def verdicts(docs: list[dict], stated_rates: dict[str, float] | None = None) -> list[Verdict]:
@@ -451,7 +503,7 @@ def verdicts(docs: list[dict], stated_rates: dict[str, float] | None = None) -> 
 # What a run's stored verdict says (Run.bottleneck): the resource of the headline, "none"
 # when nothing saturated (latency-bound), "unknown" when the run has telemetry documents but
 # no samples in them; "" on a run without telemetry.
-KINDS = ("disk", "cpu", "network", "none", "unknown")
+KINDS = ("disk", "cpu", "network", "beegfs", "none", "unknown")
 # A run collapsed when the mean of the last third of its tool's live throughput samples is
 # below this share of the first third's (a cache that filled, a device that throttled).
 COLLAPSE_RATIO = 0.5

@@ -21,8 +21,9 @@ from runners.parsers.base import ParseError, ParseResult, bw_to_bytes, guard_par
 TOOL = "storagebench"
 
 _STATUS_RE = re.compile(r"^\s*Server benchmark status:\s*$")
+# "Didn't run": BeeGFS 7.4.7's word for a server that knows no benchmark (it restarted).
 _STATE_RE = re.compile(
-    r"^\s*(Finished|Running|Stopping|Stopped|Error|Uninitialized|Idle)\s*:\s*"
+    r"^\s*(Finished|Running|Stopping|Stopped|Error|Uninitialized|Idle|Didn't run)\s*:\s*"
     r"(\d+)\s*$",
     re.IGNORECASE,
 )

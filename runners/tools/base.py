@@ -339,6 +339,9 @@ class LaunchContext:
     # Slurm launch mode (runners.slurm): the job whose allocation the command runs in; MPI
     # tools then start their ranks as a job step (srun --mpi=pmix) instead of under mpirun.
     slurm_job: str = ""
+    # BeeGFS target ids of the run's target (inventory ``Target.target_id``): a tool that runs
+    # on the storage servers (StorageBench) benchmarks these when its parameters name none.
+    target_ids: tuple[int, ...] = ()
 
     @property
     def nodes(self) -> int:
@@ -372,6 +375,9 @@ class Command:
     # argv lists run before ``argv`` in the same directory (their output is recorded with the
     # run, not parsed), e.g. writing the file a read benchmark then reads.
     prepare: list[list[str]] = field(default_factory=list)
+    # A file (in scratch) where the tool writes why it failed, in the words of what it drives
+    # (StorageBench's driver: BeeGFS's); the executor adds it to the run's error.
+    reason_file: Path | None = None
 
 
 def check_context(ctx: Any, modes: tuple[str, ...], tool: str) -> LaunchContext:

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from runners.tools.base import (
+    KEEP_RETIRED,
     Adapter,
     Command,
     LaunchContext,
     Param,
+    ParamError,
     format_size,
     params_dict,
 )
@@ -18,15 +20,22 @@ from runners.tools.base import (
 # The directory holding the ``runners`` package, so ``python -m`` finds the driver anywhere.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DRIVER = "runners.tools.storagebench_driver"
+REASON_FILE = "storagebench-reason.txt"
 
 
 class StoragebenchAdapter(Adapter):
     """``beegfs-ctl --storagebench`` (BeeGFS 7.x) is asynchronous, so the argv runs
     ``python -m runners.tools.storagebench_driver``: start, poll ``--status`` every
     ``interval`` seconds, print the final ``--status --verbose`` report, then ``--cleanup``.
+    Which beegfs-ctl, and against which management daemon, is the node's own setting
+    (BEEWEB_BEEGFS_CTL in its worker's environment), never the run's.
 
-    A read benchmark reads what an earlier write left behind: run the write with ``keep``.
-    The files live inside the storage targets, not in the workdir.
+    Targets: ``targetids``, else the run's target (a matrix's ``target`` axis: the target's
+    BeeGFS id from the inventory), else all of them. A read run is self-contained, as dd's and
+    IOR's are: its ``prepare`` step writes the data unmeasured and keeps it (the executor drops
+    the held servers' caches in between when the matrix asks), then the measured read runs and
+    cleans up. The files live inside the storage targets, not in the workdir, and every exit
+    but a preparing write's success removes them (``--cleanup``).
     """
 
     tool = "storagebench"
@@ -67,36 +76,44 @@ class StoragebenchAdapter(Adapter):
             default=3600,
             min=10,
         ),
-        Param("keep", "bool", "skip --cleanup so a read benchmark can follow", default=False),
     )
+    retired = {"keep": KEEP_RETIRED}
+
+    def _check(self, p: dict[str, Any], ctx: LaunchContext | None) -> None:
+        if ctx is not None and ctx.target_ids and p["targetids"]:
+            if sorted(p["targetids"]) != sorted(ctx.target_ids):
+                ids = ",".join(map(str, ctx.target_ids))
+                raise ParamError(
+                    "targetids",
+                    f"the run is on one target (BeeGFS target id {ids}): leave targetids "
+                    "empty or name that target",
+                )
 
     def _build(self, p: dict[str, Any], ctx: LaunchContext) -> Command:
-        argv = [sys.executable, "-m", DRIVER, "--ctl", self.binary]
-        argv += ["--interval", str(p["interval"]), "--timeout", str(p["timeout"])]
-        if p["targetids"]:
-            argv.append("--targetids=" + ",".join(str(t) for t in p["targetids"]))
-        else:
-            argv.append("--alltargets")
-        argv += [
-            f"--{p['direction']}",
+        ids = list(p["targetids"]) or list(ctx.target_ids)
+        reason = ctx.scratch / REASON_FILE
+        base = [sys.executable, "-m", DRIVER]
+        base += ["--interval", str(p["interval"]), "--timeout", str(p["timeout"])]
+        base += ["--reason-file", str(reason)]
+        base.append("--targetids=" + ",".join(map(str, ids)) if ids else "--alltargets")
+        shape = [
             f"--blocksize={format_size(p['blocksize'], upper=True)}",
             f"--size={format_size(p['size'], upper=True)}",
             f"--threads={p['threads']}",
         ]
         if p["direct"]:
-            argv.append("--odirect")
-        if p["keep"]:
-            argv.append("--keep")
-        data = None
-        if p["targetids"]:
-            data = p["size"] * p["threads"] * len(p["targetids"])
+            shape.append("--odirect")
+        argv = [*base, f"--{p['direction']}", *shape]
+        prepare = [] if p["direction"] == "write" else [[*base, "--write", *shape, "--keep"]]
         return Command(
             argv=argv,
             files={},
             env={"PYTHONPATH": str(PROJECT_ROOT)},
             cwd=ctx.scratch,
             parse_options={},
-            data_bytes=data,
+            data_bytes=p["size"] * p["threads"] * len(ids) if ids else None,
+            prepare=prepare,
+            reason_file=reason,
         )
 
 

@@ -72,7 +72,7 @@ def test_filter_on_the_verdict(verdict_runs):
     assert not compute(ComparisonSpec.from_query(QUERY + "&bottleneck=network")).points
     bad = ComparisonSpec.from_query(QUERY + "&bottleneck=disks")
     assert bad.bottleneck == "" and bad.errors == [
-        "bottleneck: 'disks' is not one of disk, cpu, network, none, unknown."
+        "bottleneck: 'disks' is not one of disk, cpu, network, beegfs, none, unknown."
     ]
 
 

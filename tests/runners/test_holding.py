@@ -349,3 +349,26 @@ def test_a_node_taken_meanwhile_takes_nothing_and_leaves_the_transaction_usable(
         assert not held and why.endswith("(taken meanwhile)")
         assert leases() == {"s1": other.pk}, "nothing of the run's; the other's stays"
         assert Run.objects.filter(pk=run.pk).exists(), "the transaction goes on"
+
+
+@pytest.mark.django_db
+def test_a_storagebench_run_holds_the_servers_it_benchmarks(alice, lab, profile):
+    """Even where the testbed's storage is independent (no shared servers to hold): the
+    servers of the targets it names, else every storage server; a run on a target, its node."""
+    tb = lab["tb1"]
+    tb.independent_storage = True
+    tb.save()
+    s2 = Node.objects.create(owner=alice, hostname="s2", profile=profile)
+    TestbedNode.objects.create(testbed=tb, node=s2, storage=True)
+    Target.objects.create(testbed=tb, node=lab["s1"], raid_level="0", target_id=1)
+    on_s2 = Target.objects.create(testbed=tb, node=s2, raid_level="10", target_id=3)
+    bench = running(alice, tb, "a1")
+    Run.objects.filter(pk=bench.pk).update(tool="storagebench")
+    bench.refresh_from_db()
+    assert holding.nodes_for(bench) == ["a1", "s1", "s2"]  # --alltargets
+    bench.params = {"targetids": [3]}
+    assert holding.nodes_for(bench) == ["a1", "s2"]
+    on_target = running(alice, tb, "s2", target=on_s2)
+    Run.objects.filter(pk=on_target.pk).update(tool="storagebench")
+    on_target.refresh_from_db()
+    assert holding.nodes_for(on_target) == ["s2"]

@@ -1,8 +1,10 @@
-"""StorageBench adapter and driver: argv, and the driver against a fake beegfs-ctl on PATH."""
+"""StorageBench adapter and driver: argv, and the driver against the real BeeGFS 7.4.7
+servers of ``beegfs_host`` (tests/labs/beegfs.py): write, read after an unmeasured write,
+chosen targets, a read without data, SIGTERM (--stop, --cleanup), a storage daemon killed
+mid-run. Nothing here stands in for beegfs-ctl."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,70 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from runners.parsers import parse
+from runners.parsers import ParseError, parse
 from runners.tools import ParamError, build_command
 from runners.tools import storagebench_driver as driver
-from runners.tools.storagebench import PROJECT_ROOT
-from tests.helpers.samples import SAMPLES
+from runners.tools.base import LaunchContext
+from runners.tools.storagebench import PROJECT_ROOT, REASON_FILE
 from tests.helpers.tools import run
 
-SAMPLE = SAMPLES / "beegfs" / "storagebench-status-verbose-write-10targets-usc.txt"
-
-# A stand-in for beegfs-ctl: logs each call, reports "Running" for FAKE_RUNNING polls, then
-# "Finished"; --status --verbose prints FAKE_FINAL (the real sample).
-FAKE_CTL = """\
-#!{python}
-import json, os, sys
-state = os.environ["FAKE_STATE"]
-args = sys.argv[1:]
-with open(os.path.join(state, "calls.jsonl"), "a") as log:
-    log.write(json.dumps(args) + "\\n")
-if os.environ.get("FAKE_FAIL") and os.environ["FAKE_FAIL"] in args:
-    print("Error: communication with storage server failed", file=sys.stderr)
-    sys.exit(1)
-if "--status" in args:
-    if "--verbose" in args:
-        sys.stdout.write(open(os.environ["FAKE_FINAL"]).read())
-        sys.exit(0)
-    polls_file = os.path.join(state, "polls")
-    polls = int(open(polls_file).read()) if os.path.exists(polls_file) else 0
-    open(polls_file, "w").write(str(polls + 1))
-    if polls < int(os.environ.get("FAKE_RUNNING", "1")):
-        print("Server benchmark status:\\nRunning:     10")
-    else:
-        print("Server benchmark status:\\nFinished:    10")
-elif "--write" in args or "--read" in args:
-    print("Write storage benchmark was started.")
-elif "--cleanup" in args:
-    print("Cleanup of benchmark files was started.")
-elif "--stop" in args:
-    print("Benchmark was stopped.")
-"""
-
-
-@pytest.fixture
-def fake_ctl(tmp_path, monkeypatch):
-    """A fake beegfs-ctl first on PATH; returns the list of its calls (read lazily)."""
-    if not SAMPLE.exists():
-        pytest.skip(f"no StorageBench sample at {SAMPLE} (set BEEWEB_SAMPLES_DIR)")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    ctl = bindir / "beegfs-ctl"
-    ctl.write_text(FAKE_CTL.format(python=sys.executable))
-    ctl.chmod(0o755)
-    state = tmp_path / "state"
-    state.mkdir()
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_STATE", str(state))
-    monkeypatch.setenv("FAKE_FINAL", str(SAMPLE))
-
-    def calls() -> list[list[str]]:
-        log = state / "calls.jsonl"
-        if not log.exists():
-            return []
-        return [json.loads(line) for line in log.read_text().splitlines()]
-
-    return calls
+DRIVER = [sys.executable, "-m", "runners.tools.storagebench_driver"]
 
 
 def test_argv(ctx):
@@ -85,22 +31,42 @@ def test_argv(ctx):
          "targetids": "101,102", "direct": True, "interval": 10, "timeout": "2h"},
         ctx,
     )  # fmt: skip
+    reason = ctx.scratch / REASON_FILE
     assert cmd.argv == [
-        sys.executable, "-m", "runners.tools.storagebench_driver", "--ctl", "beegfs-ctl",
-        "--interval", "10", "--timeout", "7200", "--targetids=101,102", "--write",
-        "--blocksize=512K", "--size=20G", "--threads=16", "--odirect",
+        *DRIVER, "--interval", "10", "--timeout", "7200", "--reason-file", str(reason),
+        "--targetids=101,102", "--write", "--blocksize=512K", "--size=20G", "--threads=16",
+        "--odirect",
     ]  # fmt: skip
     assert cmd.env == {"PYTHONPATH": str(PROJECT_ROOT)}
-    assert cmd.cwd == ctx.scratch
+    assert cmd.cwd == ctx.scratch and cmd.reason_file == reason
     assert cmd.data_bytes == 2 * 16 * 20 * 1024**3
     assert cmd.dirs == [] and cmd.prepare == []
+    assert "beegfs-ctl" not in cmd.argv  # the node's BEEWEB_BEEGFS_CTL says which one
 
 
-def test_argv_all_targets_read_keep(ctx):
-    cmd = build_command("storagebench", {"direction": "read", "keep": True}, ctx)
-    assert cmd.argv[9:] == ["--alltargets", "--read", "--blocksize=512K", "--size=1G",
-                            "--threads=1", "--keep"]  # fmt: skip
+def test_a_read_writes_its_data_first_unmeasured(ctx):
+    cmd = build_command("storagebench", {"direction": "read"}, ctx)
+    shape = ["--blocksize=512K", "--size=1G", "--threads=1"]
+    assert cmd.argv[9:] == ["--alltargets", "--read", *shape]
+    (prepare,) = cmd.prepare
+    assert prepare[:10] == cmd.argv[:10]
+    assert prepare[10:] == ["--write", *shape, "--keep"]
     assert cmd.data_bytes is None  # the target count is not known here
+
+
+def test_a_run_on_a_target_benchmarks_that_target(tmp_path):
+    ctx = LaunchContext(workdir=tmp_path, scratch=tmp_path, target_ids=(3,))
+    cmd = build_command("storagebench", {}, ctx)
+    assert "--targetids=3" in cmd.argv and "--alltargets" not in cmd.argv
+    assert "--targetids=3" in build_command("storagebench", {"targetids": [3]}, ctx).argv
+    with pytest.raises(ParamError, match="BeeGFS target id 3") as exc:
+        build_command("storagebench", {"targetids": [4]}, ctx)
+    assert exc.value.param == "targetids"
+
+
+def test_keep_is_retired(ctx):
+    with pytest.raises(ParamError, match="no longer supported"):
+        build_command("storagebench", {"keep": True}, ctx)
 
 
 @pytest.mark.parametrize(
@@ -122,68 +88,23 @@ def test_rejected(params, param, ctx):
 
 def test_status_reading():
     assert driver.states("Server benchmark status:\nRunning:     10\n") == {"running": 10}
+    # BeeGFS 7.4.7's words for a server that knows no benchmark (it restarted).
+    assert driver.states("Server benchmark status:\nDidn't run:   1\n") == {"didn't run": 1}
     assert not driver.is_done({"running": 3, "finished": 7})
     assert not driver.is_done({"idle": 10})
     assert driver.is_done({"finished": 10})
     assert driver.is_done({"error": 1, "finished": 9})
 
 
-def test_built_command_runs_the_driver_end_to_end(ctx, fake_ctl):
-    cmd = build_command("storagebench", {"threads": 4, "size": "1g", "interval": 1}, ctx)
-    done = run(cmd, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == SAMPLE.read_text()
-    result = parse(done.stdout, tool="storagebench", **cmd.parse_options)
-    assert result.get("write_bw") == pytest.approx(19848771 * 1024)
-    calls = fake_ctl()
-    assert calls[0] == ["--storagebench", "--alltargets", "--write", "--blocksize=512K",
-                        "--size=1G", "--threads=4"]  # fmt: skip
-    assert calls[1:] == [
-        ["--storagebench", "--alltargets", "--status"],  # Running
-        ["--storagebench", "--alltargets", "--status"],  # Finished
-        ["--storagebench", "--alltargets", "--status", "--verbose"],
-        ["--storagebench", "--alltargets", "--cleanup"],
-    ]
-    assert "running 10" in done.stderr
-
-
-def test_keep_skips_cleanup(fake_ctl, capsys):
-    code = driver.main(["--targetids=1,2", "--read", "--blocksize", "1M", "--size", "1G",
-                        "--threads", "2", "--interval", "0.01", "--keep"])  # fmt: skip
-    assert code == 0
-    calls = fake_ctl()
-    assert calls[0][:3] == ["--storagebench", "--targetids=1,2", "--read"]
-    assert not any("--cleanup" in c for c in calls)
-    assert "Aggregate throughput" in capsys.readouterr().out
-
-
-def test_timeout_stops_the_benchmark(fake_ctl, monkeypatch, capsys):
-    monkeypatch.setenv("FAKE_RUNNING", "100000")
-    code = driver.main(["--alltargets", "--write", "--blocksize", "512K", "--size", "1G",
-                        "--threads", "1", "--interval", "0.05", "--timeout", "0.3"])  # fmt: skip
-    assert code == driver.EXIT_TIMEOUT
-    tails = [c[2:] for c in fake_ctl()]
-    assert tails[-3:] == [["--stop"], ["--status", "--verbose"], ["--cleanup"]]
-    assert "stopping the benchmark" in capsys.readouterr().err
-
-
-def test_failed_start_is_reported(fake_ctl, monkeypatch, capsys):
-    monkeypatch.setenv("FAKE_FAIL", "--write")
-    code = driver.main(["--alltargets", "--write", "--blocksize", "512K", "--size", "1G",
-                        "--threads", "1", "--interval", "0.01"])  # fmt: skip
-    assert code == driver.EXIT_FAILED
-    assert len(fake_ctl()) == 1
-    assert "communication with storage server failed" in capsys.readouterr().err
-
-
-def test_error_state_fails_the_run(fake_ctl, monkeypatch, tmp_path):
-    final = tmp_path / "final.txt"
-    final.write_text(SAMPLE.read_text().replace("Finished:    10", "Finished:    9\nError: 1"))
-    monkeypatch.setenv("FAKE_FINAL", str(final))
-    code = driver.main(["--alltargets", "--write", "--blocksize", "512K", "--size", "1G",
-                        "--threads", "1", "--interval", "0.01"])  # fmt: skip
-    assert code == driver.EXIT_FAILED
-    assert fake_ctl()[-1][2:] == ["--cleanup"]
+def test_the_node_says_which_beegfs_ctl():
+    assert driver.ctl_prefix({}) == ["beegfs-ctl"]
+    assert driver.ctl_prefix({"BEEWEB_BEEGFS_CTL": "  "}) == ["beegfs-ctl"]
+    line = "ip netns exec n1 /opt/beegfs/sbin/beegfs-ctl '--cfgFile=/etc/a b.conf'"
+    assert driver.ctl_prefix({"BEEWEB_BEEGFS_CTL": line}) == [
+        "ip", "netns", "exec", "n1", "/opt/beegfs/sbin/beegfs-ctl", "--cfgFile=/etc/a b.conf"
+    ]  # fmt: skip
+    with pytest.raises(SystemExit, match="BEEWEB_BEEGFS_CTL is not a command line"):
+        driver.ctl_prefix({"BEEWEB_BEEGFS_CTL": "beegfs-ctl 'unclosed"})
 
 
 def test_driver_rejects_bad_arguments(capsys):
@@ -200,22 +121,137 @@ def test_driver_rejects_bad_arguments(capsys):
         assert exc.value.code == 2
 
 
-def test_sigterm_stops_and_cleans_up(ctx, fake_ctl, monkeypatch):
-    monkeypatch.setenv("FAKE_RUNNING", "100000")
-    cmd = build_command("storagebench", {"interval": 1}, ctx)
-    proc = subprocess.Popen(
-        cmd.argv, cwd=cmd.cwd, env={**os.environ, **cmd.env},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while not any("--status" in c for c in fake_ctl()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == driver.EXIT_TERMINATED, err
-    tails = [c[2:] for c in fake_ctl()]
-    assert tails[-2:] == [["--stop"], ["--cleanup"]]
-
-
 def test_project_root_holds_the_driver():
     assert (Path(PROJECT_ROOT) / "runners" / "tools" / "storagebench_driver.py").is_file()
+
+
+# --- against the real servers ------------------------------------------------------------------
+
+SMALL = {"blocksize": "1m", "size": "16m", "threads": 2, "interval": 1}
+
+
+@pytest.fixture
+def lab(beegfs_host, monkeypatch):
+    """``beegfs_host`` as this node's beegfs-ctl (BEEWEB_BEEGFS_CTL, as a worker inherits it),
+    its targets Online and free of benchmark files before and after each test."""
+    monkeypatch.setenv("BEEWEB_BEEGFS_CTL", " ".join(beegfs_host.ctl_argv()))
+    beegfs_host.wait_online(2)
+    beegfs_host.ctl("--storagebench", "--alltargets", "--cleanup")
+    yield beegfs_host
+    beegfs_host.ctl("--storagebench", "--alltargets", "--cleanup")
+
+
+def bench_files(lab) -> list[str]:
+    """The files StorageBench keeps in the host lab's targets (``<target>/benchmark/<n>``)."""
+    return sorted(str(p) for p in (lab.base / "data").glob("target*/benchmark/*"))
+
+
+def started(lab, target_ids=None) -> bool:
+    """Whether the lab's StorageBench reports Running."""
+    which = f"--targetids={target_ids}" if target_ids else "--alltargets"
+    return "Running" in lab.ctl("--storagebench", which, "--status")
+
+
+def wait_for(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} after {timeout:.0f} s"
+        time.sleep(0.1)
+
+
+def test_write_on_all_targets(lab, ctx):
+    cmd = build_command("storagebench", SMALL, ctx)
+    done = run(cmd, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = parse(done.stdout, tool="storagebench")
+    assert result.get("write_bw") > 0  # the aggregate
+    per_target = {m.extra["target"]: m for m in result.metrics if "target" in m.extra}
+    assert sorted(per_target) == [1, 2]
+    assert {m.extra["node"] for m in per_target.values()} == {"storage01"}
+    assert result.params["targets"] == 2 and result.params["nodes"] == 1
+    assert "Write storage benchmark was started." in done.stderr
+    assert bench_files(lab) == [] and not cmd.reason_file.exists()
+
+
+def test_read_after_its_unmeasured_write(lab, ctx):
+    cmd = build_command("storagebench", {**SMALL, "direction": "read"}, ctx)
+    (prepare,) = cmd.prepare
+    wrote = subprocess.run(prepare, env={**os.environ, **cmd.env}, capture_output=True, text=True)
+    assert wrote.returncode == 0, wrote.stderr
+    assert "Write benchmark results:" in wrote.stdout  # recorded by the executor, not parsed
+    assert len(bench_files(lab)) == 4, "kept for the read: 2 threads x 2 targets"
+    done = run(cmd, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = parse(done.stdout, tool="storagebench")
+    assert result.get("read_bw") > 0 and result.params["ops"] == ["read"]
+    assert bench_files(lab) == []
+
+
+def test_a_read_without_data_fails_in_beegfs_words(lab, ctx):
+    cmd = build_command("storagebench", {**SMALL, "direction": "read"}, ctx)
+    done = run(cmd, timeout=120)  # the measured step alone: nothing was written
+    assert done.returncode == driver.EXIT_FAILED
+    reason = cmd.reason_file.read_text()
+    assert "No (or not enough) data for read benchmark available." in reason
+    assert reason.startswith("beegfs-ctl --storagebench start: Some errors occurred:")
+
+
+def test_chosen_targets_only(lab, tmp_path):
+    ctx = LaunchContext(workdir=tmp_path, scratch=tmp_path, target_ids=(2,))
+    cmd = build_command("storagebench", SMALL, ctx)
+    assert cmd.data_bytes == 2 * 16 * 2**20
+    done = run(cmd, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = parse(done.stdout, tool="storagebench")
+    assert [m.extra["target"] for m in result.metrics if "target" in m.extra] == [2]
+    assert result.params["targets"] == 1
+
+
+def _start_long_write(cmd):
+    """A write far larger than the test waits for (stopped long before it ends)."""
+    return subprocess.Popen(
+        cmd.argv, cwd=cmd.cwd, env={**os.environ, **cmd.env}, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+LONG = {"blocksize": "64k", "size": "64g", "threads": 1, "interval": 1, "targetids": [1]}
+
+
+def test_sigterm_stops_and_cleans_up(lab, ctx):
+    """The executor's cancel: SIGTERM to the process group, SIGKILL 5 s later."""
+    cmd = build_command("storagebench", LONG, ctx)
+    proc = _start_long_write(cmd)
+    wait_for(lambda: started(lab, 1), "Running benchmark")
+    wait_for(lambda: bench_files(lab), "benchmark file")
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=5)  # within the executor's grace
+    assert proc.returncode == driver.EXIT_TERMINATED, err
+    assert "terminated: stopping the benchmark" in err
+    assert "Stopped" in lab.ctl("--storagebench", "--targetids=1", "--status")
+    assert bench_files(lab) == []
+
+
+def test_a_storage_daemon_killed_mid_run_fails_in_beegfs_words(lab, ctx):
+    cmd = build_command("storagebench", LONG, ctx)
+    proc = _start_long_write(cmd)
+    try:
+        wait_for(lambda: started(lab, 1), "Running benchmark")
+        lab.kill("storage-storage01")
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == driver.EXIT_FAILED, err
+        reason = cmd.reason_file.read_text()
+        assert reason.startswith("beegfs-ctl --storagebench --status failed (exit status 3)")
+        assert "Failed to communicate with node: storage01" in reason
+        assert "beegfs-ctl --listtargets --state:" in reason  # and what mgmtd says of them
+    finally:
+        proc.kill()
+        lab.sh("restart", "storage-storage01")
+        lab.wait_online(2)
+
+
+def test_a_status_of_a_restarted_server_is_no_result():
+    """BeeGFS 7.4.7's status once a storage daemon restarted (seen here): no result to read."""
+    text = "\nServer benchmark status:\nDidn't run:   1\n\nList of all targets:\n\n"
+    with pytest.raises(ParseError, match="has not finished \\(didn't run: 1\\)"):
+        parse(text, tool="storagebench")
