@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('experiments', '0023_param_normal_forms'),
+        ('experiments', '0027_beegfs_verdict'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
