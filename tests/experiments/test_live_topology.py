@@ -502,3 +502,34 @@ def test_the_api_reads_previews_and_saves_the_live_topology(
     again = api.post(url, {}, format="json").json()
     assert again["node"] == HOST and again["differences"] == []
     assert {c["action"] for c in again["changes"]} == {"unchanged"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_launch_matrix_refuses_a_drifted_testbed_unless_told(
+    beegfs_host, node_agent, alice, mgmt_node, tmp_path
+):
+    from django.core.management import call_command
+
+    from experiments.models import Matrix
+
+    node_agent()
+    testbed = Testbed.objects.create(owner=alice, name="cli-live", benchmark_dir=str(tmp_path))
+    live = read_answer(ask(HOST, KIND, timeout=60).result)
+    apply_topology(testbed, plan_live(testbed, live), alice)
+    TestbedNode.objects.create(testbed=testbed, node=mgmt_node, client=True)
+    Testbed.objects.filter(pk=testbed.pk).update(live_node=mgmt_node)
+    Target.objects.filter(testbed=testbed, kind="metadata").delete()
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "name: cli\ntool: dd\ntestbeds: [cli-live]\nrepetitions: 1\nparams: {bs: 64k, count: 4}\n"
+    )
+    with pytest.raises(SystemExit) as exited:
+        call_command("launch_matrix", str(path), "--owner", "alice")
+    assert exited.value.code == 4
+    assert not Matrix.objects.filter(name="cli").exists()  # nothing kept
+    call_command("launch_matrix", str(path), "--owner", "alice", "--override-topology")
+    matrix = Matrix.objects.get(name="cli")
+    assert matrix.runs.exists()
+    assert matrix.topology_overrides[0]["testbeds"][0]["differences"] == [
+        "metadata target 1 on meta01 was added"
+    ]
