@@ -458,6 +458,10 @@ RUN_MAX_ATTEMPTS = envint("BEEWEB_RUN_MAX_ATTEMPTS", "2")
 RUN_REDISPATCH_SECONDS = envint("BEEWEB_RUN_REDISPATCH_SECONDS", "120")
 # Seconds between a running run's output/heartbeat writes to the database.
 RUN_PROGRESS_SECONDS = float(envstr("BEEWEB_RUN_PROGRESS_SECONDS", "2"))
+# How long a testbed's import from its live cluster, and the check of its live topology
+# before a launch, wait for the asked node's agent (experiments.execution.noderequests).
+LIVE_TOPOLOGY_SECONDS = float(envstr("BEEWEB_LIVE_TOPOLOGY_SECONDS", "45"))
+LIVE_CHECK_SECONDS = float(envstr("BEEWEB_LIVE_CHECK_SECONDS", "15"))
 # What this node lets a worker do, whatever the server asks (experiments/execution/nodepolicy.py
 # parses and
 # checks them): colon-separated directories runs may work in (empty: DATA_DIR only), and

@@ -96,6 +96,11 @@ urlpatterns = [
         topology.testbed_topology_import,
         name="testbed_topology_import",
     ),
+    path(
+        "testbeds/<uuid:uuid>/topology/live/",
+        topology.testbed_topology_live,
+        name="testbed_topology_live",
+    ),
     # Parts edited on their parent's page: drives and NICs of a profile; roles, targets and
     # pools of a testbed.
     path("<str:prefix>/<uuid:uuid>/<str:part>/new/", inventory.part_edit, name="part_new"),

@@ -371,6 +371,12 @@ class TestbedSerializer(OwnedSerializer):
     targets = TargetSerializer(many=True, read_only=True)
     pools = StoragePoolSerializer(many=True, read_only=True)
     mirror_groups = MirrorGroupSerializer(many=True, read_only=True)
+    live_node = serializers.SlugRelatedField(
+        slug_field="hostname",
+        read_only=True,
+        help_text="The node whose worker reads the live BeeGFS topology (set by "
+        "POST live-topology/ with save); a launch checks the live cluster first.",
+    )
 
     class Meta:
         model = Testbed
@@ -392,8 +398,10 @@ class TestbedSerializer(OwnedSerializer):
             "targets",
             "pools",
             "mirror_groups",
+            "live_node",
+            "live_imported_at",
         ]
-        read_only_fields = PUBLISHED
+        read_only_fields = [*PUBLISHED, "live_imported_at"]
 
     def validate_benchmark_dir(self, value: str) -> str:
         path = value.strip()

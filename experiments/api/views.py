@@ -6,9 +6,11 @@ grow with the page size (tests/api/test_queries.py).
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
@@ -24,9 +26,14 @@ from experiments.api.parsers import JSONLinesParser, StrictJSONParser
 from experiments.api.permissions import StaffWrites
 from experiments.comparison import reports as report_ops
 from experiments.execution import dispatch as dispatching
+from experiments.execution import noderequests
+from experiments.inventory.live import LiveError, differences, plan_live, read_answer
+from experiments.inventory.topology import apply_topology
+from experiments.matrices import livecheck
 from experiments.matrices.axes import MatrixError
 from experiments.matrices.expansion import MatrixBusy, delete_matrix, launch
-from experiments.matrices.launching import launch_refused
+from experiments.matrices.launching import launch_refused, node_problem
+from experiments.matrices.livecheck import live_node_choices
 from experiments.models import (
     Drive,
     HardwareProfile,
@@ -34,6 +41,7 @@ from experiments.models import (
     Metric,
     Nic,
     Node,
+    NodeRequest,
     Report,
     Run,
     ShareLink,
@@ -45,6 +53,7 @@ from experiments.models import (
     Worker,
 )
 from experiments.results.ingest import MAX_REQUEST_BYTES, IngestError, gc_paused, ingest
+from experiments.shared.utils import is_uuid
 
 
 class IntegrityAsValidation:
@@ -83,6 +92,18 @@ class Conflict(APIException):
     default_code = "conflict"
 
 
+class NodeUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The node could not be asked."
+    default_code = "node_unavailable"
+
+
+class LiveTopologyDiffers(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The live topology differs from the stored one."
+    default_code = "live_topology_differs"
+
+
 class BrokerDown(APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "The message broker is unreachable."
@@ -115,7 +136,7 @@ class NodeViewSet(OwnedViewSet):
 
 class TestbedViewSet(OwnedViewSet):
     queryset = (
-        Testbed.objects.select_related("owner")
+        Testbed.objects.select_related("owner", "live_node")
         .order_by("name", "id")
         .prefetch_related(
             "operators",
@@ -129,6 +150,106 @@ class TestbedViewSet(OwnedViewSet):
     )
     serializer_class = serializers.TestbedSerializer
     filterset_class = filters.TestbedFilter
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses={
+            200: OpenApiTypes.OBJECT,
+            400: OpenApiTypes.OBJECT,
+            403: OpenApiTypes.OBJECT,
+            503: OpenApiTypes.OBJECT,
+        },
+        summary="Read the testbed's live BeeGFS topology through a node's worker; preview or save",
+        description='Body: {"node": node UUID (default: the testbed\'s live node, else the '
+        'likely management node), "save": false (preview) or true, "profile": hardware '
+        "profile UUID for new nodes}. The node's agent runs fixed read-only beegfs-ctl "
+        "listings; 503 when it cannot be asked or its beegfs-ctl failed.",
+    )
+    @action(detail=True, methods=["post"], url_path="live-topology")
+    def live_topology(self, request, uuid=None):
+        testbed = self.get_object()
+        if not testbed.can_edit(request.user):
+            raise PermissionDenied("Only the owner or staff may import into this testbed.")
+        data = request.data if isinstance(request.data, dict) else {}
+        save = data.get("save", False)
+        if save not in (True, False):
+            raise ValidationError({"save": "true or false"})
+        node = _live_node(testbed, data.get("node"))
+        profile = None
+        if data.get("profile") not in (None, ""):
+            value = data["profile"]
+            if not isinstance(value, str) or not is_uuid(value):
+                raise ValidationError({"profile": "a hardware profile UUID"})
+            profile = HardwareProfile.objects.filter(uuid=value).first()
+            if profile is None:
+                raise ValidationError({"profile": "no such hardware profile"})
+        try:
+            answer = noderequests.ask(
+                node.hostname,
+                NodeRequest.Kind.BEEGFS_TOPOLOGY,
+                user=request.user,
+                timeout=settings.LIVE_TOPOLOGY_SECONDS,
+            )
+            live = read_answer(answer.result)
+        except (noderequests.NodeRequestError, LiveError) as exc:
+            message = f"{node.hostname} could not tell the live topology: {exc}"
+            raise NodeUnavailable(message) from None
+        plan = plan_live(testbed, live)
+        if plan.errors or plan.is_empty:
+            problems = "; ".join(f"{e.label}: {e}" for e in plan.errors) or "nothing listed"
+            raise NodeUnavailable(f"the listings of {node.hostname} could not be read: {problems}")
+        drift = differences(testbed, live)
+        summary = apply_topology(testbed, plan, request.user, profile=profile, dry_run=not save)
+        if save:
+            Testbed.objects.filter(pk=testbed.pk).update(
+                live_node=node, live_imported_at=timezone.now()
+            )
+        return Response(
+            {
+                "node": node.hostname,
+                "asked_at": answer.created_at,
+                "round_trip_s": answer.round_trip,
+                "saved": save,
+                "targets": [
+                    {
+                        "kind": t.kind,
+                        "target_id": t.target_id,
+                        "node": t.node,
+                        "reachability": t.reachability,
+                        "consistency": t.consistency,
+                        "capacity_gb": t.capacity_gb,
+                        "error": t.error,
+                    }
+                    for t in live.targets.values()
+                ],
+                "differences": drift,
+                "changes": [
+                    {"model": c.model, "label": c.label, "action": c.action, "details": c.details}
+                    for c in summary.changes
+                ],
+                "warnings": summary.warnings,
+            }
+        )
+
+
+def _live_node(testbed: Testbed, value) -> Node:
+    """The node an API call names for a live read: 400 for a malformed or unknown UUID, 403
+    for a node this testbed's runs may not use; without one, the testbed's live node or the
+    likely management node."""
+    if value in (None, ""):
+        choices = live_node_choices(testbed)
+        if not choices:
+            raise ValidationError({"node": "no node of this testbed's owner can be asked"})
+        return choices[0]
+    if not isinstance(value, str) or not is_uuid(value):
+        raise ValidationError({"node": "a node UUID"})
+    node = Node.objects.filter(uuid=value).select_related("owner").first()
+    if node is None:
+        raise ValidationError({"node": "no such node"})
+    problem = node_problem(testbed, node)
+    if problem:
+        raise PermissionDenied(f"This node cannot be asked for this testbed: {problem}.")
+    return node
 
 
 class TuningSetViewSet(OwnedViewSet):
@@ -162,9 +283,18 @@ class MatrixViewSet(OwnedViewSet):
     filterset_class = filters.MatrixFilter
 
     @extend_schema(
-        request=None,
-        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT, 503: OpenApiTypes.OBJECT},
+        request=OpenApiTypes.OBJECT,
+        responses={
+            200: OpenApiTypes.OBJECT,
+            400: OpenApiTypes.OBJECT,
+            409: OpenApiTypes.OBJECT,
+            503: OpenApiTypes.OBJECT,
+        },
         summary="Expand the matrix and queue its planned runs",
+        description="Testbeds with a live node are asked for their live topology first: when "
+        "it differs from the stored one (or cannot be read) the answer is 409 with the "
+        'differences, unless the body says {"override_topology": true} (recorded on the '
+        "matrix).",
     )
     @action(detail=True, methods=["post"])
     def launch(self, request, uuid=None):
@@ -174,8 +304,25 @@ class MatrixViewSet(OwnedViewSet):
         refused = launch_refused(matrix, request.user)
         if refused:
             raise PermissionDenied(f"Nothing was launched: {refused}.")
+        override = request.data.get("override_topology") if isinstance(request.data, dict) else None
+        if override not in (None, True, False):
+            raise ValidationError({"override_topology": "true or false"})
+        # Testbeds with a live node are asked whether their cluster still looks as stored.
+        checks = livecheck.check_matrix(matrix, request.user)
+        if checks and not override:
+            raise LiveTopologyDiffers(
+                {
+                    "detail": "Nothing was launched: the live topology differs from the stored "
+                    "one (or could not be read). Launch with override_topology=true to go "
+                    "ahead anyway.",
+                    "testbeds": [c.as_json() for c in checks],
+                }
+            )
         try:
             counts = launch(matrix)
+            if checks:
+                livecheck.record_override(matrix, request.user, checks)
+                counts = {**counts, "topology_overridden": [c.as_json() for c in checks]}
         except MatrixError as exc:
             # Nothing was created (expand() checks every cell before it stores any run).
             raise ValidationError({"detail": f"Nothing was launched. {exc}"}) from None

@@ -30,6 +30,9 @@ nodes' agents samples its own node from its next poll until ``sample_from`` is c
 tool ended) or the lease goes, and stores the document as the run's ``RunTelemetry`` row for
 that hostname. Its readings carry wall-clock times (``started_at``), which is what puts every
 node on the run page's one time axis.
+
+The third job answers node requests (``experiments.execution.noderequests``): questions a
+user's action addresses to this node whatever holds it, such as its BeeGFS's live topology.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from django.db import connection
 from django.utils import timezone
 
 from experiments.execution import beegfs, nodepolicy
+from experiments.execution.noderequests import NodeRequests
 from experiments.models import NodeLease, Run, Worker
 from runners import nodeconfig
 from runners.launch import queue_for
@@ -250,9 +254,15 @@ class Agent:
     def __init__(self, worker: str, names: list[str], jobs: list[Any] | None = None):
         self.worker = worker
         self.names = names
-        self.jobs = (
-            jobs if jobs is not None else [CacheDrop(), NodeTelemetry(), beegfs.BeegfsTuning(names)]
-        )
+        if jobs is None:
+            # The BeeGFS tuning last: a restart holds the loop for seconds.
+            jobs = [
+                CacheDrop(),
+                NodeTelemetry(),
+                NodeRequests(names, worker),
+                beegfs.BeegfsTuning(names),
+            ]
+        self.jobs = jobs
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
 

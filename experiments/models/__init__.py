@@ -15,6 +15,7 @@ from experiments.models.inventory import (
     TestbedNode,
 )
 from experiments.models.matrices import CellState, LaunchMode, Matrix, RunOrder
+from experiments.models.noderequests import NodeRequest
 from experiments.models.reports import Report, ShareLink
 from experiments.models.runs import Metric, NodeLease, Run
 from experiments.models.summaries import ConfigSummary
@@ -36,6 +37,7 @@ __all__ = [
     "Nic",
     "Node",
     "NodeLease",
+    "NodeRequest",
     "OwnedModel",
     "PublishedModel",
     "Report",

@@ -332,6 +332,22 @@ class Testbed(OwnedModel, PublishedModel):
         help_text="Groups whose members may launch on this testbed and store runs in it.",
     )
 
+    # Topology from the live cluster (experiments.inventory.live): the node whose worker runs
+    # beegfs-ctl for this testbed, and when its listing was last saved here. A testbed with
+    # a live node is checked against its running cluster before a launch.
+    live_node = models.ForeignKey(
+        Node,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The node whose worker reads the live BeeGFS topology (beegfs-ctl) for "
+        "this testbed.",
+    )
+    live_imported_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the live topology was last saved."
+    )
+
     objects = TestbedQuerySet.as_manager()
 
     __test__ = False  # pytest: not a test class

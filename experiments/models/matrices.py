@@ -100,6 +100,9 @@ class Matrix(OwnedModel):
         validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 3600)],
     )
     launched_at = models.DateTimeField(null=True, blank=True)
+    # Launches that went ahead although a testbed's live topology differed from the stored
+    # one (or its node could not be asked): who, when, and what differed.
+    topology_overrides = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created"]

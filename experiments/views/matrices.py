@@ -20,7 +20,7 @@ from experiments.comparison import latency_sweep, parcoords
 from experiments.comparison.charts import display_unit
 from experiments.execution import dispatch as dispatching
 from experiments.inventory import localhost
-from experiments.matrices import adaptive
+from experiments.matrices import adaptive, livecheck
 from experiments.matrices.axes import MatrixError
 from experiments.matrices.comparing import compare_query
 from experiments.matrices.expansion import (
@@ -334,11 +334,29 @@ def _action(request: HttpRequest, uuid: UUID, action, *, operate: bool = True) -
 
 @require_POST
 def matrix_launch(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    """Launch, after asking each testbed's live cluster (``matrices.livecheck``) whether it
+    still looks as stored: differences (or a node that cannot be asked) show a page that
+    names them, and only its "Launch anyway" (``anyway=1``) goes ahead, recorded on the
+    matrix."""
+    checks: list[livecheck.LiveCheck] = []
+    matrix = get_for_user(request, Matrix, uuid, write=True)
+    if launch_refused(matrix, request.user) is None:
+        checks = livecheck.check_matrix(matrix, request.user)
+        if checks and request.POST.get("anyway") != "1":
+            return render(
+                request,
+                "experiments/matrix_launch_check.html",
+                {"matrix": matrix, "checks": checks},
+            )
+
     def launched(matrix):
         counts = launch(matrix)
+        if checks:
+            livecheck.record_override(matrix, request.user, checks)
         return (
             f"Launched: {counted(counts['queued'], 'run')} queued ({counts['created']} new, "
             f"{counts['excluded']} excluded by rules)."
+            + (" The live topology's differences were overridden (recorded)." if checks else "")
         )
 
     return _action(request, uuid, launched)

@@ -377,7 +377,8 @@ def _parse_listnodes(lines: list[str], node_type: str | None) -> dict[str, Any]:
                     {"name": m.group(1), "ip": m.group(2).strip(), "type": m.group(3)}
                 )
             continue
-        if re.match(r"^Number of nodes:\s*\d+$", line):
+        # Footers: the count, and (metadata nodes) which one holds the root directory.
+        if re.match(r"^(?:Number of nodes|Root):\s*\d+$", line):
             continue
         warnings.append(f"line {idx + 1}: {line[:80]}")
     _require(bool(topology["nodes"]), "no 'name [ID: n]' node lines found")

@@ -106,8 +106,17 @@ class BeegfsLab:
 
     # --- daemons --------------------------------------------------------------------------
 
-    def mgmtd(self, netns: str | None = None, host: str = "localhost") -> None:
-        """The management daemon; ``host`` is its address as clients and servers reach it."""
+    def mgmtd(
+        self, netns: str | None = None, host: str = "localhost", node_id: str | None = None
+    ) -> None:
+        """The management daemon; ``host`` is its address as clients and servers reach it.
+        ``node_id``: the name it registers under (BeeGFS takes the machine's hostname, which a
+        daemon in a namespace node shares with this host); fixed at its first start."""
+        if node_id:
+            store = self.base / "data" / "mgmtd"
+            store.mkdir(parents=True, exist_ok=True)
+            if not (store / "originalNodeID").exists():
+                (store / "nodeID").write_text(f"{node_id}\n")
         self.sh("mgmtd", netns=netns, MGMTD_HOST=host)
         self.netns["mgmtd"] = netns or ""
 
@@ -262,13 +271,14 @@ def cluster_lab(base: Path, netns_lab) -> BeegfsLab:
     """On a 3-node network-namespace lab: node1 runs the management daemon and metadata
     server ``node1``; node2 the storage server ``node2`` with two targets on a btrfs RAID0
     over two loop files; node3 the storage server ``node3`` with two targets on a btrfs
-    RAID10 over four. BeeGFS node names are the hostnames; targets Online."""
+    RAID10 over four. BeeGFS node names are the hostnames (the management daemon's too);
+    targets Online."""
     lab = BeegfsLab(base)
     node1, node2, node3 = netns_lab.nodes[:3]
     try:
         raid0 = btrfs_volume(lab.base, "raid0", "raid0", 2)
         raid10 = btrfs_volume(lab.base, "raid10", "raid10", 4)
-        lab.mgmtd(netns=node1.netns, host=node1.address)
+        lab.mgmtd(netns=node1.netns, host=node1.address, node_id=node1.hostname)
         lab.meta("node1", node1.address, netns=node1.netns)
         lab.storage("node2", [raid0 / "t1", raid0 / "t2"], node1.address, netns=node2.netns)
         lab.storage("node3", [raid10 / "t1", raid10 / "t2"], node1.address, netns=node3.netns)

@@ -127,6 +127,28 @@ def page(username: str, path: str) -> list:
     return [response.status_code, response.content.decode()]
 
 
+def post(username: str, path: str, data: dict) -> list:
+    """``[status, html, location]`` of a form POST to ``path`` as ``username`` (signed in,
+    over HTTPS; redirects not followed)."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=username))
+    response = client.post(path, data, secure=True)
+    return [response.status_code, response.content.decode(), response.get("Location", "")]
+
+
+def matrix(username: str, text: str) -> str:
+    """``username``'s matrix from YAML ``text``, saved and not launched; its UUID."""
+    from django.contrib.auth import get_user_model
+
+    from experiments.matrices.files import from_data, parse_yaml
+
+    user = get_user_model().objects.get(username=username)
+    return str(from_data(parse_yaml(text), user).uuid)
+
+
 def metrics(run: int) -> list[dict]:
     """Every metric row of a run."""
     from experiments.models import Metric
@@ -139,5 +161,17 @@ def metrics(run: int) -> list[dict]:
 
 
 FUNCTIONS = {
-    f.__name__: f for f in (inventory, launch, cancel, resume, janitor, send_janitor, page, metrics)
+    f.__name__: f
+    for f in (
+        inventory,
+        launch,
+        cancel,
+        resume,
+        janitor,
+        send_janitor,
+        page,
+        metrics,
+        post,
+        matrix,
+    )
 }

@@ -2,7 +2,9 @@
 
 Exit status: 0 when launched (with --wait: when every run succeeded), 1 when some run failed
 or was cancelled, 2 for an invalid file (one line on stderr names the problem), 3 when the
-broker is unreachable (the matrix is kept with its runs planned).
+broker is unreachable (the matrix is kept with its runs planned), 4 when a testbed's live
+topology differs from the stored one or its live node cannot be asked (nothing is kept;
+``--override-topology`` launches anyway and the matrix records it).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from experiments.execution import dispatch as dispatching
+from experiments.matrices import livecheck
 from experiments.matrices.axes import MatrixError
 from experiments.matrices.expansion import launch, progress
 from experiments.matrices.files import MAX_YAML_BYTES, from_data, parse_yaml, too_large
@@ -40,12 +43,18 @@ class Command(BaseCommand):
             "--owner", help="User who owns the matrix (default: the first superuser)."
         )
         parser.add_argument(
+            "--override-topology",
+            action="store_true",
+            help="Launch even when a testbed's live BeeGFS topology differs from the stored one "
+            "(recorded on the matrix).",
+        )
+        parser.add_argument(
             "--dry-run",
             action="store_true",
             help="Print the preview (runs, commands) and create nothing.",
         )
 
-    def handle(self, *args, file, wait, timeout, owner, dry_run, **options):
+    def handle(self, *args, file, wait, timeout, owner, dry_run, override_topology, **options):
         user = self._owner(owner)
         try:
             text = sys.stdin.read(MAX_YAML_BYTES + 1) if file == "-" else self._read(Path(file))
@@ -74,7 +83,20 @@ class Command(BaseCommand):
                     self.stdout.write("  " + " ".join(cell.argv))
                 matrix.delete()
                 return
+            checks = livecheck.check_matrix(matrix, user)
+            if checks and not override_topology:
+                for check in checks:
+                    for line in [check.problem] if check.problem else check.differences:
+                        self.stderr.write(f"{check.testbed.name}: {line}")
+                matrix.delete()
+                self.stderr.write(
+                    f"{file}: nothing was launched: the live topology differs from the stored "
+                    "one (--override-topology launches anyway)"
+                )
+                sys.exit(4)
             counts = launch(matrix)
+            if checks:
+                livecheck.record_override(matrix, user, checks)
         except MatrixError as exc:
             matrix.delete()
             self.stderr.write(f"{file}: {exc}")
