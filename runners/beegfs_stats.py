@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import threading
@@ -42,7 +41,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-CTL_VAR = "BEEWEB_BEEGFS_CTL"
+from runners.beegfs_ctl import CTL_VAR, ctl_prefix
+
 NODE_NAME_VAR = "BEEWEB_NODE_BEEGFS_NODE_NAME"
 SERVICES = ("storage", "meta")
 # Entries printed per refresh: the process may fall this many seconds behind (a loaded node)
@@ -63,12 +63,6 @@ COLUMNS = {
     "meta": ("reqs", "qlen", "bsy"),
 }
 LISTNODE = re.compile(r"^(?P<name>\S+) \[ID: (?P<id>\d+)\]\s*$")
-
-
-def ctl_prefix(env: dict[str, str] | None = None) -> list[str]:
-    """beegfs-ctl's argv prefix on this node (``BEEWEB_BEEGFS_CTL``, default ``beegfs-ctl``)."""
-    value = (env if env is not None else os.environ).get(CTL_VAR, "").strip()
-    return shlex.split(value) if value else ["beegfs-ctl"]
 
 
 def node_name(env: dict[str, str] | None = None) -> str:

@@ -13,14 +13,10 @@ the same text a user would paste, and shows BeeGFS's own words when a command fa
 
 from __future__ import annotations
 
-import os
-import shlex
 import subprocess
 import time
 from dataclasses import dataclass
 
-CTL_VAR = "BEEWEB_BEEGFS_CTL"
-DEFAULT_CTL = "beegfs-ctl"
 # One listing of a management daemon that answers takes well under a second; one that does
 # not answers after beegfs-ctl's own connection timeouts (~30 s): bounded here below that.
 COMMAND_TIMEOUT = 20.0
@@ -61,23 +57,6 @@ LISTINGS: tuple[Listing, ...] = (
     Listing("meta buddy groups", ("--listmirrorgroups", "--nodetype=meta"), "meta", True),
 )
 BY_NAME = {listing.name: listing for listing in LISTINGS}
-
-
-class CtlConfigError(ValueError):
-    """BEEWEB_BEEGFS_CTL cannot be split into an argv."""
-
-
-def ctl_prefix(environ: dict[str, str] | None = None) -> list[str]:
-    """The node's beegfs-ctl argv prefix: ``BEEWEB_BEEGFS_CTL`` split like a shell would
-    (never run by one), ``beegfs-ctl`` when unset."""
-    text = (environ if environ is not None else os.environ).get(CTL_VAR, "").strip()
-    try:
-        argv = shlex.split(text or DEFAULT_CTL)
-    except ValueError as exc:
-        raise CtlConfigError(f"{CTL_VAR}: {exc}") from None
-    if not argv:
-        raise CtlConfigError(f"{CTL_VAR} is empty")
-    return argv
 
 
 def _text(data: bytes | str | None) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 from django.utils import timezone
 
 from experiments.models import NodeRequest, Worker
-from runners import beegfs_topology
+from runners import beegfs_ctl, beegfs_topology
 from runners.launch import queue_for
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def beegfs_topology_answer(params: dict[str, Any]) -> dict[str, Any]:
     """``beegfs-topology``: the fixed read-only listings, with this node's beegfs-ctl."""
     if params:
         raise ValueError(f"beegfs-topology takes no parameters (got {', '.join(sorted(params))})")
-    return beegfs_topology.collect(beegfs_topology.ctl_prefix())
+    return beegfs_topology.collect(beegfs_ctl.ctl_prefix())
 
 
 HANDLERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {

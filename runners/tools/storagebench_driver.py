@@ -32,20 +32,20 @@ Standard library only; every beegfs-ctl call is an argv list, never a shell line
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 
+from runners import beegfs_ctl
+
 EXIT_FAILED = 1
 EXIT_TIMEOUT = 124
 EXIT_TERMINATED = 143
 
-CTL_ENV = "BEEWEB_BEEGFS_CTL"
+CTL_ENV = beegfs_ctl.CTL_VAR
 # After --stop, how long the driver waits for "Stopped" before it cleans up anyway: the
 # executor SIGKILLs what is left of the process group 5 s after its SIGTERM.
 STOP_WAIT_S = 2.5
@@ -95,13 +95,12 @@ def words(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def ctl_prefix(environ: dict[str, str] | None = None) -> list[str]:
-    """beegfs-ctl's argv prefix on this node (BEEWEB_BEEGFS_CTL, shlex-split)."""
-    text = (os.environ if environ is None else environ).get(CTL_ENV, "").strip()
+    """beegfs-ctl's argv prefix on this node (``runners.beegfs_ctl``); a prefix that cannot be
+    split stops the driver with the reason."""
     try:
-        prefix = shlex.split(text) if text else []
-    except ValueError as exc:
-        raise SystemExit(f"storagebench: {CTL_ENV} is not a command line: {exc}") from None
-    return prefix or ["beegfs-ctl"]
+        return beegfs_ctl.ctl_prefix(environ)
+    except beegfs_ctl.CtlConfigError as exc:
+        raise SystemExit(f"storagebench: {exc}") from None
 
 
 def _size(text: str) -> str:

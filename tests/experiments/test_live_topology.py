@@ -30,7 +30,7 @@ from experiments.inventory.live import (
 )
 from experiments.inventory.topology import apply_topology
 from experiments.models import Node, NodeRequest, Target, Testbed, TestbedNode, Worker
-from runners import beegfs_topology
+from runners import beegfs_ctl, beegfs_topology
 
 pytestmark = pytest.mark.slow
 KIND = NodeRequest.Kind.BEEGFS_TOPOLOGY
@@ -55,7 +55,7 @@ def wait_for(predicate, what: str, timeout: float = 60.0) -> None:
 def node_agent(beegfs_host, monkeypatch):
     """The node agent of HOST's worker, as the NodeAgent bootstep starts it (its default
     jobs), with BEEWEB_BEEGFS_CTL pointing at the lab (the worker's own environment)."""
-    monkeypatch.setenv(beegfs_topology.CTL_VAR, " ".join(beegfs_host.ctl_argv()))
+    monkeypatch.setenv(beegfs_ctl.CTL_VAR, " ".join(beegfs_host.ctl_argv()))
     started = []
 
     def start(name: str = HOST, jobs=None) -> agent.Agent:
@@ -196,13 +196,13 @@ def test_no_agent_an_old_agent_and_a_failing_beegfs_ctl_say_so(
 
     # beegfs-ctl missing on the node: BeeGFS's (here the system's) words reach the user.
     node_agent("bad1")
-    monkeypatch.setenv(beegfs_topology.CTL_VAR, "/nonexistent/beegfs-ctl --cfgFile=/x")
+    monkeypatch.setenv(beegfs_ctl.CTL_VAR, "/nonexistent/beegfs-ctl --cfgFile=/x")
     answer = ask("bad1", KIND, timeout=60)
     with pytest.raises(LiveError, match="/nonexistent/beegfs-ctl: not found on this node"):
         read_answer(answer.result)
     # A management daemon that does not answer: beegfs-ctl's own complaint, after one listing.
     monkeypatch.setenv(
-        beegfs_topology.CTL_VAR,
+        beegfs_ctl.CTL_VAR,
         f"{beegfs_host.bin_dir / 'beegfs-ctl'} --cfgFile=/nonexistent.conf",
     )
     answer = ask("bad1", KIND, timeout=60)
@@ -219,14 +219,14 @@ def test_no_agent_an_old_agent_and_a_failing_beegfs_ctl_say_so(
 
 
 def test_a_ctl_prefix_is_split_without_a_shell():
-    env = {beegfs_topology.CTL_VAR: "/opt/beegfs/sbin/beegfs-ctl '--cfgFile=/etc/a b.conf'"}
-    assert beegfs_topology.ctl_prefix(env) == [
+    env = {beegfs_ctl.CTL_VAR: "/opt/beegfs/sbin/beegfs-ctl '--cfgFile=/etc/a b.conf'"}
+    assert beegfs_ctl.ctl_prefix(env) == [
         "/opt/beegfs/sbin/beegfs-ctl",
         "--cfgFile=/etc/a b.conf",
     ]
-    assert beegfs_topology.ctl_prefix({}) == ["beegfs-ctl"]
-    with pytest.raises(beegfs_topology.CtlConfigError, match="No closing quotation"):
-        beegfs_topology.ctl_prefix({beegfs_topology.CTL_VAR: "beegfs-ctl '"})
+    assert beegfs_ctl.ctl_prefix({}) == ["beegfs-ctl"]
+    with pytest.raises(beegfs_ctl.CtlConfigError, match="No closing quotation"):
+        beegfs_ctl.ctl_prefix({beegfs_ctl.CTL_VAR: "beegfs-ctl '"})
 
 
 def test_an_answer_without_listings_is_refused():
