@@ -3,8 +3,8 @@ real BeeGFS 7.4.7 (tests/labs/beegfs.py ``beegfs_cluster``): node1 runs the mana
 metadata daemons and is the client, node2 and node3 each a storage daemon whose operator lets
 beeweb change its config (BEEWEB_NODE_BEEGFS=true, the lab's config file and restart command).
 
-A matrix sweeps two tuning sets, ``storage.tuneNumWorkers`` 16 and 2, two runs each (a short dd
-on the client: the servers are held all the same, since the testbed has them). Every run records,
+A matrix sweeps two tuning sets, ``storage.tuneNumWorkers`` 16 and 2, two runs each: a short
+StorageBench write over all four targets, so what is measured is the servers the tuning changed. Every run records,
 per storage server, the value before, asked and in force as the daemon reports it (getcfg), the
 first run of each set after a restart, the second without one; the comparison of the two sets
 shows the tuning key as their one configuration difference; when the matrix has ended, both
@@ -27,15 +27,15 @@ pytestmark = [pytest.mark.slow]
 
 MATRIX = """\
 name: workers
-tool: dd
+tool: storagebench
 testbeds: [tb]
 tuning_sets: [workers16, workers2]
 apply_tuning: true
 repetitions: 2
 order: cells
 drop_caches: false
-timeout_s: 120
-params: {bs: 1m, count: 8}
+timeout_s: 300
+params: {direction: write, blocksize: 1m, size: 8m, threads: 2, interval: 1}
 """
 
 TUNING = """
@@ -52,7 +52,7 @@ DIFFERENCES = """
 from experiments.comparison.computation import compute
 from experiments.comparison.spec import ComparisonSpec
 import json
-result = compute(ComparisonSpec.from_query("metric=write_bw&x=param:bs&series=tuning&tool=dd"))
+result = compute(ComparisonSpec.from_query("metric=write_bw&x=tool&series=tuning&tool=storagebench"))
 print(json.dumps([[d.series, d.baseline, d.rows] for d in result.differences]))
 """
 
