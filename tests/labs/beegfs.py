@@ -15,9 +15,11 @@ client side + 4 / + 6), so labs of parallel test runs do not meet.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -205,6 +207,27 @@ class BeegfsLab:
 # --- btrfs RAID volumes over loop files --------------------------------------------------------
 
 _volumes: list[tuple[Path, list[str]]] = []
+# A loop device of a lab volume whose test process died before its cleanup: its image (under a
+# pytest base directory) was deleted with the directory, and nothing has it mounted.
+_STALE_IMAGE = re.compile(
+    r"^(?P<loop>/dev/loop\d+): .*\((?P<image>/tmp/\S*/beegfs\d*/\S+\.img) \(deleted\)\)$"
+)
+
+
+def detach_stale_loops() -> list[str]:
+    """Detach the loop devices crashed labs left behind (see _STALE_IMAGE); their names."""
+    listing = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    mounted = Path("/proc/mounts").read_text()
+    detached = []
+    for line in listing.splitlines():
+        match = _STALE_IMAGE.match(line.strip())
+        if match and f"{match['loop']} " not in mounted:
+            if (
+                subprocess.run(["losetup", "-d", match["loop"]], capture_output=True).returncode
+                == 0
+            ):
+                detached.append(match["loop"])
+    return detached
 
 
 def btrfs_volume(base: Path, name: str, profile: str, devices: int, size_mb: int = 300) -> Path:
@@ -214,6 +237,7 @@ def btrfs_volume(base: Path, name: str, profile: str, devices: int, size_mb: int
     it and frees its loop devices."""
     if shutil.which("mkfs.btrfs") is None:
         raise RuntimeError("mkfs.btrfs is not installed: apt-get install btrfs-progs")
+    detach_stale_loops()
     loops: list[str] = []
     mount = Path(base) / name
     mount.mkdir(parents=True, exist_ok=True)
@@ -233,6 +257,7 @@ def btrfs_volume(base: Path, name: str, profile: str, devices: int, size_mb: int
     return mount
 
 
+@atexit.register
 def cleanup_volumes() -> None:
     """Unmount every volume ``btrfs_volume`` made and detach its loop devices."""
     while _volumes:
