@@ -101,9 +101,7 @@ def check_testbed(testbed: Testbed, user, timeout: float | None = None) -> LiveC
     return check
 
 
-def check_matrix(
-    matrix: Matrix, user, timeout: float | None = None, runs=None
-) -> list[LiveCheck]:
+def check_matrix(matrix: Matrix, user, timeout: float | None = None, runs=None) -> list[LiveCheck]:
     """The checks of every testbed of ``matrix`` that has a live node; only the failed ones.
     ``runs`` (a queryset of the matrix's runs about to be sent): only their testbeds."""
     testbeds = matrix.testbeds.select_related("live_node__owner", "owner").order_by("name")
@@ -117,9 +115,7 @@ def check_matrix(
     return checks
 
 
-def record_override(
-    matrix: Matrix, user, checks: list[LiveCheck], action: str = "launch"
-) -> None:
+def record_override(matrix: Matrix, user, checks: list[LiveCheck], action: str = "launch") -> None:
     """The user started runs anyway (``action``, a key of ACTIONS): who, when, how and what
     they were shown, kept on the matrix."""
     if action not in ACTIONS:

@@ -342,9 +342,7 @@ CHECKED_ACTIONS = {
 }
 
 
-def _checked_action(
-    request: HttpRequest, uuid: UUID, name: str, start, runs=None
-) -> HttpResponse:
+def _checked_action(request: HttpRequest, uuid: UUID, name: str, start, runs=None) -> HttpResponse:
     """Start runs (``start(matrix)`` returns the message), after asking each testbed's live
     cluster (``matrices.livecheck``) whether it still looks as stored: differences (or a
     node that cannot be asked) show a page that names them, and only its "Launch anyway"
