@@ -540,7 +540,8 @@ def test_re_run_and_resume_on_a_drifted_testbed_ask_too(
     beegfs_host, node_agent, alice, alice_client, mgmt_node, tmp_path
 ):
     """Re-run failed and Resume start runs as a launch does: the same question, the same
-    record (with the action), and no question when they have nothing to send."""
+    record (with the action); only the testbeds of the runs they send are asked, and nothing
+    when they send nothing."""
     from experiments.models import Matrix, Run
 
     node_agent()
@@ -552,10 +553,18 @@ def test_re_run_and_resume_on_a_drifted_testbed_ask_too(
     matrix = Matrix.objects.create(
         owner=alice, name="dd-again", tool="dd", fixed_params={"bs": "64k", "count": 4}
     )
-    matrix.testbeds.set([testbed])
+    # A second testbed without a live node: nothing says how to ask its cluster.
+    plain = Testbed.objects.create(owner=alice, name="plain", benchmark_dir=str(tmp_path))
+    TestbedNode.objects.create(testbed=plain, node=mgmt_node, client=True)
+    matrix.testbeds.set([testbed, plain])
     assert alice_client.post(launch_url(matrix)).status_code == 302
-    runs = list(matrix.runs.values_list("pk", flat=True))
-    assert runs
+    runs = list(matrix.runs.filter(testbed=testbed).values_list("pk", flat=True))
+    others = matrix.runs.filter(testbed=plain)
+    assert runs and others.exists()
+
+    def statuses() -> set[str]:
+        return set(Run.objects.filter(pk__in=runs).values_list("status", flat=True))
+
     rerun = reverse("experiments:matrix_rerun", args=[matrix.uuid])
     resume = reverse("experiments:matrix_resume", args=[matrix.uuid])
     added = ["storage target 2 on storage01 was added"]
@@ -563,10 +572,18 @@ def test_re_run_and_resume_on_a_drifted_testbed_ask_too(
 
     # Nothing failed: "Re-run failed" has nothing to send, so nothing is asked.
     Run.objects.filter(pk__in=runs).update(status=Run.Status.SUCCEEDED)
+    others.update(status=Run.Status.SUCCEEDED)
     asked = NodeRequest.objects.count()
     response = alice_client.post(rerun)
     assert response.status_code == 302
     assert NodeRequest.objects.count() == asked
+    # Failed runs only on the testbed without a live node: sent without a question.
+    others.update(status=Run.Status.FAILED, dispatch_token=None)
+    response = alice_client.post(rerun)
+    assert response.status_code == 302
+    assert NodeRequest.objects.count() == asked
+    assert set(others.values_list("status", flat=True)) == {Run.Status.QUEUED}
+    others.update(status=Run.Status.SUCCEEDED)
 
     # Failed runs on the drifted testbed: the page asks, names the difference, sends nothing.
     Run.objects.filter(pk__in=runs).update(status=Run.Status.FAILED, dispatch_token=None)
@@ -576,13 +593,13 @@ def test_re_run_and_resume_on_a_drifted_testbed_ask_too(
     assert "Re-run the failed runs of" in page and added[0] in page
     assert 'id="launch-anyway"' in page and "Re-run anyway" in page
     assert f'action="{rerun}"' in page
-    assert set(matrix.runs.values_list("status", flat=True)) == {Run.Status.FAILED}
+    assert statuses() == {Run.Status.FAILED}
     matrix.refresh_from_db()
     assert matrix.topology_overrides == []
     # Re-run anyway: queued again, recorded as a re-run.
     response = alice_client.post(rerun, {"anyway": "1"})
     assert response.status_code == 302
-    assert set(matrix.runs.values_list("status", flat=True)) == {Run.Status.QUEUED}
+    assert statuses() == {Run.Status.QUEUED}
     matrix.refresh_from_db()
     (entry,) = matrix.topology_overrides
     assert entry["action"] == "rerun" and entry["by"] == "alice"
@@ -609,6 +626,6 @@ def test_re_run_and_resume_on_a_drifted_testbed_ask_too(
     assert alice_client.post(resume).status_code == 302
     Run.objects.filter(pk__in=runs).update(status=Run.Status.CANCELLED, dispatch_token=None)
     assert alice_client.post(rerun).status_code == 302
-    assert set(matrix.runs.values_list("status", flat=True)) == {Run.Status.QUEUED}
+    assert statuses() == {Run.Status.QUEUED}
     matrix.refresh_from_db()
     assert len(matrix.topology_overrides) == 2
