@@ -147,3 +147,62 @@ class MetricAdmin(admin.ModelAdmin):
 class WorkerAdmin(admin.ModelAdmin):
     list_display = ["name", "hostname", "queues", "pid", "started_at", "last_seen", "agent_seen"]
     readonly_fields = ["name", "hostname", "queues", "pid", "started_at", "last_seen", "agent_seen"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written only by beeweb itself (node agents, the janitor): listed and viewed,
+    never added, changed or deleted here."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(m.NodeRequest)
+class NodeRequestAdmin(ReadOnlyAdmin):
+    """A question to a node's agent (experiments.execution.noderequests) and its answer."""
+
+    list_display = [
+        "created_at",
+        "hostname",
+        "kind",
+        "requested_by",
+        "taken_by",
+        "taken_at",
+        "answered_at",
+        "error",
+    ]
+    list_filter = ["kind"]
+    search_fields = ["hostname", "taken_by", "error"]
+    date_hierarchy = "created_at"
+    ordering = ["-created_at", "-id"]
+    list_select_related = ["requested_by"]
+
+
+@admin.register(m.BeegfsConfigChange)
+class BeegfsConfigChangeAdmin(ReadOnlyAdmin):
+    """A BeeGFS server config file a node's agent changed for a matrix, and its restore
+    (experiments.execution.beegfs)."""
+
+    list_display = [
+        "applied_at",
+        "hostname",
+        "service",
+        "tuning_set",
+        "matrix",
+        "run",
+        "restart_s",
+        "online_s",
+        "restored_at",
+        "restore_outcome",
+    ]
+    list_filter = ["service"]
+    search_fields = ["hostname", "conf", "tuning_set"]
+    date_hierarchy = "applied_at"
+    ordering = ["-applied_at", "-id"]
+    list_select_related = ["matrix", "run__testbed"]

@@ -4,12 +4,12 @@ metadata daemons and is the client, node2 and node3 each a storage daemon whose 
 beeweb change its config (BEEWEB_NODE_BEEGFS=true, the lab's config file and restart command).
 
 A matrix sweeps two tuning sets, ``storage.tuneNumWorkers`` 16 and 2, two runs each: a short
-StorageBench write over all four targets, so what is measured is the servers the tuning changed. Every run records,
-per storage server, the value before, asked and in force as the daemon reports it (getcfg), the
-first run of each set after a restart, the second without one; the comparison of the two sets
-shows the tuning key as their one configuration difference; when the matrix has ended, both
-servers' config files are byte for byte what they were, each change recorded with its restore
-on the matrix page.
+StorageBench write over all four targets, so what is measured is the servers the tuning
+changed. Every run records, per storage server, the value before, asked and in force as the
+daemon reports it (getcfg), the first run of each set after a restart, the second without
+one; the comparison of the two sets shows the tuning key as their one configuration
+difference; when the matrix has ended, both servers' config files are byte for byte what
+they were, each change recorded with its restore on the matrix page.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ DIFFERENCES = """
 from experiments.comparison.computation import compute
 from experiments.comparison.spec import ComparisonSpec
 import json
-result = compute(ComparisonSpec.from_query("metric=write_bw&x=tool&series=tuning&tool=storagebench"))
+spec = ComparisonSpec.from_query("metric=write_bw&x=tool&series=tuning&tool=storagebench")
+result = compute(spec)
 print(json.dumps([[d.series, d.baseline, d.rows] for d in result.differences]))
 """
 

@@ -115,26 +115,28 @@ def launch(matrix: Matrix) -> dict[str, int]:
     return counts
 
 
+def rerun_runs(matrix: Matrix):
+    """The runs "Re-run failed" sends again: the failed and cancelled ones."""
+    return matrix.runs.filter(status__in=[Run.Status.FAILED, Run.Status.CANCELLED])
+
+
+def resume_runs(matrix: Matrix):
+    """The runs "Resume" sends again: the planned and queued ones."""
+    return matrix.runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED])
+
+
 def rerun_failed(matrix: Matrix) -> int:
     """Queue again only the failed and cancelled runs (their old output moves to history)."""
-    ids = list(
-        matrix.runs.filter(status__in=[Run.Status.FAILED, Run.Status.CANCELLED]).values_list(
-            "pk", flat=True
-        )
-    )
-    check_nodes(matrix, matrix.runs.filter(status__in=[Run.Status.FAILED, Run.Status.CANCELLED]))
+    ids = list(rerun_runs(matrix).values_list("pk", flat=True))
+    check_nodes(matrix, rerun_runs(matrix))
     return dispatch(ids)
 
 
 def resume(matrix: Matrix) -> int:
     """After a restart of web, worker or broker: send planned and queued runs again. Stale
     messages still in the broker carry old tokens and do nothing."""
-    ids = list(
-        matrix.runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]).values_list(
-            "pk", flat=True
-        )
-    )
-    check_nodes(matrix, matrix.runs.filter(status__in=[Run.Status.PLANNED, Run.Status.QUEUED]))
+    ids = list(resume_runs(matrix).values_list("pk", flat=True))
+    check_nodes(matrix, resume_runs(matrix))
     return dispatch(ids)
 
 

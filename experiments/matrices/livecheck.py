@@ -1,12 +1,16 @@
-"""Before a launch: does each testbed's running cluster still look as stored?
+"""Before runs start: does each testbed's running cluster still look as stored?
 
 A testbed with a live node (``Testbed.live_node``, set by an import from the live cluster)
 is asked for its topology (a node request answered by that node's agent, bounded by
 LIVE_CHECK_SECONDS) and compared with what is stored (``experiments.inventory.live``): a target
-offline or out of sync, a target added, removed or moved, a server gone. A launch with
-differences, or whose node could not be asked, goes ahead only when the user says so (the
-page's "Launch anyway", the API's ``override_topology``), and the matrix records it.
-Testbeds without a live node are not asked: nothing says how to reach their cluster.
+offline or out of sync, a target added, removed or moved, a server gone. Every way a user
+starts runs asks first: a launch (page, API, ``manage.py launch_matrix``), "Re-run failed"
+and "Resume" (of the testbeds whose runs they send). Runs start with differences, or with a
+node that could not be asked, only when the user says so (the page's "Launch anyway", the
+API's ``override_topology``, the command's ``--override-topology``), and the matrix records
+it with the action (``ACTIONS``). Testbeds without a live node are not asked: nothing says
+how to reach their cluster. The janitor's re-sending of lost messages and an adaptive cell's
+next repetition start nothing the user has not started, and are not asked again.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from experiments.execution.noderequests import NodeRequestError, ask
 from experiments.inventory.live import LiveError, differences, read_answer
 from experiments.matrices.launching import node_problem
 from experiments.models import Matrix, Node, NodeRequest, Testbed, TestbedNode
+
+# What started runs despite differences, as recorded on the matrix and shown on its page.
+ACTIONS = {"launch": "launched", "rerun": "re-ran failed runs", "resume": "resumed"}
 
 
 @dataclass
@@ -94,21 +101,29 @@ def check_testbed(testbed: Testbed, user, timeout: float | None = None) -> LiveC
     return check
 
 
-def check_matrix(matrix: Matrix, user, timeout: float | None = None) -> list[LiveCheck]:
-    """The checks of every testbed of ``matrix`` that has a live node; only the failed ones."""
+def check_matrix(matrix: Matrix, user, timeout: float | None = None, runs=None) -> list[LiveCheck]:
+    """The checks of every testbed of ``matrix`` that has a live node; only the failed ones.
+    ``runs`` (a queryset of the matrix's runs about to be sent): only their testbeds."""
+    testbeds = matrix.testbeds.select_related("live_node__owner", "owner").order_by("name")
+    if runs is not None:
+        testbeds = testbeds.filter(pk__in=runs.values("testbed_id"))
     checks = []
-    for testbed in matrix.testbeds.select_related("live_node__owner", "owner").order_by("name"):
+    for testbed in testbeds:
         check = check_testbed(testbed, user, timeout)
         if check is not None and not check.ok:
             checks.append(check)
     return checks
 
 
-def record_override(matrix: Matrix, user, checks: list[LiveCheck]) -> None:
-    """The user launched anyway: who, when and what they were shown, kept on the matrix."""
+def record_override(matrix: Matrix, user, checks: list[LiveCheck], action: str = "launch") -> None:
+    """The user started runs anyway (``action``, a key of ACTIONS): who, when, how and what
+    they were shown, kept on the matrix."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown action {action!r}")
     entry = {
         "at": timezone.now().isoformat(),
         "by": getattr(user, "username", "") or "",
+        "action": action,
         "testbeds": [c.as_json() for c in checks],
     }
     Matrix.objects.filter(pk=matrix.pk).update(

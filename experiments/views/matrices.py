@@ -30,7 +30,9 @@ from experiments.matrices.expansion import (
     launch,
     progress,
     rerun_failed,
+    rerun_runs,
     resume,
+    resume_runs,
 )
 from experiments.matrices.files import from_yaml, to_yaml
 from experiments.matrices.forms import MatrixForm, MatrixImportForm, format_axes, format_params
@@ -332,51 +334,87 @@ def _action(request: HttpRequest, uuid: UUID, action, *, operate: bool = True) -
     return redirect(matrix.get_absolute_url())
 
 
-@require_POST
-def matrix_launch(request: HttpRequest, uuid: UUID) -> HttpResponse:
-    """Launch, after asking each testbed's live cluster (``matrices.livecheck``) whether it
-    still looks as stored: differences (or a node that cannot be asked) show a page that
-    names them, and only its "Launch anyway" (``anyway=1``) goes ahead, recorded on the
-    matrix."""
+# The actions that start runs after the live topology check: page title, button.
+CHECKED_ACTIONS = {
+    "launch": ("Launch", "Launch anyway"),
+    "rerun": ("Re-run the failed runs of", "Re-run anyway"),
+    "resume": ("Resume", "Resume anyway"),
+}
+
+
+def _checked_action(request: HttpRequest, uuid: UUID, name: str, start, runs=None) -> HttpResponse:
+    """Start runs (``start(matrix)`` returns the message), after asking each testbed's live
+    cluster (``matrices.livecheck``) whether it still looks as stored: differences (or a
+    node that cannot be asked) show a page that names them, and only its "Launch anyway"
+    (``anyway=1``) goes ahead, recorded on the matrix with ``name`` (launch, rerun,
+    resume). ``runs(matrix)``: the runs the action sends; only their testbeds are asked, and
+    nothing is asked when there are none."""
     checks: list[livecheck.LiveCheck] = []
     matrix = get_for_user(request, Matrix, uuid, write=True)
     if launch_refused(matrix, request.user) is None:
-        checks = livecheck.check_matrix(matrix, request.user)
+        sent = None if runs is None else runs(matrix)
+        if sent is None or sent.exists():
+            checks = livecheck.check_matrix(matrix, request.user, runs=sent)
         if checks and request.POST.get("anyway") != "1":
             return render(
                 request,
                 "experiments/matrix_launch_check.html",
-                {"matrix": matrix, "checks": checks},
+                {
+                    "matrix": matrix,
+                    "checks": checks,
+                    "action_url": reverse(f"experiments:matrix_{name}", args=[matrix.uuid]),
+                    "title": CHECKED_ACTIONS[name][0],
+                    "anyway": CHECKED_ACTIONS[name][1],
+                },
             )
+
+    def started(matrix):
+        text = start(matrix)
+        if checks:
+            livecheck.record_override(matrix, request.user, checks, name)
+            text += " The live topology's differences were overridden (recorded)."
+        return text
+
+    return _action(request, uuid, started)
+
+
+@require_POST
+def matrix_launch(request: HttpRequest, uuid: UUID) -> HttpResponse:
+    """Launch, after the live topology check (``_checked_action``)."""
 
     def launched(matrix):
         counts = launch(matrix)
-        if checks:
-            livecheck.record_override(matrix, request.user, checks)
         return (
             f"Launched: {counted(counts['queued'], 'run')} queued ({counts['created']} new, "
             f"{counts['excluded']} excluded by rules)."
-            + (" The live topology's differences were overridden (recorded)." if checks else "")
         )
 
-    return _action(request, uuid, launched)
+    return _checked_action(request, uuid, "launch", launched)
 
 
 @require_POST
 def matrix_rerun(request: HttpRequest, uuid: UUID) -> HttpResponse:
-    return _action(
+    """Queue the failed and cancelled runs again, after the live topology check of their
+    testbeds."""
+    return _checked_action(
         request,
         uuid,
+        "rerun",
         lambda m: f"Queued {counted(rerun_failed(m), 'failed or cancelled run')} again.",
+        rerun_runs,
     )
 
 
 @require_POST
 def matrix_resume(request: HttpRequest, uuid: UUID) -> HttpResponse:
-    return _action(
+    """Send the planned and queued runs again, after the live topology check of their
+    testbeds."""
+    return _checked_action(
         request,
         uuid,
+        "resume",
         lambda m: f"Sent {counted(resume(m), 'planned or queued run')} to their workers again.",
+        resume_runs,
     )
 
 

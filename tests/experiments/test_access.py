@@ -128,3 +128,56 @@ def test_admin_lists_every_model(client, django_user_model, world):
         "worker",
     ]:
         assert client.get(f"/admin/experiments/{model}/").status_code == 200, model
+
+
+def test_node_requests_and_beegfs_config_changes_are_read_only_in_the_admin(
+    client, django_user_model, world
+):
+    """The rows node agents write are listed and viewed in the admin, never changed there."""
+    from django.utils import timezone
+
+    from experiments.models import BeegfsConfigChange, NodeRequest
+
+    staff = django_user_model.objects.create_superuser("root", password="x")
+    client.force_login(staff)
+    now = timezone.now()
+    request = NodeRequest.objects.create(
+        hostname="mgmt01",
+        kind=NodeRequest.Kind.BEEGFS_TOPOLOGY,
+        requested_by=staff,
+        taken_by="mgmt01@mgmt01",
+        taken_at=now,
+        answered_at=now,
+        result={"listings": []},
+    )
+    change = BeegfsConfigChange.objects.create(
+        hostname="storage01",
+        service="storage",
+        conf="/etc/beegfs/beegfs-storage.conf",
+        tuning_set="workers-2",
+        before={"tuneNumWorkers": "12"},
+        after={"tuneNumWorkers": "2"},
+        applied_at=now,
+        restart_s=1.5,
+        online_s=3.0,
+        restored_at=now,
+        restore_outcome="restored",
+    )
+    for model, row, shown in (
+        ("noderequest", request, "mgmt01@mgmt01"),
+        ("beegfsconfigchange", change, "workers-2"),
+    ):
+        listing = client.get(f"/admin/experiments/{model}/")
+        assert listing.status_code == 200, model
+        page = listing.content.decode()
+        assert shown in page and f"/admin/experiments/{model}/add/" not in page
+        view = client.get(f"/admin/experiments/{model}/{row.pk}/change/")
+        assert view.status_code == 200 and 'name="_save"' not in view.content.decode()
+        assert client.get(f"/admin/experiments/{model}/add/").status_code == 403
+        assert client.post(f"/admin/experiments/{model}/{row.pk}/change/", {}).status_code == 403
+        assert (
+            client.post(f"/admin/experiments/{model}/{row.pk}/delete/", {"post": "yes"}).status_code
+            == 403
+        )
+    assert NodeRequest.objects.filter(pk=request.pk).exists()
+    assert BeegfsConfigChange.objects.filter(pk=change.pk).exists()

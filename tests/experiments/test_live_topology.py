@@ -533,3 +533,99 @@ def test_launch_matrix_refuses_a_drifted_testbed_unless_told(
     assert matrix.topology_overrides[0]["testbeds"][0]["differences"] == [
         "metadata target 1 on meta01 was added"
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_re_run_and_resume_on_a_drifted_testbed_ask_too(
+    beegfs_host, node_agent, alice, alice_client, mgmt_node, tmp_path
+):
+    """Re-run failed and Resume start runs as a launch does: the same question, the same
+    record (with the action); only the testbeds of the runs they send are asked, and nothing
+    when they send nothing."""
+    from experiments.models import Matrix, Run
+
+    node_agent()
+    testbed = Testbed.objects.create(owner=alice, name="live-rerun", benchmark_dir=str(tmp_path))
+    live = read_answer(ask(HOST, KIND, timeout=60).result)
+    apply_topology(testbed, plan_live(testbed, live), alice)
+    TestbedNode.objects.create(testbed=testbed, node=mgmt_node, client=True)
+    Testbed.objects.filter(pk=testbed.pk).update(live_node=mgmt_node)
+    matrix = Matrix.objects.create(
+        owner=alice, name="dd-again", tool="dd", fixed_params={"bs": "64k", "count": 4}
+    )
+    # A second testbed without a live node: nothing says how to ask its cluster.
+    plain = Testbed.objects.create(owner=alice, name="plain", benchmark_dir=str(tmp_path))
+    TestbedNode.objects.create(testbed=plain, node=mgmt_node, client=True)
+    matrix.testbeds.set([testbed, plain])
+    assert alice_client.post(launch_url(matrix)).status_code == 302
+    runs = list(matrix.runs.filter(testbed=testbed).values_list("pk", flat=True))
+    others = matrix.runs.filter(testbed=plain)
+    assert runs and others.exists()
+
+    def statuses() -> set[str]:
+        return set(Run.objects.filter(pk__in=runs).values_list("status", flat=True))
+
+    rerun = reverse("experiments:matrix_rerun", args=[matrix.uuid])
+    resume = reverse("experiments:matrix_resume", args=[matrix.uuid])
+    added = ["storage target 2 on storage01 was added"]
+    Target.objects.filter(testbed=testbed, kind="storage", target_id=2).delete()
+
+    # Nothing failed: "Re-run failed" has nothing to send, so nothing is asked.
+    Run.objects.filter(pk__in=runs).update(status=Run.Status.SUCCEEDED)
+    others.update(status=Run.Status.SUCCEEDED)
+    asked = NodeRequest.objects.count()
+    response = alice_client.post(rerun)
+    assert response.status_code == 302
+    assert NodeRequest.objects.count() == asked
+    # Failed runs only on the testbed without a live node: sent without a question.
+    others.update(status=Run.Status.FAILED, dispatch_token=None)
+    response = alice_client.post(rerun)
+    assert response.status_code == 302
+    assert NodeRequest.objects.count() == asked
+    assert set(others.values_list("status", flat=True)) == {Run.Status.QUEUED}
+    others.update(status=Run.Status.SUCCEEDED)
+
+    # Failed runs on the drifted testbed: the page asks, names the difference, sends nothing.
+    Run.objects.filter(pk__in=runs).update(status=Run.Status.FAILED, dispatch_token=None)
+    response = alice_client.post(rerun)
+    page = response.content.decode()
+    assert response.status_code == 200, page
+    assert "Re-run the failed runs of" in page and added[0] in page
+    assert 'id="launch-anyway"' in page and "Re-run anyway" in page
+    assert f'action="{rerun}"' in page
+    assert statuses() == {Run.Status.FAILED}
+    matrix.refresh_from_db()
+    assert matrix.topology_overrides == []
+    # Re-run anyway: queued again, recorded as a re-run.
+    response = alice_client.post(rerun, {"anyway": "1"})
+    assert response.status_code == 302
+    assert statuses() == {Run.Status.QUEUED}
+    matrix.refresh_from_db()
+    (entry,) = matrix.topology_overrides
+    assert entry["action"] == "rerun" and entry["by"] == "alice"
+    assert entry["testbeds"][0]["differences"] == added
+
+    # Resume of the queued runs: asked too; only "Resume anyway" sends them.
+    tokens = dict(matrix.runs.values_list("pk", "dispatch_token"))
+    response = alice_client.post(resume)
+    page = response.content.decode()
+    assert response.status_code == 200, page
+    assert "Resume anyway" in page and added[0] in page and f'action="{resume}"' in page
+    assert dict(matrix.runs.values_list("pk", "dispatch_token")) == tokens  # not sent
+    response = alice_client.post(resume, {"anyway": "1"}, follow=True)
+    assert "differences were overridden (recorded)" in response.content.decode()
+    assert dict(matrix.runs.values_list("pk", "dispatch_token")) != tokens  # sent again
+    matrix.refresh_from_db()
+    assert [o["action"] for o in matrix.topology_overrides] == ["rerun", "resume"]
+    page = alice_client.get(matrix.get_absolute_url()).content.decode()
+    assert "re-ran failed runs anyway by alice" in page and "resumed anyway by alice" in page
+
+    # As stored again: neither asks.
+    live = read_answer(ask(HOST, KIND, timeout=60).result)
+    apply_topology(testbed, plan_live(testbed, live), alice)
+    assert alice_client.post(resume).status_code == 302
+    Run.objects.filter(pk__in=runs).update(status=Run.Status.CANCELLED, dispatch_token=None)
+    assert alice_client.post(rerun).status_code == 302
+    assert statuses() == {Run.Status.QUEUED}
+    matrix.refresh_from_db()
+    assert len(matrix.topology_overrides) == 2
