@@ -56,7 +56,7 @@ def three_clients(alice, bench, profile):
     return bench
 
 
-def test_nodes_and_tasks_per_node_axes_plan_expand_and_hold(alice, three_clients):
+def test_nodes_and_tasks_per_node_axes_plan_expand_and_hold(alice, alice_client, three_clients):
     matrix = from_yaml(
         ior(nodes="[1, 3]", tasks_per_node="[1, 2]", file_per_proc="[true, false]"), alice
     )
@@ -107,6 +107,10 @@ def test_nodes_and_tasks_per_node_axes_plan_expand_and_hold(alice, three_clients
         assert len(run.launch["hosts"]) == nodes
     labels = sorted(run.label for run in runs)
     assert any("nodes=3, tasks_per_node=2" in label for label in labels), labels
+    # The matrix page does not state the matrix's own tasks per node, which no run uses.
+    page = alice_client.get(matrix.get_absolute_url()).content.decode()
+    assert "MPI (mpirun over the testbed&#x27;s client nodes))" in page, page
+    assert "1 per node" not in page
 
 
 def test_nodes_is_at_most_the_testbeds_clients(alice, three_clients):
