@@ -168,3 +168,18 @@ def test_mdtest_runs_as_an_mpi_step_over_two_slurm_nodes(lab):
     for phase in ("file_create", "file_stat", "file_read", "file_remove"):
         assert run["metrics"][phase] > 0, run["metrics"]
     print(f"\nSlurm-mode mdtest run over 2 fake nodes: wall {wall:.1f} s")
+
+
+def test_a_read_only_ior_writes_its_file_in_a_step_of_the_same_job(lab):
+    """IOR with ``write: false``: its preparation (a write pass that keeps the file) is an
+    ``srun --mpi=pmix`` step of the run's job too, then the measured read."""
+    stack, cluster, _ = lab
+    text = IOR.replace("name: slurm ior", "name: slurm ior read").split("axes:")[0]
+    text = text.replace("slurm_nodes: 2}", "slurm_nodes: 2, write: false}")
+    matrix, wall = launch(stack, text)
+    (run,) = labs.runs(stack, matrix)
+    print(f"\nSlurm-mode read-only IOR run (write step, read step): wall {wall:.1f} s")
+    out = check_job(run, cluster, 1, "ior")
+    assert run["argv"][7:9] == ["-r", "-t"], run["argv"]
+    assert "write " not in out.split("Results:")[1].split("Summary")[0], out
+    assert run["metrics"]["read_bw"] > 0 and "write_bw" not in run["metrics"], run["metrics"]
