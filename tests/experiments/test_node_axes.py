@@ -223,3 +223,17 @@ def test_a_slurm_runs_node_count_is_the_same_parameter_as_nodes():
     """x = slurm_nodes (or nodes) in a comparison pools what the other name states."""
     assert _dimension_attributes("param:slurm_nodes") == {"param:slurm_nodes", "param:nodes"}
     assert _dimension_attributes("param:nodes") == {"param:nodes", "param:slurm_nodes"}
+
+
+def test_an_exclusion_rule_reads_the_nodes_axis(alice, three_clients):
+    """In a rule, ``nodes`` is the axis when a matrix sweeps it (the testbed's fact of that
+    name, its member count, otherwise)."""
+    text = (
+        ior(nodes="[1, 2, 3]", tasks_per_node="[1, 2]")
+        + 'exclude: ["nodes * tasks_per_node > 4"]\n'
+    )
+    matrix = from_yaml(text, alice)
+    active = [
+        (c.cell.params["nodes"], c.cell.params["tasks_per_node"]) for c in plan(matrix).active
+    ]
+    assert active == [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1)]
