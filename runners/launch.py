@@ -17,6 +17,24 @@ from runners.tools.base import Host, LaunchContext, ParamError
 
 MODES = ("single", "mpi", "multihost", "slurm")  # experiments.models.matrices.LaunchMode
 
+# Parameters of a run that are its launch's, not its tool's (a matrix's fixed parameters or
+# axes; stored in ``Run.params`` so comparisons can use them, never passed to the adapter):
+TARGET = "target"  # the inventory target the run works on
+NODES = "nodes"  # MPI / multi-host: the first N of the testbed's client nodes (default all)
+TASKS_PER_NODE = "tasks_per_node"  # MPI (and Slurm with an MPI tool): ranks per node
+SLURM_NODES = "slurm_nodes"  # Slurm mode: the nodes the job allocates (default 1)
+TUNING_PREFIX = "tuning:"  # tuning:<scope>.<key>: a tuning setting swept as an axis
+LAUNCH_PARAMS = frozenset({TARGET, NODES, TASKS_PER_NODE, SLURM_NODES})
+
+
+def tool_params(params: dict[str, Any]) -> dict[str, Any]:
+    """A run's (or a cell's) parameters without the launch's: what its tool adapter takes."""
+    return {
+        k: v
+        for k, v in params.items()
+        if k not in LAUNCH_PARAMS and not k.startswith(TUNING_PREFIX)
+    }
+
 
 class LaunchError(ValueError):
     """A stored launch spec that a worker cannot use (written by another version, edited)."""

@@ -48,7 +48,14 @@ UNITS = {"size": "B", "seconds": "s"}
 # Names that state one parameter twice over: an adapter's name and the canonical name its
 # parser states (IOR is launched with ``file_per_proc``, its output says ``file_per_process``:
 # a run's stored parameters hold both, always alike). Whatever varies one varies the other.
-SAME_PARAMETER = {"file_per_proc": "file_per_process", "file_per_process": "file_per_proc"}
+# A Slurm-mode run states its node count as launched (``slurm_nodes``) and as its tool
+# reports it (``nodes``, as an MPI-mode run's axis names it).
+SAME_PARAMETER = {
+    "file_per_proc": "file_per_process",
+    "file_per_process": "file_per_proc",
+    "slurm_nodes": "nodes",
+    "nodes": "slurm_nodes",
+}
 # Names whose kind differs between tools: the parsers' meaning wins in the shared table
 # (IOzone's adapter takes ``ops`` as -O, a flag; parsers state ``ops`` as a list of phases).
 _AMBIGUOUS = {"ops"}

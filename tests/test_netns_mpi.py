@@ -51,6 +51,23 @@ axes:
   block_size: [2m, 4m]
 """
 
+# Nodes and tasks per node as axes (issue 27, part 2): node2 alone or node2 and node3 (the
+# testbed's first N clients by hostname), 1 or 2 ranks on each, N-N and N-1.
+IOR_NODES = """\
+name: ior over nodes and tasks
+tool: ior
+testbeds: [clients]
+launch_mode: mpi
+repetitions: 1
+drop_caches: true
+timeout_s: 300
+params: {transfer_size: 1m, block_size: 2m, iterations: 1}
+axes:
+  nodes: [1, 2]
+  tasks_per_node: [1, 2]
+  file_per_proc: [true, false]
+"""
+
 MDTEST = """\
 name: mdtest across nodes
 tool: mdtest
@@ -176,18 +193,21 @@ def test_ior_n_n_and_n_1_over_two_nodes(cluster):
         assert "n = 2 each" in sentence and "also differ" not in sentence, sentence
     # For the record (not asserted): wall time and the per-run overhead, a run's duration
     # beyond IOR's own write and read phases.
+    print(
+        f"\n8-run IOR matrix over 2 nodes x 2 tasks: wall {wall:.1f} s, "
+        f"per-run overhead {overhead(stack, done):.2f} s"
+    )
+
+
+def overhead(stack: Stack, done: list[dict]) -> float:
+    """The mean of a run's duration beyond IOR's own write and read phases (seconds)."""
     durations = [(r["finished_at"] - r["started_at"]).total_seconds() for r in done]
     io = []
     for run in done:
         rows = {(m["name"], m["stat"]): m["value"] for m in metrics(stack, run["pk"])
                 if m["iteration"] is None}  # fmt: skip
         io.append(rows[("write_time", "mean")] + rows[("read_time", "mean")])
-    overhead = sum(d - t for d, t in zip(durations, io, strict=True)) / len(done)
-    print(
-        f"\n8-run IOR matrix over 2 nodes x 2 tasks: wall {wall:.1f} s, run duration "
-        f"mean {sum(durations) / len(done):.2f} s, IOR I/O mean {sum(io) / len(io):.3f} s, "
-        f"per-run overhead {overhead:.2f} s"
-    )
+    return sum(d - t for d, t in zip(durations, io, strict=True)) / len(done)
 
 
 def test_mdtest_over_two_nodes(cluster):
@@ -201,3 +221,57 @@ def test_mdtest_over_two_nodes(cluster):
     assert run["params"]["items"] == 50 and run["params"]["unique_dir"] is True
     for phase in ("file_create", "file_stat", "file_read", "file_remove"):
         assert run["metrics"][phase] > 0, run["metrics"]
+
+
+def test_ior_over_nodes_and_tasks_per_node(cluster):
+    """8 cells: nodes [1, 2] x tasks_per_node [1, 2] x N-N/N-1. Each run uses the first N of
+    the testbed's clients, holds them and drops their caches (node3 untouched when N = 1),
+    and states nodes and tasks per node as IOR reports them."""
+    stack, lab, tmp = cluster
+    wall = launch(stack, tmp, "ior-nodes", IOR_NODES)
+    done = runs(stack, "ior over nodes and tasks")
+    assert len(done) == 8
+    clients = [["node2", lab.nodes[1].address], ["node3", lab.nodes[2].address]]
+    cells = set()
+    for run in done:
+        assert run["status"] == "succeeded", run["error"] + run["raw_output"][-3000:]
+        nodes, tasks = run["params"]["nodes"], run["params"]["tasks_per_node"]
+        fpp = run["params"]["file_per_proc"]
+        cells.add((nodes, tasks, fpp))
+        assert run["worker"] == "node2@node2"
+        assert run["argv"][run["argv"].index("-np") + 1] == str(nodes * tasks)
+        assert run["launch"]["hosts"] == clients[:nodes]
+        assert run["launch"]["tasks_per_node"] == tasks
+        used = ["node2", "node3"][:nodes]
+        assert sorted(run["nodes_held"]) == used
+        assert sorted(run["effective_config"]["drop_caches"]) == used
+        assert run["params"]["threads"] == nodes * tasks
+        assert run["params"]["file_per_process"] is fpp
+        out = run["raw_output"]
+        assert re.search(rf"^nodes\s+: {nodes}$", out, re.M), out
+        assert re.search(rf"^tasks\s+: {nodes * tasks}$", out, re.M), out
+        assert re.search(rf"^clients per node\s+: {tasks}$", out, re.M), out
+        assert run["metrics"]["write_bw"] > 0 and run["metrics"]["read_bw"] > 0
+    assert len(cells) == 8
+
+    # Over nodes, N-N against N-1 at 2 tasks per node: like for like at each node count.
+    ((matrix,),) = stack.sql(
+        "SELECT uuid FROM experiments_matrix WHERE name = 'ior over nodes and tasks'"
+    )
+    found = json.loads(
+        stack.shell(
+            "import json; from experiments.comparison import ComparisonSpec, compute\n"
+            f"query = 'metric=write_bw&x=param:nodes&series=param:file_per_proc&matrix={matrix}'\n"
+            "query += '&f=param:tasks_per_node:2&baseline=false'\n"
+            "result = compute(ComparisonSpec.from_query(query))\n"
+            "print(json.dumps([(c.x, c.claimed, c.sentence) for c in result.comparisons]))"
+        )
+    )
+    assert [x for x, _, _ in found] == ["1", "2"], found
+    for _, _, sentence in found:
+        assert sentence.startswith("file per proc yes "), sentence
+        assert "file per proc no" in sentence and "also differ" not in sentence, sentence
+    print(
+        f"\n8-run IOR matrix over nodes [1, 2] x tasks [1, 2] x N-N/N-1: wall {wall:.1f} s, "
+        f"per-run overhead {overhead(stack, done):.2f} s; {found}"
+    )

@@ -48,7 +48,7 @@ from experiments.models.runs import update_row
 from experiments.results import telemetry
 from experiments.results.store import MAX_OUTPUT_BYTES, parse_stored, record_launch
 from runners import nodeconfig, reaper, slurm
-from runners.launch import LaunchError, LaunchSpec
+from runners.launch import LaunchError, LaunchSpec, tool_params
 from runners.tools import get_adapter
 from runners.tools.base import Command, ParamError
 
@@ -57,8 +57,6 @@ log = logging.getLogger(__name__)
 KILL_GRACE_SECONDS = 5.0
 # Output of earlier attempts kept on the run when it is requeued (per attempt).
 HISTORY_BYTES = 64 * 1024
-# Keys of Run.params that are not the tool's: the target it runs on and the Slurm node count.
-NOT_TOOL_PARAMS = frozenset({"target", "slurm_nodes"})
 
 
 def claim(run_id: int, token: str, worker: str) -> Attempt | None:
@@ -725,11 +723,8 @@ def _build_and_run(
 
 
 def _tool_params(run: Run) -> dict[str, Any]:
-    return {
-        k: v
-        for k, v in run.params.items()
-        if k not in NOT_TOOL_PARAMS and not k.startswith("tuning:")
-    }
+    """The run's parameters without the launch's (``runners.launch.LAUNCH_PARAMS``)."""
+    return tool_params(run.params)
 
 
 def _run_steps(

@@ -43,11 +43,10 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from experiments.execution.dispatch import BrokerUnavailable, dispatch
-from experiments.matrices.axes import TARGET_AXIS, TUNING_PREFIX
 from experiments.matrices.preview import preview_command
 from experiments.models import CellState, Matrix, Metric, Run
 from runners import registry
-from runners.launch import LaunchError
+from runners.launch import LaunchError, tool_params
 from runners.params import normalise
 from runners.tools import get_adapter
 from runners.tools.base import ParamError
@@ -346,9 +345,7 @@ def _next_repetition(matrix: Matrix, cell_key: str, repetition: int) -> int | No
     params = normalise(first.launch.get("params", first.params))
     launch = {k: v for k, v in first.launch.items() if k not in ("params", "parse_options")}
     try:
-        tool_params = {k: v for k, v in params.items() if not k.startswith(TUNING_PREFIX)}
-        tool_params.pop(TARGET_AXIS, None)
-        argv = preview_command(get_adapter(first.tool), launch, tool_params).argv
+        argv = preview_command(get_adapter(first.tool), launch, tool_params(params)).argv
     except (ParamError, LaunchError) as exc:  # the worker fails the run saying why
         log.warning("run %s: no preview of its next repetition: %s", first.pk, exc)
         argv = []

@@ -11,12 +11,19 @@ from typing import Any
 from django.conf import settings
 
 from experiments.shared.input_checks import CONTROL_CHARS
+from runners.launch import NODES as NODES
+from runners.launch import SLURM_NODES as SLURM_NODES
+from runners.launch import TARGET
+from runners.launch import TASKS_PER_NODE as TASKS_PER_NODE
+from runners.launch import TUNING_PREFIX as TUNING_PREFIX
 from runners.tools.base import MAX_TEXT
 
-TUNING_PREFIX = "tuning:"
-TARGET_AXIS = "target"
-# Nodes a Slurm-mode run asks for (salloc --nodes): a fixed parameter or an axis, default 1.
-SLURM_NODES = "slurm_nodes"
+# Launch parameters a matrix takes as fixed parameters or axes (runners.launch):
+# - SLURM_NODES: nodes a Slurm-mode run asks for (salloc --nodes), default 1;
+# - NODES: how many of the testbed's client nodes an MPI or multi-host run uses (the first N
+#   by hostname), default all of them;
+# - TASKS_PER_NODE: MPI ranks per node, default the matrix's tasks per node.
+TARGET_AXIS = TARGET
 RANGE_SCALES = ("pow2", "linear")
 MAX_AXIS_VALUES = 1000
 MAX_AXES = 16

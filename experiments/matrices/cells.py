@@ -16,9 +16,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 
 from experiments.matrices.axes import (
-    SLURM_NODES,
     TARGET_AXIS,
-    TUNING_PREFIX,
     MatrixError,
     axis_values,
     check_cell_count,
@@ -26,6 +24,7 @@ from experiments.matrices.axes import (
 )
 from experiments.matrices.rules import compile_rules, rule_identifier, rule_names, testbed_facts
 from experiments.models import Matrix, Target, Testbed, TestbedNode, TuningSet
+from runners.launch import tool_params
 
 
 @dataclass
@@ -40,11 +39,8 @@ class Cell:
 
     @property
     def tool_params(self) -> dict[str, Any]:
-        return {
-            k: v
-            for k, v in self.params.items()
-            if not k.startswith(TUNING_PREFIX) and k not in (TARGET_AXIS, SLURM_NODES)
-        }
+        """The cell's parameters without the launch's (target, nodes, tuning axes, ...)."""
+        return tool_params(self.params)
 
     @property
     def label(self) -> str:

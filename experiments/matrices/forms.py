@@ -91,7 +91,9 @@ class MatrixForm(forms.ModelForm):
         help_text="One axis per line: <code>rw = write, read</code>, "
         "<code>numjobs = pow2(1..64)</code>, <code>bs = linear(4..16, 4)</code>; "
         "<code>target = btrfs-raid0, btrfs-raid10</code> sweeps a testbed's targets "
-        "and <code>tuning:os.vm.dirty_ratio = 10, 40</code> a tuning key.",
+        "and <code>tuning:os.vm.dirty_ratio = 10, 40</code> a tuning key; in MPI mode "
+        "<code>nodes = 1, 2, 4</code> (the first N client nodes) and "
+        "<code>tasks_per_node = 1, 2</code>.",
     )
     exclusions_text = forms.CharField(
         label="Skip cells where",

@@ -8,7 +8,13 @@ from typing import Any
 
 from django.db.models import Prefetch, Q
 
-from experiments.matrices.axes import SLURM_NODES, TUNING_PREFIX, MatrixError
+from experiments.matrices.axes import (
+    NODES,
+    SLURM_NODES,
+    TASKS_PER_NODE,
+    TUNING_PREFIX,
+    MatrixError,
+)
 from experiments.matrices.cells import Cell
 from experiments.models import LaunchMode, Matrix, Node, Target, Testbed, TestbedNode
 from experiments.shared.validators import work_path_problem
@@ -30,6 +36,31 @@ def launcher_and_hosts(testbed: Testbed, target: Target | None) -> tuple[Node | 
     if clients:
         return clients[0], clients
     return (members[0].node if members else None), clients
+
+
+def used_clients(testbed: Testbed, clients: list[Node], params: dict[str, Any]) -> list[Node]:
+    """The client nodes a cell's MPI or multi-host run uses: the first ``nodes`` of the
+    testbed's clients (ordered by hostname, as ``cells()`` reads them), default all.
+    MatrixError when the testbed has fewer (it lost clients since the matrix was saved)."""
+    if NODES not in params:
+        return clients
+    count = int(params[NODES])
+    if count > len(clients):
+        raise MatrixError("axes", too_many_nodes(testbed, count, len(clients)))
+    return clients[:count]
+
+
+def too_many_nodes(testbed: Testbed, count: int, clients: int) -> str:
+    return (
+        f"{NODES}: {count} is more than the {clients} client node"
+        f"{'' if clients == 1 else 's'} of testbed {testbed.name!r}"
+    )
+
+
+def tasks_per_node(matrix: Matrix, params: dict[str, Any]) -> int:
+    """MPI ranks per node of a cell: its ``tasks_per_node`` parameter (fixed or an axis), else
+    the matrix's."""
+    return int(params.get(TASKS_PER_NODE, matrix.tasks_per_node))
 
 
 def workdir_for(testbed: Testbed, target: Target | None) -> str:
@@ -154,11 +185,13 @@ def launch_spec(matrix: Matrix, cell: Cell) -> tuple[dict[str, Any], Node]:
         launcher=launcher.hostname,
         mode=matrix.launch_mode,
         # Slurm chooses the clients when the job starts (the run records them then).
-        hosts=() if slurm_mode else tuple(map(as_host, clients)),
+        hosts=()
+        if slurm_mode
+        else tuple(map(as_host, used_clients(cell.testbed, clients, cell.params))),
         partition=cell.testbed.slurm_partition if slurm_mode else "",
         account=cell.testbed.slurm_account if slurm_mode else "",
         nodes=int(cell.params.get(SLURM_NODES, 1)) if slurm_mode else 1,
-        tasks_per_node=matrix.tasks_per_node,
+        tasks_per_node=tasks_per_node(matrix, cell.params),
         timeout_s=matrix.timeout_s,
         drop_caches=matrix.drop_caches,
         apply_tuning=matrix.apply_tuning,

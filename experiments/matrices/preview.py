@@ -11,13 +11,14 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Avg, DurationField, ExpressionWrapper, F
 
-from experiments.matrices.axes import SLURM_NODES, MatrixError
+from experiments.matrices.axes import NODES, SLURM_NODES, MatrixError
 from experiments.matrices.cells import Cell, cells
 from experiments.matrices.launching import (
     as_host,
     beegfs_target_ids,
     launch_spec,
     launcher_and_hosts,
+    tasks_per_node,
     workdir_for,
 )
 from experiments.models import LaunchMode, Matrix, Node, Run, Testbed, TuningSet
@@ -202,8 +203,11 @@ def cell_problems(
     for cell in all_cells:
         if cell.excluded_by:
             continue
-        nodes = int(cell.params.get(SLURM_NODES, 1)) if slurm_mode else 0
-        where_key = (cell.testbed.pk, cell.target.pk if cell.target else None, nodes)
+        # Slurm mode: the nodes to allocate (default 1); else the first N clients (0: all;
+        # more than the testbed has is validate_matrix's to say).
+        nodes = int(cell.params.get(SLURM_NODES, 1) if slurm_mode else cell.params.get(NODES, 0))
+        tasks = tasks_per_node(matrix, cell.params)
+        where_key = (cell.testbed.pk, cell.target.pk if cell.target else None, nodes, tasks)
         ctx = contexts.get(where_key)
         if ctx is None:
             launcher, clients = launcher_and_hosts(cell.testbed, cell.target)
@@ -211,7 +215,8 @@ def cell_problems(
                 workdir = workdir_for(cell.testbed, cell.target)
             except MatrixError:
                 workdir = CHECK_WORKDIR
-            mode, hosts = matrix.launch_mode, tuple(map(as_host, clients))
+            mode = matrix.launch_mode
+            hosts = tuple(map(as_host, clients[:nodes] if nodes else clients))
             if slurm_mode:
                 # As the Slurm steps will run it: the tool's own mode over stand-in nodes.
                 mode = slurm.inner_mode(adapter.modes) or mode
@@ -223,7 +228,7 @@ def cell_problems(
                 launcher=launcher.hostname if launcher else "",
                 mode=mode,
                 hosts=hosts,
-                tasks_per_node=matrix.tasks_per_node,
+                tasks_per_node=tasks,
                 target_ids=beegfs_target_ids(cell.target),
             )
             ctx = contexts[where_key] = spec.context(settings.RUN_DIR / PREVIEW_RUN_DIR)

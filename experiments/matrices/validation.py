@@ -31,8 +31,10 @@ from django.conf import settings
 from experiments.matrices.axes import (
     MAX_AXIS_VALUES,
     MAX_NAME_LENGTH,
+    NODES,
     SLURM_NODES,
     TARGET_AXIS,
+    TASKS_PER_NODE,
     TUNING_PREFIX,
     MatrixError,
     axis_values,
@@ -40,7 +42,7 @@ from experiments.matrices.axes import (
     check_scalar,
     normalise_axes,
 )
-from experiments.matrices.launching import slurm_refusal
+from experiments.matrices.launching import slurm_refusal, too_many_nodes
 from experiments.matrices.preview import cell_problems
 from experiments.matrices.rules import MAX_RULES, Rule, check_rule_budget, compile_rule, rule_names
 from experiments.models import LaunchMode, Matrix, RunOrder, Testbed
@@ -58,6 +60,12 @@ MAX_TASKS_PER_NODE = 1024
 MAX_REPETITIONS = 100
 MAX_TIMEOUT_S = 7 * 24 * 3600
 MAX_BAD_VALUES = 5  # refused values of one axis listed one by one
+# Launch parameters that count something: their bounds.
+COUNTS = {
+    SLURM_NODES: (1, slurm.MAX_NODES),
+    NODES: (1, slurm.MAX_NODES),
+    TASKS_PER_NODE: (1, MAX_TASKS_PER_NODE),
+}
 
 DEFAULTS: dict[str, Any] = {
     "name": "",
@@ -205,6 +213,7 @@ def validate_matrix(data: Mapping[str, Any], *, build_cells: bool = True) -> dic
     if not testbeds:
         errors.add("testbeds", "choose at least one testbed")
     _check_slurm(clean, adapter, params, axes, testbeds, errors)
+    _check_nodes_and_tasks(clean, adapter, params, axes, testbeds, errors)
     clean["testbeds"], clean["tuning_sets"] = testbeds, tunings
 
     rules = data["exclusions"] if data["exclusions"] is not None else []
@@ -267,13 +276,7 @@ def _check_slurm(clean, adapter, params, axes, testbeds, errors: _Errors) -> Non
     only, and more than one node (or task per node) to the MPI tools, whose ranks srun
     places over the allocation: a single-process tool runs as one task and cannot combine
     the outputs of several nodes."""
-    values = [params[SLURM_NODES]] if SLURM_NODES in params else []
-    for axis in axes:
-        if axis.get("param") == SLURM_NODES:
-            try:
-                values += axis_values(axis)
-            except MatrixError:
-                pass  # reported with the axes
+    values = _values_of(SLURM_NODES, params, axes)
     if clean["launch_mode"] != LaunchMode.SLURM:
         if values:
             errors.add("axes", f"{SLURM_NODES}: applies to the Slurm launch mode only")
@@ -295,6 +298,60 @@ def _check_slurm(clean, adapter, params, axes, testbeds, errors: _Errors) -> Non
             errors.add(
                 "tasks_per_node",
                 f"{adapter.tool} runs as one process in Slurm mode: leave it at 1",
+            )
+
+
+def _values_of(name: str, params: Mapping[str, Any], axes: list[dict[str, Any]]) -> list[Any]:
+    """The values a matrix gives parameter ``name``: its fixed value and its axis's values."""
+    values = [params[name]] if name in params else []
+    for axis in axes:
+        if axis.get("param") == name:
+            try:
+                values += axis_values(axis)
+            except MatrixError:
+                pass  # reported with the axes
+    return values
+
+
+def _check_nodes_and_tasks(clean, adapter, params, axes, testbeds, errors: _Errors) -> None:
+    """``nodes`` (the first N client nodes) belongs to the modes with client hosts (MPI and
+    multi-host) and is at most each testbed's client count; ``tasks_per_node`` as a
+    parameter or axis to MPI mode and to Slurm mode with an MPI tool, and not together with
+    the matrix's own tasks per node."""
+    mode = clean["launch_mode"]
+    nodes = []
+    for value in _values_of(NODES, params, axes):
+        try:
+            nodes.append(clean_int(value, NODES, 1, slurm.MAX_NODES))
+        except ParamError:
+            pass  # reported with the values
+    if _values_of(NODES, params, axes):
+        if mode == LaunchMode.SLURM:
+            errors.add(
+                "axes",
+                f"{NODES}: in Slurm mode Slurm allocates the nodes: give {SLURM_NODES} instead",
+            )
+        elif mode not in (LaunchMode.MPI, LaunchMode.MULTIHOST):
+            errors.add("axes", f"{NODES}: applies to the MPI and multi-host launch modes only")
+        elif nodes:
+            for testbed in testbeds:
+                if not isinstance(testbed, Testbed) or testbed.pk is None:
+                    continue
+                clients = testbed.members.filter(client=True).count()
+                if max(nodes) > clients:
+                    errors.add("axes", too_many_nodes(testbed, max(nodes), clients))
+    if _values_of(TASKS_PER_NODE, params, axes):
+        inner = slurm.inner_mode(adapter.modes) if adapter is not None else None
+        if not (mode == LaunchMode.MPI or mode == LaunchMode.SLURM and inner == "mpi"):
+            errors.add(
+                "axes",
+                f"{TASKS_PER_NODE}: applies to MPI tools in the MPI or Slurm launch mode only",
+            )
+        elif clean["tasks_per_node"] != 1:
+            errors.add(
+                "tasks_per_node",
+                f"given as a parameter too: leave it at 1 when {TASKS_PER_NODE} is a fixed "
+                "parameter or an axis",
             )
 
 
@@ -362,7 +419,7 @@ def _check_name(tool: Any, adapter, name: Any) -> str:
         return "parameter names must be text"
     if len(name) > MAX_NAME_LENGTH:
         return f"a parameter name is longer than {MAX_NAME_LENGTH} characters"
-    if name in (TARGET_AXIS, SLURM_NODES):
+    if name in (TARGET_AXIS, SLURM_NODES, NODES, TASKS_PER_NODE):
         return ""
     if name.startswith(TUNING_PREFIX):
         scope, _, key = name[len(TUNING_PREFIX) :].partition(".")
@@ -396,9 +453,10 @@ def _check_value(adapter, name: str, value: Any) -> str:
         return str(exc)
     if name == TARGET_AXIS or name.startswith(TUNING_PREFIX):
         return ""
-    if name == SLURM_NODES:
+    if name in COUNTS:
+        low, high = COUNTS[name]
         try:
-            clean_int(value, SLURM_NODES, 1, slurm.MAX_NODES)
+            clean_int(value, name, low, high)
         except ParamError as exc:
             return str(exc)
         return ""

@@ -115,6 +115,14 @@ class Matrix(OwnedModel):
         return reverse("experiments:matrix", args=[self.uuid])
 
     @property
+    def tasks_per_node_swept(self) -> bool:
+        """Whether a fixed parameter or an axis gives the tasks per node (not this field)."""
+        names = set(self.fixed_params or {}) | {
+            a.get("param") for a in self.axes or [] if isinstance(a, dict)
+        }
+        return "tasks_per_node" in names
+
+    @property
     def adaptive(self) -> bool:
         return self.max_repetitions is not None and self.target_cv is not None
 
