@@ -29,24 +29,50 @@ def migrate(target=None):
 
 
 def later_summary_columns(add: bool) -> None:
-    """The summary columns later migrations add (0024's ``bn_beegfs``), added to the table of
-    0022 and removed again: the published data loads through today's summaries module, which
-    writes them."""
-    from experiments.models import ConfigSummary
+    """The columns later migrations add to tables 0022 already has (0024's ``bn_beegfs`` on the
+    summaries, 0026's live node of a testbed, …), added to 0022's tables and removed again:
+    the published data loads through today's models and summaries module, which use them."""
+    from django.apps import apps
 
-    with connection.cursor() as cursor:
-        have = {
-            c.name
-            for c in connection.introspection.get_table_description(
-                cursor, "experiments_configsummary"
-            )
-        }
-    fields = [f for f in ConfigSummary._meta.concrete_fields if (f.column in have) != add]
-    with connection.schema_editor() as editor:
-        for f in fields if add else ADDED:
-            (editor.add_field if add else editor.remove_field)(ConfigSummary, f)
-    if add:
-        ADDED[:] = fields
+    if not add:
+        # By SQL: SQLite's schema editor would remake the table from today's model, columns
+        # and all. An added column's indexes go first (SQLite drops no indexed column).
+        for model, field in reversed(ADDED):
+            table = model._meta.db_table
+            with connection.cursor() as cursor:
+                have = {
+                    c.name for c in connection.introspection.get_table_description(cursor, table)
+                }
+                if field.column not in have:
+                    continue
+                constraints = connection.introspection.get_constraints(cursor, table)
+                quote = connection.ops.quote_name
+                for name, info in constraints.items():
+                    if (
+                        info["columns"] == [field.column]
+                        and info["index"]
+                        and not info["primary_key"]
+                    ):
+                        cursor.execute(f"DROP INDEX {quote(name)}")
+                cursor.execute(f"ALTER TABLE {quote(table)} DROP COLUMN {quote(field.column)}")
+        ADDED.clear()
+        return
+    tables = set(connection.introspection.table_names())
+    for model in apps.get_app_config("experiments").get_models():
+        table = model._meta.db_table
+        if table not in tables:
+            continue
+        for field in model._meta.local_concrete_fields:
+            # Read again for each field: SQLite adds a foreign key by remaking the table from
+            # today's model, with every column.
+            with connection.cursor() as cursor:
+                have = {
+                    c.name for c in connection.introspection.get_table_description(cursor, table)
+                }
+            if field.column not in have:
+                with connection.schema_editor() as editor:
+                    editor.add_field(model, field)
+                ADDED.append((model, field))
 
 
 ADDED: list = []
