@@ -50,6 +50,7 @@ from django.db import connection
 from django.utils import timezone
 
 from experiments.execution import beegfs, nodepolicy
+from experiments.execution.answers import await_answers
 from experiments.execution.noderequests import NodeRequests
 from experiments.models import NodeLease, Run, Worker
 from runners import nodeconfig
@@ -385,27 +386,20 @@ def drop_caches(
             if name not in live and name not in outcomes:
                 outcomes[name] = f"no answer: no beeweb worker with a node agent runs on {name}"
     outcomes[own] = drop_here()
-    pending = {name for name in others if name not in outcomes}
-    started = time.monotonic()
-    while pending:
-        answers = NodeLease.objects.filter(
-            run_id=run.pk, attempt=run.attempts, hostname__in=pending
-        ).exclude(drop_result="")
-        for name, result in answers.values_list("hostname", "drop_result"):
-            outcomes[name] = result
-            pending.discard(name)
-        if not pending:
-            break
-        # The beat before the end of the wait: a loop that wakes late (a starved worker) may
-        # find the wait over at its first look again, and must have beaten by then.
-        now = time.monotonic()
-        if now - last_beat >= settings.RUN_PROGRESS_SECONDS:
-            last_beat = now
-            if not beat():
-                return None
-        if now - started >= ANSWER_SECONDS:
-            for name in pending:
-                outcomes[name] = f"no answer from {name}'s worker within {ANSWER_SECONDS:g} s"
-            break
-        time.sleep(poll)
+    answers, cancelled = await_answers(
+        {name for name in others if name not in outcomes},
+        lambda pending: (
+            NodeLease.objects.filter(run_id=run.pk, attempt=run.attempts, hostname__in=pending)
+            .exclude(drop_result="")
+            .values_list("hostname", "drop_result")
+        ),
+        beat,
+        ANSWER_SECONDS,
+        lambda name: f"no answer from {name}'s worker within {ANSWER_SECONDS:g} s",
+        poll,
+        last_beat,
+    )
+    if cancelled:
+        return None
+    outcomes.update(answers)
     return dict(sorted(outcomes.items()))

@@ -46,6 +46,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from experiments.execution import nodepolicy
+from experiments.execution.answers import await_answers
 from experiments.models import BeegfsConfigChange, NodeLease, Run, TestbedNode
 from experiments.shared import tuning_keys
 from runners import beegfs_config as bc
@@ -459,29 +460,21 @@ def prepare(
         except Exception as exc:
             log.exception("BeeGFS config of %s failed", own)
             outcomes[own] = {"outcome": f"failed: {exc}", "services": {}}
-    pending = {name for name in others if name not in outcomes}
-    started = last_beat = time.monotonic()
-    while pending:
-        answers = NodeLease.objects.filter(
+    answers, cancelled = await_answers(
+        {name for name in others if name not in outcomes},
+        lambda pending: NodeLease.objects.filter(
             run_id=run.pk, attempt=run.attempts, hostname__in=pending, beegfs_result__isnull=False
-        ).values_list("hostname", "beegfs_result")
-        for hostname, result in answers:
-            outcomes[hostname] = result
-            pending.discard(hostname)
-        if not pending:
-            break
-        now = time.monotonic()
-        if now - last_beat >= settings.RUN_PROGRESS_SECONDS:
-            last_beat = now
-            if not beat():
-                return dict(sorted(outcomes.items())), "cancelled"
-        if now - started >= ANSWER_SECONDS:
-            for hostname in pending:
-                outcomes[hostname] = {
-                    "outcome": f"no answer from {hostname}'s worker within {ANSWER_SECONDS:g} s"
-                }
-            break
-        time.sleep(poll)
+        ).values_list("hostname", "beegfs_result"),
+        beat,
+        ANSWER_SECONDS,
+        lambda hostname: {
+            "outcome": f"no answer from {hostname}'s worker within {ANSWER_SECONDS:g} s"
+        },
+        poll,
+    )
+    outcomes.update(answers)
+    if cancelled:
+        return dict(sorted(outcomes.items())), "cancelled"
     failed = [
         f"{hostname}: {result.get('outcome')}"
         for hostname, result in sorted(outcomes.items())

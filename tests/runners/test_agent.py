@@ -18,7 +18,7 @@ from django.db import OperationalError
 from django.urls import reverse
 from django.utils import timezone
 
-from experiments.execution import agent, execute, holding, nodepolicy
+from experiments.execution import agent, answers, execute, holding, nodepolicy
 from experiments.execution.attempt import Attempt
 from experiments.models import Node, NodeLease, Run, RunTelemetry, TestbedNode, Worker
 from experiments.results import telemetry
@@ -222,6 +222,7 @@ def test_a_starved_wait_for_answers_still_beats(held_run, settings, monkeypatch)
     worker_row("s2@s2", "s2")  # "alive", never answers; s3 has no worker at all
     clock = StarvedClock()
     monkeypatch.setattr(agent, "time", clock)
+    monkeypatch.setattr(answers, "time", clock)  # the wait's loop
     settings.RUN_PROGRESS_SECONDS = 2.0
 
     def slow_drop() -> str:
