@@ -38,6 +38,9 @@ from runners.launch import queue_for
 log = logging.getLogger(__name__)
 
 REQUEST_TTL = timedelta(seconds=120)  # an agent takes no request older than this
+# How often an agent looks for requests (seconds): at most one query per this, beside the
+# agent's poll of its leases every 0.25-0.5 s, which stays the one query of most polls.
+CHECK_SECONDS = 1.0
 KEEP = timedelta(days=7)  # answered requests are deleted after this (a new ask tidies)
 DEFAULT_TIMEOUT = 45.0  # seconds a user's import waits for the node
 POLL = 0.1
@@ -80,8 +83,13 @@ class NodeRequests:
     def __init__(self, names: list[str], worker: str = ""):
         self.names = names
         self.worker = worker
+        self.checked = -CHECK_SECONDS
 
     def tick(self, leases) -> None:
+        now = time.monotonic()
+        if now - self.checked < CHECK_SECONDS:
+            return
+        self.checked = now
         since = timezone.now() - REQUEST_TTL
         pending = list(
             NodeRequest.objects.filter(
