@@ -218,7 +218,11 @@ def _finish(attempt: Attempt, status: str, output: str, exit_code: int | None, e
             **verdict,
         ):
             log.warning(
-                "run %s was deleted while it ran; its outcome (%s) is dropped", run.pk, status
+                "run %s was deleted, or taken from attempt %s (its heartbeats stopped), while "
+                "it ran; its outcome (%s) is dropped",
+                run.pk,
+                run.attempts,
+                status,
             )
             transaction.set_rollback(True)  # and its telemetry with it
             return
@@ -234,7 +238,15 @@ def _finish(attempt: Attempt, status: str, output: str, exit_code: int | None, e
 
     try:
         with transaction.atomic():
-            if output.strip():
+            # The janitor may have taken the run between the two transactions.
+            if output.strip() and not attempt.current():
+                log.warning(
+                    "run %s was taken from attempt %s as it ended; its outcome (%s) is dropped",
+                    run.pk,
+                    run.attempts,
+                    status,
+                )
+            elif output.strip():
                 parse_stored(run, outcome=outcome)
             else:
                 attempt.update(**outcome(run))
@@ -890,7 +902,10 @@ def _supervise(
             # A solo-pool worker's own heartbeat timer waits while the task runs.
             Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
             if not alive:
-                reason = "the run was deleted while it ran; the process group was killed"
+                reason = (
+                    "the run was deleted, or taken from this attempt after its heartbeats "
+                    "stopped, while it ran; the process group was killed"
+                )
                 exit_code = kill()
                 break
             if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
