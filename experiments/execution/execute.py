@@ -873,45 +873,55 @@ def _supervise(
             on_stop()
         return _kill_group(spawner, pid)
 
-    while True:
-        try:
-            exit_code = spawner.wait(pid, 0.5)
-        except reaper.ReaperGone:
-            reason = "the worker's reaper process ended; the process group was killed"
-            _kill_group(None, pid)
-            break
-        if exit_code is not None:
-            break
-        if running is not None:
-            running()
-            running = None
-        now = time.monotonic()
-        if now > deadline:
-            reason = f"timed out after {timeout_s} s; the process group was killed"
-            exit_code = kill()
-            break
-        if now - last_write >= settings.RUN_PROGRESS_SECONDS or attempt.staged:
-            last_write = now
-            fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
-            if stream:
-                size = log_path.stat().st_size
-                if size != last_size:
-                    last_size = size
-                    fields["raw_output"] = _read(log_path)
-            alive = attempt.update(**fields)
-            # A solo-pool worker's own heartbeat timer waits while the task runs.
-            Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
-            if not alive:
-                reason = (
-                    "the run was deleted, or taken from this attempt after its heartbeats "
-                    "stopped, while it ran; the process group was killed"
-                )
+    try:
+        while True:
+            try:
+                exit_code = spawner.wait(pid, 0.5)
+            except reaper.ReaperGone:
+                reason = "the worker's reaper process ended; the process group was killed"
+                _kill_group(None, pid)
+                break
+            if exit_code is not None:
+                break
+            if running is not None:
+                running()
+                running = None
+            now = time.monotonic()
+            if now > deadline:
+                reason = f"timed out after {timeout_s} s; the process group was killed"
                 exit_code = kill()
                 break
-            if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-                reason = "cancelled while running; the process group was killed"
-                exit_code = kill()
-                break
+            if now - last_write >= settings.RUN_PROGRESS_SECONDS or attempt.staged:
+                last_write = now
+                fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+                if stream:
+                    size = log_path.stat().st_size
+                    if size != last_size:
+                        last_size = size
+                        fields["raw_output"] = _read(log_path)
+                alive = attempt.update(**fields)
+                # A solo-pool worker's own heartbeat timer waits while the task runs.
+                Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
+                if not alive:
+                    reason = (
+                        "the run was deleted, or taken from this attempt after its heartbeats "
+                        "stopped, while it ran; the process group was killed"
+                    )
+                    exit_code = kill()
+                    break
+                if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+                    reason = "cancelled while running; the process group was killed"
+                    exit_code = kill()
+                    break
+    except BaseException:
+        # The supervision failed (a database error past its retries, the task killed by a
+        # signal): the tool must not outlive it, writing to the disks unwatched.
+        log.warning(
+            "run %s: supervision of pid %s failed; its process group is killed", run.pk, pid
+        )
+        with contextlib.suppress(Exception):
+            _kill_group(spawner, pid)
+        raise
     output = _read(log_path)
     if reason.startswith("cancelled"):
         return Run.Status.CANCELLED, output, exit_code, reason
