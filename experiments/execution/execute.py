@@ -23,6 +23,7 @@ whose
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
 import os
@@ -929,8 +930,47 @@ def _supervise(
         return Run.Status.FAILED, output, exit_code, reason
     if exit_code != 0:
         error = f"{command.argv[0]} exited with {exit_code}"
-        return Run.Status.FAILED, output, exit_code, error + _reason(command)
+        return (
+            Run.Status.FAILED,
+            output,
+            exit_code,
+            error + _reason(command) + _full(command, output),
+        )
     return Run.Status.SUCCEEDED, output, exit_code, ""
+
+
+# What a tool prints for ENOSPC (strerror(28)): dd, fio, IOR and mdtest alike.
+NO_SPACE = os.strerror(errno.ENOSPC)
+
+
+def _full(command: Command, output: str) -> str:
+    """``; the benchmark directory's file system is full ...`` when the tool failed for want
+    of space (its output says ``No space left on device``), naming the run's directory and
+    what its file system has free as the tool ended (before the directory is removed, which
+    frees what the run wrote); empty otherwise."""
+    if NO_SPACE not in output or not command.cwd:
+        return ""
+    try:
+        stat = os.statvfs(command.cwd)
+    except OSError:
+        return f"; the benchmark directory's file system is full ({command.cwd}: {NO_SPACE})"
+    free, size = stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize
+    return (
+        f"; the benchmark directory's file system is full: {command.cwd} had "
+        f"{_size(free)} free of {_size(size)} when the tool ended (what the run wrote is "
+        "removed with its directory; a benchmark that needs more space needs a larger "
+        "benchmark directory or a smaller size)"
+    )
+
+
+def _size(count: float) -> str:
+    if count < 1024:
+        return f"{int(count)} bytes"
+    for unit in ("KiB", "MiB"):
+        count /= 1024
+        if count < 1024:
+            return f"{count:.1f} {unit}"
+    return f"{count / 1024:.1f} GiB"
 
 
 def _reason(command: Command) -> str:
