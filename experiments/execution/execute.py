@@ -342,9 +342,13 @@ def _run_dir(run: Run, worker: str) -> Path:
         # never removes) a directory it did not create.
         os.mkdir(path, 0o755)
     except OSError as exc:
-        raise Refused(
-            f"refused: could not create the run's own directory {path}: {exc.strerror or exc}"
-        ) from None
+        error = f"could not create the run's own directory {path}: {exc.strerror or exc}"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise Refused(
+                f"the benchmark directory's file system is full: {error}{_free(Path(real))}; "
+                "nothing was started"
+            ) from None
+        raise Refused(f"refused: {error}") from None
     # A directory swapped for a symlink between the check and mkdir shows here.
     resolved = os.path.realpath(path)
     if not policy.allows_dir(resolved) or os.path.dirname(resolved) != real:
@@ -598,11 +602,14 @@ def _attempt(attempt: Attempt) -> None:
         scratch = Path(settings.RUN_DIR) / workdir.name
         # Private: hostfiles, job files and the tool's log are nobody else's business, also
         # when BEEWEB_RUN_DIR lies outside the (0700) data directory.
-        scratch.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
+            scratch.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             scratch.mkdir(mode=0o700)
         except OSError as exc:
-            outcome = (Run.Status.FAILED, "", None, f"could not create {scratch}: {exc}")
+            error = f"could not create {scratch}: {exc}"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                error = f"the data directory's file system is full: {error}{_free(scratch.parent)}"
+            outcome = (Run.Status.FAILED, "", None, error)
         else:
             created.append(scratch)
             outcome = _run_in(attempt, workdir, scratch)
@@ -960,6 +967,17 @@ def _full(command: Command, output: str) -> str:
         f"{_size(free)} free of {_size(size)} when the tool ended (what the run wrote is "
         "removed with its directory; a benchmark that needs more space needs a larger "
         "benchmark directory or a smaller size)"
+    )
+
+
+def _free(path: Path) -> str:
+    """`` (N free of M)`` of ``path``'s file system; empty when it cannot be read."""
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return ""
+    return (
+        f" ({_size(stat.f_bavail * stat.f_frsize)} free of {_size(stat.f_blocks * stat.f_frsize)})"
     )
 
 

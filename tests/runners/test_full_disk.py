@@ -74,7 +74,7 @@ def _assert_full(
     run: Run, mount: Path, left: frozenset = frozenset(), said: str = "No space left on device"
 ) -> None:
     assert run.status == "failed", (run.status, run.error)
-    assert said in run.raw_output, run.raw_output
+    assert said in run.raw_output, run.raw_output  # what the tool said, stored
     assert "the benchmark directory's file system is full" in run.error, run.error
     assert str(mount) in run.error and " free of " in run.error, run.error
     assert _entries(mount) == left, "the run's directory is removed, nothing else"
@@ -92,18 +92,11 @@ def test_dd_and_fio_fail_clearly_when_the_benchmark_directory_fills_up(alice, fu
     _assert_full(fio, small_fs, said='"error" : 28')
     assert fio.error.startswith("fio exited with"), fio.error
 
-    # Something else fills the file system: even a small run fails, and says so.
-    filler = small_fs / "filler"
-    with open(filler, "wb") as fh:
-        try:
-            while True:
-                fh.write(b"\0" * (1 << 20))
-                fh.flush()
-                os.fsync(fh.fileno())
-        except OSError:
-            pass
+    # Something else fills the file system to its last block: a small run fails, and says so.
+    filler = _fill(small_fs)
     small = {"bs": "1m", "count": 4}
-    _assert_full(_run(alice, full_bench, "dd", small), small_fs, frozenset({"filler"}))
+    # Even the run's own directory cannot be made: it fails before anything starts.
+    _assert_full(_run(alice, full_bench, "dd", small), small_fs, frozenset({"filler"}), said="")
 
     # Once space is freed, the next run on the node succeeds.
     filler.unlink()
@@ -111,3 +104,46 @@ def test_dd_and_fio_fail_clearly_when_the_benchmark_directory_fills_up(alice, fu
     assert again.status == "succeeded", again.error
     assert again.metrics.exists()
     assert _entries(small_fs) == set() and not NodeLease.objects.exists()
+
+
+def _fill(mount: Path) -> Path:
+    """A file that takes every free block of ``mount``'s file system."""
+    filler = mount / "filler"
+    with open(filler, "wb", buffering=0) as fh:
+        for chunk in (1 << 16, 1 << 12, 1 << 10, 1):
+            try:
+                while True:
+                    fh.write(b"\0" * chunk)
+            except OSError:
+                os.fsync(fh.fileno())
+    return filler
+
+
+@pytest.mark.django_db
+def test_a_full_data_directory_fails_the_run_clearly_and_loses_nothing_stored(
+    alice, executing_bench, small_fs, settings
+):
+    """BEEWEB_RUN_DIR (the runs' scratch directories, under the data directory by default)
+    on the small file system: a run stored before it fills keeps everything; a run that
+    cannot make its scratch directory fails with that reason (not left running), its node
+    freed; once space is freed the next run succeeds."""
+    settings.RUN_DIR = small_fs / "runs"
+    small = {"bs": "64k", "count": 16}
+    before = _run(alice, executing_bench, "dd", small)
+    assert before.status == "succeeded", before.error
+    stored = (before.raw_output, list(before.metrics.values_list("name", "value")))
+
+    filler = _fill(small_fs)
+    full = _run(alice, executing_bench, "dd", small)
+    assert full.status == "failed", (full.status, full.error)
+    assert full.error.startswith("the data directory's file system is full"), full.error
+    assert str(small_fs / "runs") in full.error and " free of " in full.error, full.error
+    assert not NodeLease.objects.exists()
+    assert not list(Path(executing_bench.benchmark_dir).iterdir()), "its run directory is gone"
+    before.refresh_from_db()
+    assert (before.raw_output, list(before.metrics.values_list("name", "value"))) == stored
+
+    filler.unlink()
+    again = _run(alice, executing_bench, "dd", small)
+    assert again.status == "succeeded", again.error
+    assert list((small_fs / "runs").iterdir()) == []
