@@ -22,12 +22,13 @@ from experiments.models.runs import update_row
 Outcome = tuple[str, str, int | None, str]
 
 
-def update_run(run: Run, **fields: Any) -> int:
+def update_run(run: Run, attempt: int | None = None, **fields: Any) -> int:
     """Write fields of the run as one plain UPDATE that keeps the configuration summaries'
     rule (``experiments.models.runs.update_row``), and set them on ``run``; 0 when its row
-    no longer exists (deleted meanwhile)."""
+    no longer exists (deleted meanwhile), or, with ``attempt``, when the run no longer runs
+    that attempt."""
     fields.setdefault("updated", timezone.now())
-    count = update_row(run.pk, fields)
+    count = update_row(run.pk, fields, attempt)
     for key, value in fields.items():
         setattr(run, key, value)
     return count
@@ -64,10 +65,23 @@ class Attempt:
             setattr(self.run, key, value)
 
     def update(self, **fields: Any) -> int:
-        """Write fields of the run, and those staged (``update_run``); 0 when its row no
-        longer exists (deleted meanwhile)."""
+        """Write fields of the run, and those staged (``update_run``), while the run is still
+        running this attempt; 0 (nothing written) when its row no longer exists (deleted
+        meanwhile) or the run was taken from this attempt: the janitor requeued, failed or
+        cancelled it after its heartbeats stopped (a worker cut off from the database that
+        comes back), or a later attempt claimed it. Every step that writes takes 0 as the
+        end of the attempt (its tool is stopped, its outcome dropped)."""
         staged, self.staged = self.staged, {}
-        return update_run(self.run, **{**staged, **fields})
+        return update_run(self.run, attempt=self.run.attempts, **{**staged, **fields})
+
+    def current(self) -> bool:
+        """Whether the run is still running this attempt, its row locked until the end of the
+        transaction (so nothing takes it meanwhile): what storing the outcome checks first."""
+        return (
+            Run.objects.select_for_update()
+            .filter(pk=self.run.pk, status=Run.Status.RUNNING, attempts=self.run.attempts)
+            .exists()
+        )
 
     def keep_telemetry(self, doc: dict[str, Any]) -> None:
         """Keep this node's document until the outcome stores it (``telemetry.recording``'s

@@ -23,6 +23,7 @@ whose
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
 import os
@@ -218,7 +219,11 @@ def _finish(attempt: Attempt, status: str, output: str, exit_code: int | None, e
             **verdict,
         ):
             log.warning(
-                "run %s was deleted while it ran; its outcome (%s) is dropped", run.pk, status
+                "run %s was deleted, or taken from attempt %s (its heartbeats stopped), while "
+                "it ran; its outcome (%s) is dropped",
+                run.pk,
+                run.attempts,
+                status,
             )
             transaction.set_rollback(True)  # and its telemetry with it
             return
@@ -234,7 +239,15 @@ def _finish(attempt: Attempt, status: str, output: str, exit_code: int | None, e
 
     try:
         with transaction.atomic():
-            if output.strip():
+            # The janitor may have taken the run between the two transactions.
+            if output.strip() and not attempt.current():
+                log.warning(
+                    "run %s was taken from attempt %s as it ended; its outcome (%s) is dropped",
+                    run.pk,
+                    run.attempts,
+                    status,
+                )
+            elif output.strip():
                 parse_stored(run, outcome=outcome)
             else:
                 attempt.update(**outcome(run))
@@ -329,9 +342,13 @@ def _run_dir(run: Run, worker: str) -> Path:
         # never removes) a directory it did not create.
         os.mkdir(path, 0o755)
     except OSError as exc:
-        raise Refused(
-            f"refused: could not create the run's own directory {path}: {exc.strerror or exc}"
-        ) from None
+        error = f"could not create the run's own directory {path}: {exc.strerror or exc}"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise Refused(
+                f"the benchmark directory's file system is full: {error}{_free(Path(real))}; "
+                "nothing was started"
+            ) from None
+        raise Refused(f"refused: {error}") from None
     # A directory swapped for a symlink between the check and mkdir shows here.
     resolved = os.path.realpath(path)
     if not policy.allows_dir(resolved) or os.path.dirname(resolved) != real:
@@ -585,11 +602,14 @@ def _attempt(attempt: Attempt) -> None:
         scratch = Path(settings.RUN_DIR) / workdir.name
         # Private: hostfiles, job files and the tool's log are nobody else's business, also
         # when BEEWEB_RUN_DIR lies outside the (0700) data directory.
-        scratch.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
+            scratch.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             scratch.mkdir(mode=0o700)
         except OSError as exc:
-            outcome = (Run.Status.FAILED, "", None, f"could not create {scratch}: {exc}")
+            error = f"could not create {scratch}: {exc}"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                error = f"the data directory's file system is full: {error}{_free(scratch.parent)}"
+            outcome = (Run.Status.FAILED, "", None, error)
         else:
             created.append(scratch)
             outcome = _run_in(attempt, workdir, scratch)
@@ -861,42 +881,55 @@ def _supervise(
             on_stop()
         return _kill_group(spawner, pid)
 
-    while True:
-        try:
-            exit_code = spawner.wait(pid, 0.5)
-        except reaper.ReaperGone:
-            reason = "the worker's reaper process ended; the process group was killed"
-            _kill_group(None, pid)
-            break
-        if exit_code is not None:
-            break
-        if running is not None:
-            running()
-            running = None
-        now = time.monotonic()
-        if now > deadline:
-            reason = f"timed out after {timeout_s} s; the process group was killed"
-            exit_code = kill()
-            break
-        if now - last_write >= settings.RUN_PROGRESS_SECONDS or attempt.staged:
-            last_write = now
-            fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
-            if stream:
-                size = log_path.stat().st_size
-                if size != last_size:
-                    last_size = size
-                    fields["raw_output"] = _read(log_path)
-            alive = attempt.update(**fields)
-            # A solo-pool worker's own heartbeat timer waits while the task runs.
-            Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
-            if not alive:
-                reason = "the run was deleted while it ran; the process group was killed"
+    try:
+        while True:
+            try:
+                exit_code = spawner.wait(pid, 0.5)
+            except reaper.ReaperGone:
+                reason = "the worker's reaper process ended; the process group was killed"
+                _kill_group(None, pid)
+                break
+            if exit_code is not None:
+                break
+            if running is not None:
+                running()
+                running = None
+            now = time.monotonic()
+            if now > deadline:
+                reason = f"timed out after {timeout_s} s; the process group was killed"
                 exit_code = kill()
                 break
-            if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-                reason = "cancelled while running; the process group was killed"
-                exit_code = kill()
-                break
+            if now - last_write >= settings.RUN_PROGRESS_SECONDS or attempt.staged:
+                last_write = now
+                fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+                if stream:
+                    size = log_path.stat().st_size
+                    if size != last_size:
+                        last_size = size
+                        fields["raw_output"] = _read(log_path)
+                alive = attempt.update(**fields)
+                # A solo-pool worker's own heartbeat timer waits while the task runs.
+                Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
+                if not alive:
+                    reason = (
+                        "the run was deleted, or taken from this attempt after its heartbeats "
+                        "stopped, while it ran; the process group was killed"
+                    )
+                    exit_code = kill()
+                    break
+                if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+                    reason = "cancelled while running; the process group was killed"
+                    exit_code = kill()
+                    break
+    except BaseException:
+        # The supervision failed (a database error past its retries, the task killed by a
+        # signal): the tool must not outlive it, writing to the disks unwatched.
+        log.warning(
+            "run %s: supervision of pid %s failed; its process group is killed", run.pk, pid
+        )
+        with contextlib.suppress(Exception):
+            _kill_group(spawner, pid)
+        raise
     output = _read(log_path)
     if reason.startswith("cancelled"):
         return Run.Status.CANCELLED, output, exit_code, reason
@@ -904,8 +937,58 @@ def _supervise(
         return Run.Status.FAILED, output, exit_code, reason
     if exit_code != 0:
         error = f"{command.argv[0]} exited with {exit_code}"
-        return Run.Status.FAILED, output, exit_code, error + _reason(command)
+        return (
+            Run.Status.FAILED,
+            output,
+            exit_code,
+            error + _reason(command) + _full(command, output),
+        )
     return Run.Status.SUCCEEDED, output, exit_code, ""
+
+
+# What a tool prints for ENOSPC (strerror(28)): dd, fio, IOR and mdtest alike.
+NO_SPACE = os.strerror(errno.ENOSPC)
+
+
+def _full(command: Command, output: str) -> str:
+    """``; the benchmark directory's file system is full ...`` when the tool failed for want
+    of space (its output says ``No space left on device``), naming the run's directory and
+    what its file system has free as the tool ended (before the directory is removed, which
+    frees what the run wrote); empty otherwise."""
+    if NO_SPACE not in output or not command.cwd:
+        return ""
+    try:
+        stat = os.statvfs(command.cwd)
+    except OSError:
+        return f"; the benchmark directory's file system is full ({command.cwd}: {NO_SPACE})"
+    free, size = stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize
+    return (
+        f"; the benchmark directory's file system is full: {command.cwd} had "
+        f"{_size(free)} free of {_size(size)} when the tool ended (what the run wrote is "
+        "removed with its directory; a benchmark that needs more space needs a larger "
+        "benchmark directory or a smaller size)"
+    )
+
+
+def _free(path: Path) -> str:
+    """`` (N free of M)`` of ``path``'s file system; empty when it cannot be read."""
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return ""
+    return (
+        f" ({_size(stat.f_bavail * stat.f_frsize)} free of {_size(stat.f_blocks * stat.f_frsize)})"
+    )
+
+
+def _size(count: float) -> str:
+    if count < 1024:
+        return f"{int(count)} bytes"
+    for unit in ("KiB", "MiB"):
+        count /= 1024
+        if count < 1024:
+            return f"{count:.1f} {unit}"
+    return f"{count / 1024:.1f} GiB"
 
 
 def _reason(command: Command) -> str:

@@ -722,10 +722,13 @@ def _has_metric(primary: bool) -> str:
     )
 
 
-def update_row(run_id: int, fields: dict) -> int:
+def update_row(run_id: int, fields: dict, attempt: int | None = None) -> int:
     """``Run.objects.filter(pk=run_id).update(**fields)`` as one plain UPDATE (the executor
     and the verdict write one run many times, and compiling the ORM's statements cost more
-    CPU than the database spends on them); 1, or 0 when the row does not exist.
+    CPU than the database spends on them); 1, or 0 when the row does not exist. With
+    ``attempt``, only while the run is running that attempt (an executor's write): 0 once
+    the janitor took the run from it (requeued, failed or cancelled it) or another attempt
+    claimed it, so a worker cut off mid-run that comes back writes nothing over them.
 
     ``RunQuerySet.update``'s rule, in the same statement: when ``fields`` hold a column the
     configuration summaries read and the run has a headline metric (``RETURNING EXISTS``:
@@ -733,17 +736,22 @@ def update_row(run_id: int, fields: dict) -> int:
     quote = connection.ops.quote_name
     columns, params = _set_clause(fields)
     sql = f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s"
+    params.append(run_id)
+    if attempt is not None:
+        status, attempts = (quote(Run._meta.get_field(f).column) for f in ("status", "attempts"))
+        sql += f" AND {status} = %s AND {attempts} = %s"
+        params += [Run.Status.RUNNING, attempt]
     summarised = bool(SUMMARY_FIELDS.intersection(fields))
     if not summarised and "status" not in fields:
         with connection.cursor() as cursor:  # one statement: autocommit needs no BEGIN
-            cursor.execute(sql, [*params, run_id])
+            cursor.execute(sql, params)
             return cursor.rowcount
     # A new status of a run with metric rows may move it in or out of the data
     # (``data_changed``: its headline metrics are marked again).
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         cursor.execute(
             f"{sql} RETURNING {_has_metric(primary=True)}, {_has_metric(primary=False)}",
-            [*params, run_id],
+            params,
         )
         row = cursor.fetchone()
         if row is not None and row[0] and summarised:

@@ -5,11 +5,13 @@ release) is on it, never on the Run instance."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from experiments.execution import execute, holding
+from experiments.execution import dispatch, execute, holding
 from experiments.execution.attempt import Attempt
 from experiments.models import Run, RunTelemetry
 from experiments.results import telemetry
@@ -78,3 +80,56 @@ def test_a_finished_attempt_stores_its_kept_telemetry_and_releases_its_nodes(run
     row = Run.objects.get(pk=run.pk)
     assert (row.status, row.error) == (Run.Status.FAILED, "stopped by the test")
     assert row.leases.count() == 0
+
+
+def _dd_output(tmp_path) -> str:
+    """What a real dd of 4 KiB prints (its statistics, on stderr)."""
+    return subprocess.run(
+        ["dd", "if=/dev/zero", f"of={tmp_path / 'dd.out'}", "bs=4k", "count=1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+
+
+@pytest.mark.django_db
+def test_an_attempt_the_janitor_took_writes_nothing_over_the_run(
+    run, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    """A worker cut off mid-run comes back after the janitor requeued its run: its heartbeat
+    and its outcome find the run no longer running its attempt and write nothing."""
+    settings.RUN_MAX_ATTEMPTS = 2
+    attempt = execute.claim(run.pk, queue(run), "w@test")
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    with django_capture_on_commit_callbacks(execute=False):
+        assert dispatch.janitor(stale_seconds=60)["requeued"] == 1
+    taken = Run.objects.get(pk=run.pk)
+    assert taken.status == Run.Status.QUEUED and taken.attempts == 1
+    assert attempt.update(heartbeat_at=timezone.now()) == 0
+    execute._finish(attempt, Run.Status.SUCCEEDED, _dd_output(tmp_path), 0, "")
+    row = Run.objects.get(pk=run.pk)
+    assert (row.status, row.raw_output, row.exit_code) == (Run.Status.QUEUED, "", None)
+    assert row.heartbeat_at == taken.heartbeat_at and row.error == taken.error
+    assert not row.metrics.exists() and not row.leases.exists()
+
+
+@pytest.mark.django_db
+def test_an_attempt_a_later_attempt_replaced_writes_nothing_over_it(run, tmp_path):
+    """The janitor requeued the run and its next attempt (another worker) claimed it: the first
+    attempt's outcome is dropped; the second's leases and row are untouched."""
+    first = execute.claim(run.pk, queue(run), "w1@test")
+    holding.release(first.run)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED)  # the janitor's requeue
+    second = execute.claim(run.pk, queue(run), "w2@test")
+    try:
+        assert second.run.attempts == 2 and second.held
+        execute._finish(first, Run.Status.SUCCEEDED, _dd_output(tmp_path), 0, "")
+        row = Run.objects.get(pk=run.pk)
+        assert (row.status, row.attempts, row.worker) == (Run.Status.RUNNING, 2, "w2@test")
+        assert row.raw_output == "" and not row.metrics.exists()
+        assert row.leases.filter(attempt=2).exists(), "the second attempt still holds its node"
+        execute._finish(second, Run.Status.SUCCEEDED, _dd_output(tmp_path), 0, "")
+        row = Run.objects.get(pk=run.pk)
+        assert row.status == Run.Status.SUCCEEDED and row.metrics.exists()
+    finally:
+        holding.release(second.run)
