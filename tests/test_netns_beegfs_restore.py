@@ -99,20 +99,13 @@ class Killed:
         stack.call("inventory", {"users": {"alice": "x"}, "nodes": nodes, "testbeds": [testbed]})
         assert stack.shell(TUNING) == "ok"
         per_node = {
-            name: {
-                **node_env(lab, "storage", f"storage-{name}"),
-                "BEEWEB_NODE_BEEGFS": "true",
-                "BEEWEB_NODE_BEEGFS_STORAGE_RESTART": shlex.join(
-                    lab.restart_argv(f"storage-{name}")
-                ),
-                "BEEWEB_BEEGFS_CTL": shlex.join(lab.ctl_argv()),
-            }
+            name: node_env(lab, "storage", f"storage-{name}", allow=True)
             for name in ("node2", "node3")
         }
         per_node["node3"]["BEEWEB_NODE_BEEGFS_STORAGE_RESTART"] = gated(
             lab.restart_argv("storage-node3"), str(self.gate)
         )
-        per_node["node1"] = self.node1_env = {"BEEWEB_BEEGFS_CTL": shlex.join(lab.ctl_argv())}
+        per_node["node1"] = self.node1_env = node_env(lab)
         self.workers = stack.node_workers(
             self.netns_lab, {"BEEWEB_NODE_DIRS": str(self.bench)}, per_node=per_node
         )

@@ -15,7 +15,6 @@ they were, each change recorded with its restore on the matrix page.
 from __future__ import annotations
 
 import json
-import shlex
 import time
 
 import pytest
@@ -75,18 +74,10 @@ def test_a_matrix_of_two_tuning_sets_runs_each_with_its_values_in_force(
         stack.call("inventory", {"users": {"alice": "x"}, "nodes": nodes, "testbeds": [testbed]})
         assert stack.shell(TUNING) == "ok"
         per_node = {
-            name: {
-                **node_env(lab, "storage", f"storage-{name}"),
-                "BEEWEB_NODE_BEEGFS": "true",
-                # The lab's paths as one argument each (node_env joins them with blanks).
-                "BEEWEB_NODE_BEEGFS_STORAGE_RESTART": shlex.join(
-                    lab.restart_argv(f"storage-{name}")
-                ),
-                "BEEWEB_BEEGFS_CTL": shlex.join(lab.ctl_argv()),
-            }
+            name: node_env(lab, "storage", f"storage-{name}", allow=True)
             for name in ("node2", "node3")
         }
-        per_node["node1"] = {"BEEWEB_BEEGFS_CTL": shlex.join(lab.ctl_argv())}
+        per_node["node1"] = node_env(lab)
         stack.node_workers(netns_lab, {"BEEWEB_NODE_DIRS": str(bench)}, per_node=per_node)
         wait_for_workers(stack, "node1@node1", "node2@node2", "node3@node3", agents=True)
 

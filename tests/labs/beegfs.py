@@ -20,6 +20,7 @@ import contextlib
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -315,14 +316,19 @@ def cluster_lab(base: Path, netns_lab) -> BeegfsLab:
     return lab
 
 
-def node_env(lab: BeegfsLab, service: str | None = None, name: str = "") -> dict[str, str]:
+def node_env(
+    lab: BeegfsLab, service: str | None = None, name: str = "", allow: bool = False
+) -> dict[str, str]:
     """A lab node's BeeGFS settings for its worker: beegfs-ctl against the lab and, for a
     server node (``service`` ``storage`` or ``meta``, daemon ``name`` such as
     ``storage-node2``), its config file and restart command; changing them stays refused
-    (BEEWEB_NODE_BEEGFS) unless the test allows it."""
-    env = {"BEEWEB_BEEGFS_CTL": " ".join(lab.ctl_argv())}
+    (BEEWEB_NODE_BEEGFS) unless ``allow``. Commands are joined as a shell would quote them,
+    so the worker's split gives back each path as one argument."""
+    env = {"BEEWEB_BEEGFS_CTL": shlex.join(lab.ctl_argv())}
     if service:
         up = service.upper()
         env[f"BEEWEB_NODE_BEEGFS_{up}_CONF"] = str(lab.conf(name))
-        env[f"BEEWEB_NODE_BEEGFS_{up}_RESTART"] = " ".join(lab.restart_argv(name))
+        env[f"BEEWEB_NODE_BEEGFS_{up}_RESTART"] = shlex.join(lab.restart_argv(name))
+    if allow:
+        env["BEEWEB_NODE_BEEGFS"] = "true"
     return env
