@@ -237,7 +237,13 @@ def test_live_import_then_storagebench_raid0_vs_raid10(beegfs_stack):
             assert "RAID0" in table and "RAID10" in table, table
             (sentence,) = page.locator("#baseline-sentences > li").all_inner_texts()
             assert sentence.startswith("RAID0 "), sentence
-            assert "RAID10 with storagebench" in sentence or "as RAID10" in sentence, sentence
+            # Which of the two is faster depends on the machine's disks, not on beeweb: any of
+            # the sentence's three forms (faster, slower, equal) names both configurations.
+            assert (
+                "than RAID10 with storagebench" in sentence
+                or "RAID0 and RAID10 are equal in" in sentence
+                or "as RAID10" in sentence
+            ), sentence
             assert "ignoring target node2-t1 | node2-t2 vs node3-t1 | node3-t2" in sentence
             sentences[metric] = sentence
 
