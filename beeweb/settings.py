@@ -150,6 +150,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_celery_beat",
     "experiments",
     "axes",
     "csp",
@@ -440,11 +441,68 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 JANITOR_SECONDS = envint("BEEWEB_JANITOR_SECONDS", "30")
 if JANITOR_SECONDS < 1:
     raise ImproperlyConfigured(f"BEEWEB_JANITOR_SECONDS must be 1 or more, got {JANITOR_SECONDS}")
+# Beat keeps its schedule in the database (django-celery-beat): the entries below, and one
+# per scheduled matrix (experiments.matrices.schedules keeps them in step with the matrix's
+# schedule); it looks for changes every 5 s.
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Seconds between two checks of the scheduled matrices' firings (finished, missing runs,
+# firings that did not arrive) and of alert deliveries whose message was lost.
+SCHEDULE_CHECK_SECONDS = envint("BEEWEB_SCHEDULE_CHECK_SECONDS", "60")
+if SCHEDULE_CHECK_SECONDS < 1:
+    raise ImproperlyConfigured(
+        f"BEEWEB_SCHEDULE_CHECK_SECONDS must be 1 or more, got {SCHEDULE_CHECK_SECONDS}"
+    )
 CELERY_BEAT_SCHEDULE = {
     # Requeue or fail runs whose worker stopped sending heartbeats; send again runs whose
     # message the broker lost; finish cancels of runs whose worker is gone.
     "janitor": {"task": "runners.janitor", "schedule": JANITOR_SECONDS},
+    "schedules": {"task": "matrices.check_schedules", "schedule": SCHEDULE_CHECK_SECONDS},
 }
+
+# --- Scheduled matrices and alerts ----------------------------------------------------------
+# A firing whose testbed's nodes are held by other runs tries again every few seconds for
+# this long, then is recorded as not run ("nodes held too long") and alerted.
+SCHEDULE_HOLD_WAIT_SECONDS = envint("BEEWEB_SCHEDULE_HOLD_WAIT_SECONDS", "900")
+# An enabled schedule whose expected firing is this late is alerted ("no firing arrived").
+SCHEDULE_LATE_SECONDS = envint("BEEWEB_SCHEDULE_LATE_SECONDS", "300")
+# Deliveries: attempts per channel, the first retry's delay (doubling after each), and the
+# webhook's timeout (connect and read). E-mail uses Django's EMAIL_* settings below.
+ALERT_MAX_ATTEMPTS = envint("BEEWEB_ALERT_MAX_ATTEMPTS", "5")
+ALERT_RETRY_SECONDS = envint("BEEWEB_ALERT_RETRY_SECONDS", "30")
+WEBHOOK_TIMEOUT_SECONDS = envint("BEEWEB_WEBHOOK_TIMEOUT_SECONDS", "10")
+# Whether a webhook may point at a loopback, private or link-local address (a service
+# inside the lab's network, or a test's receiver); refused by default (SECURITY.md).
+WEBHOOK_ALLOW_PRIVATE = envbool("BEEWEB_WEBHOOK_ALLOW_PRIVATE", "false")
+# The address alert texts link to (e.g. https://beeweb.example.org); empty: no links.
+BASE_URL = envstr("BEEWEB_BASE_URL", "").rstrip("/")
+for _name, _value in (
+    ("BEEWEB_SCHEDULE_HOLD_WAIT_SECONDS", SCHEDULE_HOLD_WAIT_SECONDS),
+    ("BEEWEB_SCHEDULE_LATE_SECONDS", SCHEDULE_LATE_SECONDS),
+    ("BEEWEB_ALERT_RETRY_SECONDS", ALERT_RETRY_SECONDS),
+):
+    if _value < 0:
+        raise ImproperlyConfigured(f"{_name} must be 0 or more, got {_value}")
+if ALERT_MAX_ATTEMPTS < 1 or WEBHOOK_TIMEOUT_SECONDS < 1:
+    raise ImproperlyConfigured(
+        "BEEWEB_ALERT_MAX_ATTEMPTS and BEEWEB_WEBHOOK_TIMEOUT_SECONDS must be at least 1"
+    )
+if BASE_URL and urlparse(BASE_URL).scheme not in {"http", "https"}:
+    raise ImproperlyConfigured(
+        f"BEEWEB_BASE_URL must start with https:// or http://, got {BASE_URL!r}"
+    )
+# E-mail (Django's own settings, from the environment): an SMTP server, or the console
+# backend (EMAIL_BACKEND=django.core.mail.backends.console.EmailBackend) to print them.
+EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = envstr("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", "25")
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = envstr("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "false")
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", "false")
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "beeweb@localhost")
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other")
 
 # --- Execution ----------------------------------------------------------------------------
 # Per-run scratch directories (hostfiles, job files, the tool's output log) on worker nodes.

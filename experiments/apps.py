@@ -10,8 +10,12 @@ class ExperimentsConfig(AppConfig):
     def ready(self) -> None:
         # Register the Celery tasks in every process (web, worker, commands, tests): dispatch
         # finds runners.execute_run by name in the app's registry.
+        from experiments.alerts import tasks as alert_tasks  # noqa: F401
         from experiments.execution import tasks  # noqa: F401
-        from experiments.matrices import adaptive
+        from experiments.matrices import (
+            adaptive,
+            schedules,  # noqa: F401
+        )
         from experiments.models.runs import data_changed, runs_ended
         from experiments.results import store, summaries
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from experiments.execution.dispatch import dispatch
+from experiments.execution.dispatch import BrokerUnavailable, dispatch
 from experiments.matrices.axes import MatrixError
 from experiments.matrices.launching import check_nodes
 from experiments.matrices.preview import plan
@@ -53,7 +53,7 @@ def order_seed(matrix: Matrix) -> int | None:
     return matrix.order_seed
 
 
-def expand(matrix: Matrix) -> dict[str, int]:
+def expand(matrix: Matrix, offset: int = 0) -> dict[str, int]:
     """Create the planned runs of every non-excluded cell × repetition that does not exist
     yet, in the matrix's order (their primary keys are that order, which dispatch and the
     nodes' holding follow). An adaptive matrix starts with its minimum;
@@ -70,6 +70,7 @@ def expand(matrix: Matrix) -> dict[str, int]:
     new_runs = []
     pairs = run_order(list(items), matrix.repetitions, matrix.order, order_seed(matrix))
     for key, repetition in pairs:
+        repetition += offset
         if (key, repetition) in existing:
             continue
         item = items[key]
@@ -112,6 +113,42 @@ def launch(matrix: Matrix) -> dict[str, int]:
     counts["queued"] = dispatch(planned)
     if matrix.launched_at is None:
         Matrix.objects.filter(pk=matrix.pk).update(launched_at=timezone.now())
+    return counts
+
+
+# Run.repetition is a PositiveSmallIntegerField.
+MAX_REPETITION = 32767
+
+
+def launch_again(matrix: Matrix) -> dict[str, int]:
+    """A new launch of the matrix's cells (a scheduled firing): every cell's repetitions
+    once more, numbered after the matrix's last repetition, and queued. The counts with
+    ``first`` and ``last``, the repetitions created. Raises MatrixError (a node the runs may
+    not use, an invalid cell, no repetition numbers left) or BrokerUnavailable: the runs it
+    created and could not send are deleted then, so nothing of the firing stays planned."""
+    check_nodes(matrix)
+    with transaction.atomic():
+        # One firing at a time per matrix: the second waits and numbers after the first.
+        Matrix.objects.select_for_update().filter(pk=matrix.pk).first()
+        offset = matrix.runs.aggregate(last=Max("repetition"))["last"] or 0
+        if offset + matrix.repetitions > MAX_REPETITION:
+            raise MatrixError(
+                "repetitions",
+                f"the matrix has used its {MAX_REPETITION} repetition numbers: copy it to go on",
+            )
+        counts = expand(matrix, offset=offset)
+    first, last = offset + 1, offset + matrix.repetitions
+    created = matrix.runs.filter(
+        status=Run.Status.PLANNED, repetition__gte=first, repetition__lte=last
+    )
+    try:
+        counts["queued"] = dispatch(list(created.values_list("pk", flat=True)))
+    except BrokerUnavailable:
+        created.delete()
+        raise
+    if matrix.launched_at is None:
+        Matrix.objects.filter(pk=matrix.pk).update(launched_at=timezone.now())
+    counts.update(first=first, last=last)
     return counts
 
 

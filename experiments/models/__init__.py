@@ -1,5 +1,12 @@
 """Models of the experiments domain, one module per area."""
 
+from experiments.models.alerts import (
+    Alert,
+    Delivery,
+    MatrixSchedule,
+    ScheduleFiring,
+    Subscription,
+)
 from experiments.models.beegfs import BeegfsConfigChange
 from experiments.models.common import OwnedModel, PublishedModel
 from experiments.models.inventory import (
@@ -24,6 +31,11 @@ from experiments.models.tuning import TuningParameter, TuningRevision, TuningSet
 from experiments.models.workers import Worker
 
 __all__ = [
+    "Alert",
+    "Delivery",
+    "MatrixSchedule",
+    "ScheduleFiring",
+    "Subscription",
     "Architecture",
     "BeegfsConfigChange",
     "CellState",
