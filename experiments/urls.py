@@ -3,6 +3,7 @@
 from django.urls import path
 
 from experiments.views import (
+    alerts,
     compare,
     importing,
     inventory,
@@ -36,6 +37,14 @@ urlpatterns = [
     path("matrices/<uuid:uuid>/rerun/", matrices.matrix_rerun, name="matrix_rerun"),
     path("matrices/<uuid:uuid>/resume/", matrices.matrix_resume, name="matrix_resume"),
     path("matrices/<uuid:uuid>/cancel/", matrices.matrix_cancel, name="matrix_cancel"),
+    path("matrices/<uuid:uuid>/schedule/", alerts.matrix_schedule, name="matrix_schedule"),
+    path("alerts/", alerts.alert_list, name="alert_list"),
+    path("alerts/subscriptions/", alerts.subscription_list, name="subscription_list"),
+    path(
+        "alerts/subscriptions/<uuid:uuid>/delete/",
+        alerts.subscription_delete,
+        name="subscription_delete",
+    ),
     path("compare/", compare.compare, name="compare"),
     path("compare/print/", compare.compare_print, name="compare_print"),
     path("compare/matrices/", compare.matrix_options, name="compare_matrix_options"),

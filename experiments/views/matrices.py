@@ -40,6 +40,7 @@ from experiments.matrices.launching import check_nodes, launch_refused
 from experiments.matrices.preview import plan
 from experiments.models import Matrix, Metric, Run, Worker
 from experiments.templatetags.beeweb import num
+from experiments.views.alerts import schedule_context
 from experiments.views.common import (
     confirm_page,
     counted,
@@ -279,6 +280,7 @@ def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
             except MatrixError as exc:
                 refused = exc.message
         context["launch_refused"] = refused
+    context["schedule_part"] = schedule_context(request, matrix)
     context["yaml"] = to_yaml(matrix)
     context["compare_query"] = compare_query(matrix)
     # The sweep at a glance (parallel coordinates) and its runs as a table, both of the

@@ -12,4 +12,6 @@ are in tests/labs.
 - ``execution.py``: a matrix expanded on a testbed, and a run queued as a dispatch would.
 - ``tools.py``: the runners kit's commands run here for real (``run``, ``need``) and two hosts.
 - ``api.py``: a DRF client authenticated by a user's token.
+- ``receivers.py``: a real SMTP server (aiosmtpd) and a webhook HTTP server on 127.0.0.1
+  keeping what they receive, and the webhook signature check (``WebhookReceiver.signed``).
 """
