@@ -11,7 +11,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter, SimpleRouter
 
-from experiments.api import views
+from experiments.api import alerts, views
 from experiments.api.compare import CompareView
 from experiments.api.token import token_page
 
@@ -27,6 +27,8 @@ router.register("runs", views.RunViewSet, basename="run")
 router.register("metrics", views.MetricViewSet, basename="metric")
 router.register("workers", views.WorkerViewSet, basename="worker")
 router.register("reports", views.ReportViewSet, basename="report")
+router.register("subscriptions", alerts.SubscriptionViewSet, basename="subscription")
+router.register("alerts", alerts.AlertViewSet, basename="alert")
 
 parts = SimpleRouter()
 for parent, items in views.PART_VIEWSETS.items():
@@ -57,6 +59,11 @@ def _token_or_session(patterns):
 api_patterns = _token_or_session(
     [
         path("compare/", CompareView.as_view(), name="compare"),
+        path(
+            "matrices/<uuid:uuid>/schedule/",
+            alerts.MatrixScheduleView.as_view(),
+            name="matrix-schedule",
+        ),
         path(
             "schema/",
             SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
