@@ -238,6 +238,22 @@ class Stack:
         self.procs.append(proc)
         return proc
 
+    def beat(self, env: dict | None = None) -> subprocess.Popen:
+        """Celery beat as `make run` starts it (django-celery-beat's database scheduler: the
+        janitor, the schedules' check and every scheduled matrix); its log is
+        ``worker_log("beat")``."""
+        log = open(self._log("beat"), "ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "beeweb", "beat", "--loglevel=INFO"],
+            cwd=ROOT,
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc
+
     def _log(self, name: str) -> Path:
         return self.tmp / f"worker-{name.replace('@', '-')}.log"
 
