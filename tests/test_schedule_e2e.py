@@ -79,9 +79,10 @@ def test_a_scheduled_fio_matrix_fires_again_and_again(localhost_stack):
         def done() -> list[tuple]:
             return [f for f in firings(stack) if f[1] == "launched" and f[6]]
 
-        logs = lambda: (
-            stack.worker_log("beat")[-2000:] + stack.worker_log(f"default@{HOST}")[-3000:]
-        )  # noqa: E731
+        def logs() -> str:
+            beat = stack.worker_log("beat")[-2000:]
+            return beat + stack.worker_log(f"default@{HOST}")[-3000:]
+
         assert wait_for(lambda: len(done()) >= 3, timeout=900, interval=1), (
             firings(stack),
             logs(),
