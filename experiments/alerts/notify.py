@@ -63,7 +63,9 @@ def notify(
         raise ValueError("an alert's data is a dict")
     # JSON-ready, as the webhook sends it (raises on what json cannot hold).
     data = json.loads(json.dumps(data, allow_nan=False))
-    if subject and len(subject) > MAX_SUBJECT:
+    # One line (a mail header): no newline from a matrix's name reaches it.
+    subject = " ".join(str(subject).split())
+    if len(subject) > MAX_SUBJECT:
         subject = subject[: MAX_SUBJECT - 1] + "…"
     with transaction.atomic():
         try:

@@ -39,6 +39,12 @@ def test_bad_database_url_names_the_variable(url):
         ("DATABASE_URL", "mysql://localhost/beeweb"),
         ("CELERY_BROKER_URL", "kafka://localhost"),
         ("DEBUG", "perhaps"),
+        ("EMAIL_PORT", "smtp"),
+        ("EMAIL_USE_TLS", "maybe"),
+        ("BEEWEB_ALERT_MAX_ATTEMPTS", "0"),
+        ("BEEWEB_SCHEDULE_CHECK_SECONDS", "0"),
+        ("BEEWEB_BASE_URL", "beeweb.example.org"),
+        ("BEEWEB_WEBHOOK_ALLOW_PRIVATE", "sometimes"),
     ],
 )
 def test_start_up_stops_with_the_variable_named(tmp_path, name, value):
