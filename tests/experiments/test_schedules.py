@@ -250,3 +250,23 @@ def test_a_schedule_that_did_not_fire_is_alerted(matrix, subscribed, settings):
     MatrixSchedule.objects.filter(pk=schedule.pk).update(enabled=False)
     schedules.check()
     assert not Alert.objects.exists()
+
+
+def test_a_cron_schedule_that_did_not_fire_is_alerted(matrix, subscribed, settings):
+    settings.SCHEDULE_LATE_SECONDS = 60
+    schedule = schedules.save_schedule(matrix, cron="*/5 * * * *")
+    schedules.check()
+    assert not Alert.objects.exists()
+    MatrixSchedule.objects.filter(pk=schedule.pk).update(
+        updated=timezone.now() - timedelta(minutes=20)
+    )
+    schedules.check()
+    alert = Alert.objects.get()
+    assert alert.kind == "schedule.missing_firing" and "cron */5 * * * *" in alert.text
+    # A firing since: nothing more is due late.
+    ScheduleFiring.objects.create(
+        schedule=schedule, fired_at=timezone.now(), outcome=ScheduleFiring.Outcome.LAUNCHED,
+        finished_at=timezone.now(),
+    )  # fmt: skip
+    schedules.check()
+    assert Alert.objects.count() == 1
