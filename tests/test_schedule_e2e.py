@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.helpers.receivers import SmtpReceiver, WebhookReceiver
-from tests.labs import LONG_FIO, wait_for
+from tests.labs import LONG_FIO, Stack, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -43,8 +43,20 @@ def firings(stack) -> list[tuple]:
     )
 
 
-def test_a_scheduled_fio_matrix_fires_again_and_again(localhost_stack):
-    stack = localhost_stack
+@pytest.fixture(params=["production", "embedded"])
+def stack(request, tmp_path):
+    """PostgreSQL and Redis (as the environment names them), then the embedded default:
+    SQLite and the filesystem broker, which beat's database scheduler shares with the web
+    and the workers."""
+    stack = Stack(tmp_path, embedded=request.param == "embedded")
+    try:
+        stack.manage("ensure_localhost")
+        yield stack
+    finally:
+        stack.close()
+
+
+def test_a_scheduled_fio_matrix_fires_again_and_again(stack):
     with SmtpReceiver() as smtp, WebhookReceiver() as hook:
         stack.env.update(
             {
