@@ -17,6 +17,8 @@ from celery.schedules import schedule as every
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
@@ -148,9 +150,15 @@ def sync_beat(schedule: MatrixSchedule) -> None:
 
 def delete_schedule(schedule: MatrixSchedule) -> None:
     with transaction.atomic():
-        if schedule.periodic_task_id:
-            PeriodicTask.objects.filter(pk=schedule.periodic_task_id).delete()
-        schedule.delete()
+        schedule.delete()  # and its beat entry (_drop_beat_entry)
+
+
+@receiver(post_delete, sender=MatrixSchedule, dispatch_uid="matrices.schedules.beat_entry")
+def _drop_beat_entry(sender, instance: MatrixSchedule, **kwargs) -> None:
+    """A schedule deleted with its matrix takes its beat entry along (beat would otherwise
+    go on sending firings of a schedule that is no more)."""
+    if instance.periodic_task_id:
+        PeriodicTask.objects.filter(pk=instance.periodic_task_id).delete()
 
 
 def celery_schedule(schedule: MatrixSchedule):

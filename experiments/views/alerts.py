@@ -19,6 +19,7 @@ from experiments.matrices.axes import MatrixError
 from experiments.matrices.schedules import delete_schedule, save_schedule
 from experiments.models import Alert, Delivery, Matrix, MatrixSchedule, Subscription, Testbed
 from experiments.models.alerts import MAX_EVERY_S, MIN_EVERY_S
+from experiments.shared.utils import is_uuid
 from experiments.views.common import get_for_user
 
 RECENT_FIRINGS = 20
@@ -184,7 +185,13 @@ def subscription_list(request: HttpRequest) -> HttpResponse:
             return redirect("experiments:subscription_list")
         status = 400
     else:
-        form = SubscriptionForm(request.user, initial={"email": request.user.email})
+        # A link from a testbed's or a matrix's page names it (the form's choices still
+        # hold only what the user may subscribe to).
+        initial = {"email": request.user.email}
+        for name in ("testbed", "matrix"):
+            if is_uuid(request.GET.get(name, "")):
+                initial[name] = request.GET[name]
+        form = SubscriptionForm(request.user, initial=initial)
     subscriptions = Subscription.objects.filter(user=request.user).select_related(
         "testbed", "matrix"
     )

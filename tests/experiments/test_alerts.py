@@ -156,3 +156,38 @@ def test_notify_refuses_what_json_cannot_carry(alice, testbed):
     with pytest.raises(ValueError):
         notify("", "kind", testbed=testbed, subject="s", text="t", data={})
     assert not Alert.objects.exists()
+
+
+def test_the_subscriptions_page_subscribes_and_unsubscribes(alice, alice_client, testbed):
+    from django.urls import reverse
+
+    alice.email = "alice@example.org"
+    alice.save()
+    url = reverse("experiments:subscription_list")
+    page = alice_client.get(f"{url}?testbed={testbed.uuid}").content.decode()
+    assert f'<option value="{testbed.uuid}" selected>' in page and "alice@example.org" in page
+    assert alice_client.get(f"{url}?testbed=<script>").status_code == 200
+    answer = alice_client.post(
+        url, {"testbed": str(testbed.uuid), "webhook_url": "https://hooks.example.org/x"}
+    )
+    assert answer.status_code == 302
+    sub = Subscription.objects.get()
+    assert answer.has_header("Location")
+    page = alice_client.get(url)
+    assert sub.secret in page.content.decode() and "no-store" in page["Cache-Control"]
+    alice_client.post(reverse("experiments:subscription_delete", args=[sub.uuid]))
+    assert not Subscription.objects.exists()
+
+
+def test_the_alerts_page_costs_the_same_for_many_alerts(
+    alice, alice_client, testbed, django_assert_max_num_queries
+):
+    from django.urls import reverse
+
+    Subscription.objects.create(user=alice, testbed=testbed, email="alice@example.org",
+                                webhook_url="https://hooks.example.org/a")  # fmt: skip
+    for i in range(30):
+        notify(f"k{i}", "kind", testbed=testbed, subject=f"alert {i}", text="t", data={})
+    with django_assert_max_num_queries(12):
+        page = alice_client.get(reverse("experiments:alert_list")).content.decode()
+    assert page.count("<tr>") == 31 and "alert 29" in page

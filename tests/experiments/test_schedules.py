@@ -270,3 +270,11 @@ def test_a_cron_schedule_that_did_not_fire_is_alerted(matrix, subscribed, settin
     )  # fmt: skip
     schedules.check()
     assert Alert.objects.count() == 1
+
+
+def test_deleting_the_matrix_takes_its_beat_entry_along(matrix):
+    schedules.save_schedule(matrix, every_s=60)
+    assert PeriodicTask.objects.filter(task=schedules.FIRE_TASK).exists()
+    matrix.delete()
+    assert not MatrixSchedule.objects.exists()
+    assert not PeriodicTask.objects.filter(task=schedules.FIRE_TASK).exists()
