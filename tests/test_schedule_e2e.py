@@ -2,7 +2,8 @@
 django-celery-beat's database scheduler, a default worker, the node's worker), each firing a
 new launch of the same cells whose runs succeed; a firing while the testbed's node is held by
 another run is recorded as not run and alerted by e-mail to a real SMTP server and by a signed
-webhook to a real HTTP server, both started here; a paused schedule fires no more."""
+webhook to a real HTTP server, both started here, and so is every firing of a matrix whose
+testbed's node has no worker; a paused schedule fires no more."""
 
 from __future__ import annotations
 
@@ -35,12 +36,29 @@ axes:
 """
 
 
-def firings(stack) -> list[tuple]:
+# The same matrix on a testbed whose only node has no worker at all.
+OFFLINE = FIO.replace("name: scheduled fio", "name: offline fio").replace(
+    "testbeds: [localhost]", "testbeds: [offline]"
+)
+
+
+def firings(stack, matrix: str = "scheduled fio") -> list[tuple]:
     return stack.sql(
         "SELECT f.id, f.outcome, f.reason, f.runs, f.first_repetition, f.last_repetition, "
         "f.finished_at IS NOT NULL, f.succeeded, f.failed FROM experiments_schedulefiring f "
+        "JOIN experiments_matrixschedule s ON f.schedule_id = s.id "
+        f"JOIN experiments_matrix m ON s.matrix_id = m.id WHERE m.name = '{matrix}' "
         "ORDER BY f.fired_at, f.id"
     )
+
+
+def schedule(stack, matrix: str, enabled: bool = True) -> None:
+    data = {"every_s": str(EVERY_S), "deadline_s": "600"}
+    status, body, _ = stack.call(
+        "post", "admin", f"/matrices/{matrix}/schedule/", {**data, "enabled": "on"} if enabled
+        else data
+    )  # fmt: skip
+    assert status == 302, body
 
 
 @pytest.fixture(params=["production", "embedded"])
@@ -68,22 +86,28 @@ def test_a_scheduled_fio_matrix_fires_again_and_again(stack):
                 "EMAIL_PORT": str(smtp.port),
             }
         )
+        stack.call(
+            "inventory",
+            {
+                "nodes": {"offline-node": {"owner": "admin"}},
+                "testbeds": [
+                    {"name": "offline", "owner": "admin", "benchmark_dir": "/tmp/offline",
+                     "members": {"offline-node": ["client"]}}
+                ],
+            },
+        )  # fmt: skip
         matrix = stack.call("matrix", "admin", FIO)
-        status, _, _ = stack.call(
-            "post",
-            "admin",
-            f"/matrices/{matrix}/schedule/",
-            {"every_s": str(EVERY_S), "deadline_s": "600", "enabled": "on"},
-        )
-        assert status == 302
-        status, body, _ = stack.call(
-            "post",
-            "admin",
-            "/alerts/subscriptions/",
-            {"matrix": matrix, "email": "ops@example.org", "webhook_url": hook.url},
-        )
-        assert status == 302, body
-        (secret,) = stack.sql("SELECT secret FROM experiments_subscription")[0]
+        offline = stack.call("matrix", "admin", OFFLINE)
+        for which in (matrix, offline):
+            schedule(stack, which)
+            status, body, _ = stack.call(
+                "post",
+                "admin",
+                "/alerts/subscriptions/",
+                {"matrix": which, "email": "ops@example.org", "webhook_url": hook.url},
+            )
+            assert status == 302, body
+        secret = stack.sql("SELECT secret FROM experiments_subscription ORDER BY id")[0][0]
         stack.worker(f"node.{HOST}", f"node@{HOST}")
         stack.worker("default", f"default@{HOST}")
         stack.beat()
@@ -99,6 +123,13 @@ def test_a_scheduled_fio_matrix_fires_again_and_again(stack):
             firings(stack),
             logs(),
         )
+        # The testbed without a worker: its firings are not run, and alerted.
+        missing = [f for f in firings(stack, "offline fio") if "no worker online" in f[2]]
+        assert missing and missing[0][1] == "not_run", firings(stack, "offline fio")
+        assert "nobody serves queue node.offline-node" in missing[0][2]
+        key = f"firing:{missing[0][0]}:not_run"
+        assert wait_for(lambda: any(r.json.get("key") == key for r in hook.received), 120)
+        schedule(stack, offline, enabled=False)
         launched = done()[:3]
         # Each firing a new launch of both cells, numbered after the last, all succeeded.
         assert [(f[4], f[5]) for f in launched] == [(1, 1), (2, 2), (3, 3)]
@@ -137,13 +168,7 @@ def test_a_scheduled_fio_matrix_fires_again_and_again(stack):
         stack.call("cancel", long_matrix)
 
         # Paused: no firing more (one already on its way may still land).
-        status, _, _ = stack.call(
-            "post",
-            "admin",
-            f"/matrices/{matrix}/schedule/",
-            {"every_s": str(EVERY_S), "deadline_s": "600"},
-        )
-        assert status == 302
+        schedule(stack, matrix, enabled=False)
         time.sleep(EVERY_S)
         before = len(firings(stack))
         time.sleep(3 * EVERY_S)
