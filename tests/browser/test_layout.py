@@ -34,6 +34,7 @@ NAV = [
     "Runs table",
     "Compare",
     "Reports",
+    "Alerts",
 ]
 
 # A function, not an expression: the Content-Security-Policy refuses eval().
@@ -134,6 +135,8 @@ def site(live_server, django_user_model):
         "/runs/table/",
         "/compare/",
         "/reports/",
+        "/alerts/",
+        "/alerts/subscriptions/",
         "/api/token/",
         "/runs/import/",
         "/matrices/new/",
