@@ -10,6 +10,7 @@ class ExperimentsConfig(AppConfig):
     def ready(self) -> None:
         # Register the Celery tasks in every process (web, worker, commands, tests): dispatch
         # finds runners.execute_run by name in the app's registry.
+        from experiments.changes import tasks as change_tasks  # noqa: F401
         from experiments.execution import tasks  # noqa: F401
         from experiments.matrices import adaptive
         from experiments.models.runs import data_changed, runs_ended

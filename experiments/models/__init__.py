@@ -1,6 +1,7 @@
 """Models of the experiments domain, one module per area."""
 
 from experiments.models.beegfs import BeegfsConfigChange
+from experiments.models.changes import ChangePoint, ChangeScan
 from experiments.models.common import OwnedModel, PublishedModel
 from experiments.models.inventory import (
     Architecture,
@@ -27,6 +28,8 @@ __all__ = [
     "Architecture",
     "BeegfsConfigChange",
     "CellState",
+    "ChangePoint",
+    "ChangeScan",
     "ConfigSummary",
     "Drive",
     "HardwareProfile",
