@@ -1,11 +1,11 @@
 """The detection sweep as a Celery task: sent by beat every CHANGES_SECONDS (beeweb.settings),
-or by name (``changes.detect``) by anything that wants it sooner."""
+or by name (``changes.detect``) by anything that wants it sooner. (Connections are handled
+as for every task: experiments.execution.tasks.fresh_connections.)"""
 
 from __future__ import annotations
 
 from celery import shared_task
 from django.conf import settings
-from django.db import close_old_connections
 
 from experiments.changes import scan
 
@@ -14,8 +14,4 @@ from experiments.changes import scan
 def detect(limit: int | None = None) -> dict[str, int]:
     """Analyse the configurations whose runs changed since their last analysis (at most
     ``limit``, default CHANGES_BATCH)."""
-    close_old_connections()
-    try:
-        return scan.analyse_pending(limit or settings.CHANGES_BATCH)
-    finally:
-        close_old_connections()
+    return scan.analyse_pending(limit or settings.CHANGES_BATCH)
