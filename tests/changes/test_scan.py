@@ -62,8 +62,9 @@ def test_a_rescan_and_a_new_run_keep_one_change_and_its_state(history, alice):
     cp = ChangePoint.objects.get()
     ChangePoint.objects.filter(pk=cp.pk).update(state="acknowledged")
     call_command("detect_changes")
+    config = node_config("6.8.0-31-generic", "none")
     more = make_history(
-        history[0].testbed, alice, noisy(12, (1.4e9, 3)), [node_config("6.8.0-31-generic", "none")] * 3,
+        history[0].testbed, alice, noisy(12, (1.4e9, 3)), [config] * 3,
         start=history[-1].started_at,
     )  # fmt: skip
     assert more
