@@ -392,6 +392,7 @@ SPECTACULAR_SETTINGS = {
             ("Tool", "TOOL"),
             ("MatrixTool", "MATRIX_TOOL"),
             ("ShareLinkState", "SHARE_LINK_STATE"),
+            ("ChangeState", "CHANGE_STATE"),
         ]
     },
 }

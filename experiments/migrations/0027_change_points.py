@@ -47,7 +47,7 @@ class Migration(migrations.Migration):
                 ('after_low', models.FloatField(blank=True, null=True)),
                 ('after_high', models.FloatField(blank=True, null=True)),
                 ('p_value', models.FloatField()),
-                ('method', models.CharField(max_length=80)),
+                ('method', models.CharField(max_length=120)),
                 ('differences', models.JSONField(blank=True, default=dict)),
                 ('state', models.CharField(choices=[('new', 'new'), ('acknowledged', 'acknowledged'), ('expected', 'expected'), ('muted', 'muted')], default='new', max_length=12)),
                 ('state_at', models.DateTimeField(blank=True, null=True)),

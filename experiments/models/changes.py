@@ -68,7 +68,7 @@ class ChangePoint(models.Model):
     after_low = models.FloatField(null=True, blank=True)
     after_high = models.FloatField(null=True, blank=True)
     p_value = models.FloatField()
-    method = models.CharField(max_length=80)
+    method = models.CharField(max_length=120)
     differences = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=12, choices=State.choices, default=State.NEW)
     state_by = models.ForeignKey(
