@@ -3,6 +3,7 @@
 from django.urls import path
 
 from experiments.views import (
+    changes,
     compare,
     importing,
     inventory,
@@ -36,6 +37,11 @@ urlpatterns = [
     path("matrices/<uuid:uuid>/rerun/", matrices.matrix_rerun, name="matrix_rerun"),
     path("matrices/<uuid:uuid>/resume/", matrices.matrix_resume, name="matrix_resume"),
     path("matrices/<uuid:uuid>/cancel/", matrices.matrix_cancel, name="matrix_cancel"),
+    path("changes/", changes.change_list, name="change_list"),
+    path("changes/<uuid:uuid>/", changes.change_detail, name="change"),
+    path("changes/<uuid:uuid>/state/", changes.change_state, name="change_state"),
+    path("history/<str:key>/", changes.config_history, name="config_history"),
+    path("testbeds/<uuid:uuid>/history/", changes.testbed_history, name="testbed_history"),
     path("compare/", compare.compare, name="compare"),
     path("compare/print/", compare.compare_print, name="compare_print"),
     path("compare/matrices/", compare.matrix_options, name="compare_matrix_options"),

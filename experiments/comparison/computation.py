@@ -692,6 +692,9 @@ def compute(
             attributes=pool.attributes,
         )
         point.series_name = point.series
+        keys = {r.get("config_key") for r in pool.rows}
+        if len(keys) == 1 and None not in keys:
+            point.config_key = keys.pop() or ""
         if point.noisy:
             point.flags.append(f"noisy: CV {cv * 100:.1f}% > {NOISY_CV * 100:.0f}%")
         _verdicts(point, row, m, bool(spec.norm))
