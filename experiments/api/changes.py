@@ -16,6 +16,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from experiments.api.pagination import RunCursorPagination
@@ -127,6 +128,9 @@ class ChangePointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
     """Change points of every configuration's history, newest first (cursor pagination)."""
 
     serializer_class = ChangePointSerializer
+    # Reading needs a signed-in user; ``state`` checks the testbed's operators itself (the
+    # default OwnerOrStaffWrites would allow its owner only).
+    permission_classes = [IsAuthenticated]
     lookup_field = "uuid"
     lookup_value_regex = "[0-9a-fA-F-]{36}"
     filterset_class = ChangeFilter
