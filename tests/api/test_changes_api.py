@@ -112,3 +112,31 @@ def test_the_list_costs_the_same_queries_whatever_its_length(
     with django_assert_max_num_queries(8):
         answer = api.get("/api/changes/")
     assert len(answer.json()["results"]) == 2
+
+
+def test_a_history_pushed_at_once_with_its_own_start_times_is_analysed_as_it_ran(api, testbed):
+    """An old history sent in one bulk request, newest first (as an import of old output
+    may): the change point is at the first run that started after the change."""
+    from datetime import UTC, datetime, timedelta
+
+    values = noisy(21, (3.0e9, 16), (2.0e9, 16))
+    start = datetime(2025, 3, 1, tzinfo=UTC)
+    items = [
+        {
+            "testbed": str(testbed.uuid),
+            "tool": "fio",
+            "params": {"rw": "write", "bs": "1m"},
+            "started_at": (start + timedelta(days=i)).isoformat(),
+            "metrics": [{"name": "write_bw", "value": values[i], "unit": "B/s"}],
+            "key": f"old-{i}",
+        }
+        for i in reversed(range(32))
+    ]
+    answer = api.post("/api/runs/bulk/", items, format="json")
+    assert answer.status_code == 200 and answer.json()["created"] == 32, answer.content
+    # Results in the items' order: the i-th run of the history is the (31 - i)-th item.
+    by_key = {f"old-{31 - j}": r["uuid"] for j, r in enumerate(answer.json()["results"])}
+    scan.analyse_pending()
+    (cp,) = api.get("/api/changes/").json()["results"]
+    assert cp["run"] == by_key["old-16"] and cp["previous_run"] == by_key["old-15"]
+    assert cp["at"].startswith("2025-03-17")
