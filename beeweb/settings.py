@@ -456,7 +456,12 @@ CHANGES_BATCH = envint("BEEWEB_CHANGES_BATCH", "200")
 # the least runs on either side, the seed of the permutations (the same history always gives
 # the same change points), and the runs one analysis reads (the newest; an import of more is
 # analysed in overlapping windows of this many).
-CHANGES_ALPHA = float(envstr("BEEWEB_CHANGES_ALPHA", "0.01"))
+try:
+    CHANGES_ALPHA = float(envstr("BEEWEB_CHANGES_ALPHA", "0.01"))
+except ValueError:
+    raise ImproperlyConfigured(
+        f"BEEWEB_CHANGES_ALPHA must be a number, got {os.environ['BEEWEB_CHANGES_ALPHA']!r}"
+    ) from None
 CHANGES_PERMUTATIONS = envint("BEEWEB_CHANGES_PERMUTATIONS", "199")
 CHANGES_MIN_SIZE = envint("BEEWEB_CHANGES_MIN_SIZE", "4")
 CHANGES_SEED = envint("BEEWEB_CHANGES_SEED", "1234")

@@ -39,6 +39,10 @@ def test_bad_database_url_names_the_variable(url):
         ("DATABASE_URL", "mysql://localhost/beeweb"),
         ("CELERY_BROKER_URL", "kafka://localhost"),
         ("DEBUG", "perhaps"),
+        ("BEEWEB_CHANGES_ALPHA", "often"),
+        ("BEEWEB_CHANGES_ALPHA", "1.5"),
+        ("BEEWEB_CHANGES_MIN_SIZE", "1"),
+        ("BEEWEB_CHANGES_PERMUTATIONS", "ten"),
     ],
 )
 def test_start_up_stops_with_the_variable_named(tmp_path, name, value):
