@@ -48,24 +48,32 @@ class Point:
 
 def series(config_key: str, metric: str) -> list[Point]:
     """The configuration's values of ``metric``, one per run (the mean of a run's primary
-    rows of that name), in the order the runs started (created, for runs never started)."""
-    rows = (
-        Metric.objects.filter(primary=True, name=metric, run__config_key=config_key)
-        .annotate(_at=Coalesce(F("run__started_at"), F("run__created")))
-        .order_by("_at", "run_id")
-        .values_list("run_id", "value", "_at")
+    rows of that name), in the order the runs started (created, for runs never started).
+
+    Two indexed reads: the configuration's runs (their key's index), then their metric rows
+    (the run index). One join let PostgreSQL walk every primary row of the metric at a
+    million runs (2 s instead of ~20 ms)."""
+    runs = (
+        Run.objects.filter(config_key=config_key)
+        .annotate(_at=Coalesce(F("started_at"), F("created")))
+        .order_by()
+        .values_list("pk", "_at")
     )
-    out: list[Point] = []
-    count = 0
-    for run_id, value, at in rows:
-        if out and out[-1].run_id == run_id:
-            count += 1
-            last = out[-1]
-            out[-1] = Point(run_id, last.value + (value - last.value) / count, at)
-            continue
-        count = 1
-        out.append(Point(run_id, float(value), at))
-    return out
+    at = dict(runs)
+    sums: dict[int, list[float]] = {}
+    ids = sorted(at)
+    for start in range(0, len(ids), 5000):
+        rows = Metric.objects.filter(
+            run_id__in=ids[start : start + 5000], name=metric, primary=True
+        ).values_list("run_id", "value")
+        for run_id, value in rows:
+            total = sums.setdefault(run_id, [0.0, 0])
+            total[0] += value
+            total[1] += 1
+    return [
+        Point(run_id, total / count, at[run_id])
+        for run_id, (total, count) in sorted(sums.items(), key=lambda kv: (at[kv[0]], kv[0]))
+    ]
 
 
 def configuration_text(run: Run) -> str:
@@ -244,13 +252,36 @@ def _create(config_key, metric, fields, existing, position, index, s) -> ChangeP
     return cp
 
 
-def pending(limit: int | None = None):
-    """(config_key, metric, summary count, analysed count or None) of the summaries of own
-    runs whose run count differs from the count last analysed."""
+# The watermark of new headline values: ChangeScan's row of no configuration holds, in ``n``,
+# the highest metric row id a sweep has looked at.
+_WATERMARK = ("", "")
+# Metric ids below the watermark looked at again: rows of transactions that committed after
+# a later one (several workers, the ingest's client threads) are not missed.
+MARGIN = 20_000
+
+
+def pending(limit: int | None = None, since: int | None = None):
+    """(config_key, metric, summary count, analysed count or None) of the configurations of
+    own runs whose run count differs from the count last analysed, among those with headline
+    values stored since metric row ``since`` (None: every configuration: a scan of every
+    summary). The sweep reads only the new rows (the metric table's primary key) and those
+    configurations' summaries: its cost is the new runs', not the history's."""
     scanned = ChangeScan.objects.filter(config_key=OuterRef("config_key"), metric=OuterRef("name"))
+    rows = ConfigSummary.objects.filter(pub_n__lt=F("n"))
+    if since is not None:
+        fresh = (
+            Metric.objects.filter(pk__gt=since, primary=True)
+            .exclude(run__config_key="")
+            .order_by()
+            .values_list("run__config_key", "name")
+            .distinct()
+        )
+        pairs = set(fresh)
+        if not pairs:
+            return []
+        rows = rows.filter(config_key__in={k for k, _ in pairs}, name__in={n for _, n in pairs})
     rows = (
-        ConfigSummary.objects.filter(pub_n__lt=F("n"))
-        .annotate(_scanned=Subquery(scanned.values("n")[:1]))
+        rows.annotate(_scanned=Subquery(scanned.values("n")[:1]))
         .filter(Q(_scanned__isnull=True) | ~Q(_scanned=F("n")))
         .order_by("config_key", "name")
         .values_list("config_key", "name", "n", "_scanned")
@@ -258,12 +289,25 @@ def pending(limit: int | None = None):
     return list(rows[:limit] if limit else rows)
 
 
+def _watermark() -> int | None:
+    return (
+        ChangeScan.objects.filter(config_key=_WATERMARK[0], metric=_WATERMARK[1])
+        .values_list("n", flat=True)
+        .first()
+    )
+
+
 def analyse_pending(limit: int | None = None) -> dict[str, int]:
     """One sweep: every pending configuration and metric (at most ``limit``) analysed and its
-    watermark moved. A configuration another process is analysing is left to it."""
+    watermark moved. A configuration another process is analysing is left to it. The first
+    sweep (no watermark yet) looks at every summary; later ones at the configurations with
+    headline values stored since the last (``pending``)."""
     s = current_settings()
+    mark = _watermark()
+    top = Metric.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    todo = pending(limit, None if mark is None else max(0, mark - MARGIN))
     done = changes = 0
-    for key, metric, _n, scanned in pending(limit):
+    for key, metric, _n, scanned in todo:
         with transaction.atomic():
             ChangeScan.objects.get_or_create(config_key=key, metric=metric, defaults={"n": 0})
         with transaction.atomic():
@@ -286,6 +330,11 @@ def analyse_pending(limit: int | None = None) -> dict[str, int]:
             row.n = count
             row.save(update_fields=["n", "scanned_at"])
             done += 1
+    # Everything up to ``top`` looked at, unless the sweep stopped at its limit.
+    if not limit or len(todo) < limit:
+        ChangeScan.objects.update_or_create(
+            config_key=_WATERMARK[0], metric=_WATERMARK[1], defaults={"n": top}
+        )
     return {"analysed": done, "changes": changes}
 
 
@@ -296,6 +345,7 @@ def rescan(config_key: str | None = None) -> dict[str, int]:
     if config_key:
         summaries = summaries.filter(config_key=config_key)
     s = current_settings()
+    top = Metric.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     done = changes = 0
     for key, metric, n in summaries.order_by("config_key", "name").values_list(
         "config_key", "name", "n"
@@ -305,4 +355,6 @@ def rescan(config_key: str | None = None) -> dict[str, int]:
                 changes += len(analyse(key, metric, None))
             ChangeScan.objects.update_or_create(config_key=key, metric=metric, defaults={"n": n})
         done += 1
+    if not config_key and _watermark() is None:
+        ChangeScan.objects.create(config_key=_WATERMARK[0], metric=_WATERMARK[1], n=top)
     return {"analysed": done, "changes": changes}

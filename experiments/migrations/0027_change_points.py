@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('config_key', models.CharField(max_length=32)),
                 ('metric', models.CharField(max_length=40)),
-                ('n', models.PositiveIntegerField()),
+                ('n', models.PositiveBigIntegerField()),
                 ('scanned_at', models.DateTimeField(auto_now=True)),
             ],
             options={

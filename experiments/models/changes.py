@@ -184,11 +184,14 @@ def _interval(low: float | None, high: float | None) -> list[float] | None:
 class ChangeScan(models.Model):
     """The watermark of detection per configuration and metric: the run count of its summary
     (experiments.models.ConfigSummary.n) when it was last analysed. A summary whose count
-    differs has runs the detection has not seen (new, imported, deleted)."""
+    differs has runs the detection has not seen (new, imported, deleted). One row with an
+    empty key and metric holds the highest metric row id a sweep has looked at."""
 
     config_key = models.CharField(max_length=32)
     metric = models.CharField(max_length=40)
-    n = models.PositiveIntegerField()
+    # The run count analysed; in the row of no configuration (experiments.changes.scan), the
+    # highest metric row id a sweep has looked at.
+    n = models.PositiveBigIntegerField()
     scanned_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -53,7 +53,7 @@ def test_it_finds_the_change_at_the_first_run_on_the_new_kernel(history):
     assert cp.configuration.startswith("fio bs=1m, numjobs=4, rw=write, on bench")
     assert cp.testbed == history[0].testbed
     # Watermark: nothing pending until a run lands.
-    assert ChangeScan.objects.get().n == 32
+    assert ChangeScan.objects.get(metric="write_bw").n == 32
     assert scan.analyse_pending() == {"analysed": 0, "changes": 0}
 
 
