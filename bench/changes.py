@@ -37,6 +37,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--history", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--keep", action="store_true", help="keep the runs it adds")
     args = parser.parse_args()
     common.ensure_database()
     common.setup_django()
@@ -97,6 +98,9 @@ def main() -> None:
             [Run.objects.filter(testbed=testbed).order_by("-id").values_list("id")[0][0],
              testbed.pk],
         )  # fmt: skip
+    # The parameters as stored (their normal form): the runs landing below join the
+    # configuration.
+    params = Run.objects.filter(testbed=testbed).values_list("params", flat=True).first()
     started = time.perf_counter()
     first = scan.analyse_pending()
     print(
@@ -105,17 +109,19 @@ def main() -> None:
         flush=True,
     )
 
-    walls = []
-    for _ in range(9):
-        t = time.perf_counter()
-        scan.pending(1)
-        walls.append(time.perf_counter() - t)
-    print(
-        f"sweep with nothing pending (scan.pending over {summaries:,} summaries): "
-        f"median {common.median_ms(walls):.1f} ms",
-        flush=True,
-    )
+    for name, since in (("every summary", None), ("values since the watermark", scan._watermark())):
+        walls = []
+        for _ in range(9):
+            t = time.perf_counter()
+            scan.pending(None, since)
+            walls.append(time.perf_counter() - t)
+        print(
+            f"finding pending configurations, nothing pending ({name}, {summaries:,} summaries):"
+            f" median {common.median_ms(walls):.1f} ms",
+            flush=True,
+        )
 
+    key0 = Run.objects.filter(testbed=testbed).values_list("config_key", flat=True).first()
     store = {"cpu": 0.0, "db": 0.0, "wall": []}
     sweep = {"cpu": 0.0, "db": 0.0, "wall": [], "queries": 0}
     for i in range(args.runs):
@@ -134,7 +140,7 @@ def main() -> None:
             sweep["db"] += _ticks(backend) - before[1]
             sweep["wall"].append(time.perf_counter() - before[2])
         sweep["queries"] += len(queries)
-        if done["analysed"] != 1:
+        if done["analysed"] != 1 or Run.objects.get(pk=run.pk).config_key != key0:
             raise SystemExit(f"expected one configuration analysed, got {done}")
     n = args.runs
     print(
@@ -149,7 +155,12 @@ def main() -> None:
 
     client = Client()
     client.force_login(user)
-    key = Run.objects.filter(testbed=testbed).values_list("config_key", flat=True).first()
+    key = (
+        ConfigSummary.objects.filter(run__testbed=testbed)
+        .order_by("-n")
+        .values_list("config_key", flat=True)
+        .first()
+    )
     for name, url in (
         ("configuration history", f"/history/{key}/?metric=write_bw"),
         ("testbed history", f"/testbeds/{testbed.uuid}/history/"),
@@ -172,6 +183,9 @@ def main() -> None:
     found = ChangePoint.objects.filter(testbed=testbed).values_list("before_n", "after_n")
     print(f"change points (runs before, after): {list(found)}")
 
+    if args.keep:
+        print(f"kept: testbed {TESTBED}, configuration {key}")
+        return
     ChangePoint.objects.filter(testbed=testbed).delete()
     Run.objects.filter(testbed=testbed).delete()
     ChangeScan.objects.all().delete()

@@ -63,9 +63,11 @@ def series(config_key: str, metric: str) -> list[Point]:
     sums: dict[int, list[float]] = {}
     ids = sorted(at)
     for start in range(0, len(ids), 5000):
-        rows = Metric.objects.filter(
-            run_id__in=ids[start : start + 5000], name=metric, primary=True
-        ).values_list("run_id", "value")
+        rows = (
+            Metric.objects.filter(run_id__in=ids[start : start + 5000], name=metric, primary=True)
+            .order_by()  # (the model's order joins the runs)
+            .values_list("run_id", "value")
+        )
         for run_id, value in rows:
             total = sums.setdefault(run_id, [0.0, 0])
             total[0] += value
@@ -131,8 +133,13 @@ def analyse(config_key: str, metric: str, fresh: int | None = None) -> list[Chan
     window = django_settings.CHANGES_WINDOW
     windows = _windows(total, total if fresh is None else fresh, window)
     found: dict[int, detection.Change] = {}
+    position = {p.run_id: i for i, p in enumerate(points)}
+    existing = list(ChangePoint.objects.filter(config_key=config_key, metric=metric))
+    # Stored change points at their run: not permuted again (detection.detect's ``known``).
+    stored = {position[c.run_id]: c.p_value for c in existing if c.run_id in position}
     for start, end in windows:
-        for change in detection.detect([p.value for p in points[start:end]], s):
+        known = {i - start: p for i, p in stored.items() if start <= i < end}
+        for change in detection.detect([p.value for p in points[start:end]], s, known):
             index = start + change.index
             if index not in found or change.p_value < found[index].p_value:
                 found[index] = change.__class__(
@@ -142,8 +149,6 @@ def analyse(config_key: str, metric: str, fresh: int | None = None) -> list[Chan
                     before=change.before,
                     after=change.after,
                 )
-    position = {p.run_id: i for i, p in enumerate(points)}
-    existing = list(ChangePoint.objects.filter(config_key=config_key, metric=metric))
     matched: set[int] = set()
     saved: list[ChangePoint] = []
     bounds = [0, *sorted(found), total]

@@ -109,3 +109,13 @@ def test_property_noise_never_raises_and_segments_add_up(seed, n):
     for change in changes:
         assert 4 <= change.index <= n - 4
         assert change.before.n >= 4 and change.after.n >= 4
+
+
+def test_a_known_change_is_not_permuted_again_and_keeps_its_p_value():
+    series = noisy(1, (100.0, 30), (70.0, 20))
+    (first,) = detect(series)
+    (again,) = detect(series, known={30: 0.0042})
+    assert (again.index, again.p_value) == (30, 0.0042)
+    # Known but no longer a difference (Welch's t-test on the segment as it is): dropped.
+    assert detect(noisy(3, (100.0, 60)), known={30: 0.001}) == []
+    assert first.p_value <= 0.01
