@@ -16,6 +16,24 @@ from experiments.models.matrices import Matrix
 from experiments.models.runs import Run
 
 
+class ChangePointQuerySet(models.QuerySet):
+    def to_announce(self) -> ChangePointQuerySet:
+        """New change points nobody was told of yet, oldest first (the alerts' work; index
+        exp_change_unannounced). Expected, muted (known) and acknowledged ones are not."""
+        return self.filter(state=ChangePoint.State.NEW, announced_at__isnull=True).order_by(
+            "created_at", "id"
+        )
+
+    def claim_announcement(self, pk: int, when) -> bool:
+        """Mark one change point announced at ``when`` unless another process did: one
+        conditional UPDATE (False: taken already, or no longer new)."""
+        return bool(
+            self.filter(pk=pk, state=ChangePoint.State.NEW, announced_at__isnull=True).update(
+                announced_at=when
+            )
+        )
+
+
 class ChangePoint(models.Model):
     """One shift of ``metric`` over the runs of one configuration (``config_key``: the
     alike-runs identity of the summaries, experiments.results.summaries.config_key), between
@@ -87,6 +105,8 @@ class ChangePoint(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # Set by the alerts (experiments.alerts) once they have told the subscribers.
     announced_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ChangePointQuerySet.as_manager()
 
     class Meta:
         ordering = ["-at", "-id"]

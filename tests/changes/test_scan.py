@@ -202,3 +202,17 @@ def test_the_task_runs_a_sweep(history):
     from experiments.changes.tasks import detect
 
     assert detect.apply().get() == {"analysed": 1, "changes": 1}
+
+
+def test_the_alerts_find_new_unannounced_changes_and_claim_each_once(history):
+    from django.utils import timezone
+
+    scan.analyse_pending()
+    cp = ChangePoint.objects.get()
+    assert list(ChangePoint.objects.to_announce()) == [cp]
+    now = timezone.now()
+    assert ChangePoint.objects.claim_announcement(cp.pk, now) is True
+    assert ChangePoint.objects.claim_announcement(cp.pk, now) is False
+    assert list(ChangePoint.objects.to_announce()) == []
+    ChangePoint.objects.filter(pk=cp.pk).update(announced_at=None, state="acknowledged")
+    assert list(ChangePoint.objects.to_announce()) == []
