@@ -393,6 +393,7 @@ SPECTACULAR_SETTINGS = {
             ("Tool", "TOOL"),
             ("MatrixTool", "MATRIX_TOOL"),
             ("ShareLinkState", "SHARE_LINK_STATE"),
+            ("ChangeState", "CHANGE_STATE"),
         ]
     },
 }
@@ -503,6 +504,37 @@ EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")
 DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "beeweb@localhost")
 if EMAIL_USE_TLS and EMAIL_USE_SSL:
     raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other")
+# --- Change points (experiments.changes) ----------------------------------------------------
+# Seconds between two detection sweeps (beat): configurations whose runs changed since their
+# last analysis are analysed again (at most CHANGES_BATCH per sweep).
+CHANGES_SECONDS = envint("BEEWEB_CHANGES_SECONDS", "60")
+CHANGES_BATCH = envint("BEEWEB_CHANGES_BATCH", "200")
+# E-divisive means: the largest p-value of a change point, the permutations of its test,
+# the least runs on either side, the seed of the permutations (the same history always gives
+# the same change points), and the runs one analysis reads (the newest; an import of more is
+# analysed in overlapping windows of this many).
+try:
+    CHANGES_ALPHA = float(envstr("BEEWEB_CHANGES_ALPHA", "0.01"))
+except ValueError:
+    raise ImproperlyConfigured(
+        f"BEEWEB_CHANGES_ALPHA must be a number, got {os.environ['BEEWEB_CHANGES_ALPHA']!r}"
+    ) from None
+CHANGES_PERMUTATIONS = envint("BEEWEB_CHANGES_PERMUTATIONS", "199")
+CHANGES_MIN_SIZE = envint("BEEWEB_CHANGES_MIN_SIZE", "4")
+CHANGES_SEED = envint("BEEWEB_CHANGES_SEED", "1234")
+CHANGES_WINDOW = envint("BEEWEB_CHANGES_WINDOW", "500")
+if not 0 < CHANGES_ALPHA < 1:
+    raise ImproperlyConfigured(f"BEEWEB_CHANGES_ALPHA must be in (0, 1), got {CHANGES_ALPHA}")
+for _name, _value, _least in (
+    ("BEEWEB_CHANGES_SECONDS", CHANGES_SECONDS, 1),
+    ("BEEWEB_CHANGES_BATCH", CHANGES_BATCH, 1),
+    ("BEEWEB_CHANGES_PERMUTATIONS", CHANGES_PERMUTATIONS, 19),
+    ("BEEWEB_CHANGES_MIN_SIZE", CHANGES_MIN_SIZE, 2),
+    ("BEEWEB_CHANGES_WINDOW", CHANGES_WINDOW, 20),
+):
+    if _value < _least:
+        raise ImproperlyConfigured(f"{_name} must be {_least} or more, got {_value}")
+CELERY_BEAT_SCHEDULE["changes"] = {"task": "changes.detect", "schedule": CHANGES_SECONDS}
 
 # --- Execution ----------------------------------------------------------------------------
 # Per-run scratch directories (hostfiles, job files, the tool's output log) on worker nodes.

@@ -11,6 +11,7 @@ class ExperimentsConfig(AppConfig):
         # Register the Celery tasks in every process (web, worker, commands, tests): dispatch
         # finds runners.execute_run by name in the app's registry.
         from experiments.alerts import tasks as alert_tasks  # noqa: F401
+        from experiments.changes import tasks as change_tasks  # noqa: F401
         from experiments.execution import tasks  # noqa: F401
         from experiments.matrices import (
             adaptive,

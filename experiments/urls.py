@@ -4,6 +4,7 @@ from django.urls import path
 
 from experiments.views import (
     alerts,
+    changes,
     compare,
     importing,
     inventory,
@@ -45,6 +46,11 @@ urlpatterns = [
         alerts.subscription_delete,
         name="subscription_delete",
     ),
+    path("changes/", changes.change_list, name="change_list"),
+    path("changes/<uuid:uuid>/", changes.change_detail, name="change"),
+    path("changes/<uuid:uuid>/state/", changes.change_state, name="change_state"),
+    path("history/<str:key>/", changes.config_history, name="config_history"),
+    path("testbeds/<uuid:uuid>/history/", changes.testbed_history, name="testbed_history"),
     path("compare/", compare.compare, name="compare"),
     path("compare/print/", compare.compare_print, name="compare_print"),
     path("compare/matrices/", compare.matrix_options, name="compare_matrix_options"),

@@ -1,7 +1,7 @@
 """Choice sets named in the OpenAPI schema (SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]):
 several models have fields called kind, status or tool with different choices."""
 
-from experiments.models import Run
+from experiments.models import ChangePoint, Run
 from experiments.models.inventory import DriveKind, NicKind, TargetKind
 from experiments.models.runs import Tool
 from runners.tools import ADAPTERS
@@ -15,3 +15,4 @@ INGEST_RESULT = ["created", "existing", "invalid"]
 TOOL = Tool.choices
 MATRIX_TOOL = sorted(ADAPTERS)
 SHARE_LINK_STATE = ["active", "expired", "revoked"]
+CHANGE_STATE = ChangePoint.State.choices

@@ -12,6 +12,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import DefaultRouter, SimpleRouter
 
 from experiments.api import alerts, views
+from experiments.api.changes import ChangePointViewSet
 from experiments.api.compare import CompareView
 from experiments.api.token import token_page
 
@@ -29,6 +30,7 @@ router.register("workers", views.WorkerViewSet, basename="worker")
 router.register("reports", views.ReportViewSet, basename="report")
 router.register("subscriptions", alerts.SubscriptionViewSet, basename="subscription")
 router.register("alerts", alerts.AlertViewSet, basename="alert")
+router.register("changes", ChangePointViewSet, basename="change")
 
 parts = SimpleRouter()
 for parent, items in views.PART_VIEWSETS.items():

@@ -142,6 +142,14 @@ def differences(ctx, spec: ComparisonSpec, result: ComparisonResult) -> list[Dif
     return out
 
 
+def difference_rows(a: dict, b: dict) -> list[list[str]]:
+    """[group, attribute, value in a, value in b] of the attributes whose values differ
+    between ``a`` and ``b`` (each: (group, attribute) -> set of value texts; a missing
+    attribute is "—"), in the configuration differences table's order (also the change
+    points' explanations, experiments.changes.explain)."""
+    return _rows(a, b)
+
+
 def _rows(a: dict, b: dict) -> list[list[str]]:
     rows = []
     # dict.fromkeys keeps the order facts() lists attributes in (a set would not, and the
@@ -153,7 +161,7 @@ def _rows(a: dict, b: dict) -> list[list[str]]:
     return rows
 
 
-_GROUP_ORDER = {"hardware": 0, "testbed": 1, "run": 2, "tuning": 3}
+_GROUP_ORDER = {"hardware": 0, "testbed": 1, "node": 2, "run": 3, "tuning": 4}
 
 
 def _attr_order(attr: tuple[str, str]) -> tuple:

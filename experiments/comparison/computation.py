@@ -37,6 +37,7 @@ from experiments.comparison.spec import NORMALISATIONS, ComparisonSpec, metric_u
 from experiments.comparison.statements import compare_to_baseline
 from experiments.models import CellState, Matrix
 from experiments.results.summaries import COLUMNS as SUMMARY_COLUMNS
+from experiments.results.summaries import key_of_source
 from experiments.shared import bottleneck, stats
 from runners import metrics
 from runners import params as param_kinds
@@ -692,6 +693,19 @@ def compute(
             attributes=pool.attributes,
         )
         point.series_name = point.series
+        keys = {
+            key_of_source(
+                c["run__tool"],
+                c["run__testbed_id"],
+                c["run__target_id"],
+                c["run__tuning_set_id"],
+                c["run__params"],
+                c["source"],
+            )
+            for c in pool.configs
+        }
+        if len(keys) == 1:
+            point.config_key = keys.pop()
         if point.noisy:
             point.flags.append(f"noisy: CV {cv * 100:.1f}% > {NOISY_CV * 100:.0f}%")
         _verdicts(point, row, m, bool(spec.norm))

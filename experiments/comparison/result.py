@@ -53,6 +53,9 @@ class Point:
     sweep: list[str] = field(default_factory=list)  # peak mode: the attributes swept
     # Runs of adaptive matrices' cells (experiments.matrices.adaptive): why n is what it is.
     why_n: str = ""
+    # The one configuration (Run.config_key) whose runs the point pools, "" when several or
+    # unknown: its history page (experiments.views.changes) is "history of this point".
+    config_key: str = ""
     # Its runs' stored bottleneck verdicts (Run.bottleneck), kind -> runs; runs without
     # telemetry are not counted. ``collapsed``: runs whose tool's throughput collapsed;
     # ``steady``/``whole``: mean steady-state and whole-run throughput of its runs with the

@@ -8,6 +8,7 @@ from experiments.models.alerts import (
     Subscription,
 )
 from experiments.models.beegfs import BeegfsConfigChange
+from experiments.models.changes import ChangePoint, ChangeScan
 from experiments.models.common import OwnedModel, PublishedModel
 from experiments.models.inventory import (
     Architecture,
@@ -39,6 +40,8 @@ __all__ = [
     "Architecture",
     "BeegfsConfigChange",
     "CellState",
+    "ChangePoint",
+    "ChangeScan",
     "ConfigSummary",
     "Drive",
     "HardwareProfile",

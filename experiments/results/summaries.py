@@ -137,13 +137,28 @@ def config_key(
 ) -> str:
     """The identity of a run's configuration: tool, every parameter, testbed, target, tuning
     set and data source (DESIGN.md, "Alike runs"), hashed to 32 hex digits."""
+    return key_of_source(
+        tool, testbed_id, target_id, tuning_set_id, params, source_of(published, source)
+    )
+
+
+def key_of_source(
+    tool: str,
+    testbed_id: int,
+    target_id: int | None,
+    tuning_set_id: int | None,
+    params: Any,
+    data_source: str,
+) -> str:
+    """``config_key`` with the data source already resolved (``source_of``; the comparison's
+    ``source_expression``): the comparison names a point's configuration with it."""
     if isinstance(params, str):
         try:
             params = json.loads(params)
         except ValueError:
             pass
     text = json.dumps(
-        [tool, testbed_id, target_id, tuning_set_id, _plain(params), source_of(published, source)],
+        [tool, testbed_id, target_id, tuning_set_id, _plain(params), data_source],
         sort_keys=True,
         separators=(",", ":"),
         default=str,

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import template
 from django.template.defaultfilters import floatformat
+from django.urls import reverse
 from django.utils.formats import localize
 from django.utils.safestring import SafeData, mark_safe
 
@@ -265,6 +266,13 @@ def comparison_rows(result, metric, points):
             add(f'<span class="flag{cls}">{e(f)}</span>')
         if p.why_n:
             add(f'<span class="muted why-n">{e(p.why_n)}</span>')
+        if p.config_key:
+            url = reverse("experiments:config_history", args=[p.config_key])
+            add(
+                f' <a class="history-link" href="{e(url)}?metric={e(p.metric)}" '
+                'title="This configuration\'s runs over time and its change points">'
+                "history of this point</a>"
+            )
         add("</td>\n</tr>")
     return mark_safe("".join(out))  # noqa: S308 - every value above is escaped
 

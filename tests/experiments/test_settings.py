@@ -45,6 +45,10 @@ def test_bad_database_url_names_the_variable(url):
         ("BEEWEB_SCHEDULE_CHECK_SECONDS", "0"),
         ("BEEWEB_BASE_URL", "beeweb.example.org"),
         ("BEEWEB_WEBHOOK_ALLOW_PRIVATE", "sometimes"),
+        ("BEEWEB_CHANGES_ALPHA", "often"),
+        ("BEEWEB_CHANGES_ALPHA", "1.5"),
+        ("BEEWEB_CHANGES_MIN_SIZE", "1"),
+        ("BEEWEB_CHANGES_PERMUTATIONS", "ten"),
     ],
 )
 def test_start_up_stops_with_the_variable_named(tmp_path, name, value):
