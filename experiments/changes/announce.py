@@ -29,7 +29,7 @@ def _side(name: str, mean: float | None, n: int, low: float | None, high: float 
 
 def subject(cp: ChangePoint) -> str:
     shift = f"{cp.shift:+.0%}" if cp.shift is not None else "changed"
-    return f"{cp.metric} {shift} on {cp.testbed.name}: {cp.configuration}"
+    return f"{cp.metric} {shift}: {cp.configuration}"  # the configuration names its testbed
 
 
 def text(cp: ChangePoint) -> str:

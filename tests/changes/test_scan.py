@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -201,7 +202,7 @@ def test_published_configurations_are_not_analysed(testbed):
 def test_the_task_runs_a_sweep(history):
     from experiments.changes.tasks import detect
 
-    assert detect.apply().get() == {"analysed": 1, "changes": 1}
+    assert detect.apply().get() == {"analysed": 1, "changes": 1, "announced": 1}
 
 
 def test_the_alerts_find_new_unannounced_changes_and_claim_each_once(history):
@@ -216,3 +217,28 @@ def test_the_alerts_find_new_unannounced_changes_and_claim_each_once(history):
     assert list(ChangePoint.objects.to_announce()) == []
     ChangePoint.objects.filter(pk=cp.pk).update(announced_at=None, state="acknowledged")
     assert list(ChangePoint.objects.to_announce()) == []
+
+
+def test_a_new_change_is_announced_once_with_what_changed(history, testbed):
+    from experiments.changes.announce import announce_pending
+    from experiments.models import Alert
+
+    scan.analyse_pending()
+    cp = ChangePoint.objects.get()
+    assert announce_pending() == 1
+    alert = Alert.objects.get()
+    assert alert.key == f"change:{cp.uuid}" and alert.kind == "change_point"
+    assert alert.testbed == testbed
+    cp.refresh_from_db()
+    assert cp.announced_at is not None
+    assert alert.data == cp.as_api() | {"announced_at": None}
+    assert alert.subject == f"write_bw {cp.shift:+.0%}: {cp.configuration}"
+    assert alert.subject.startswith("write_bw -") and "on bench" in alert.subject
+    assert "kernel" in alert.text and "6.8.0-31-generic" in alert.text, alert.text
+    assert re.search(r"^Before: [0-9.e+]+ B/s \(n = 20, 95% interval ", alert.text, re.M)
+    assert re.search(r"^After: [0-9.e+]+ B/s \(n = 12, 95% interval ", alert.text, re.M)
+    # Announced once: a second sweep sends nothing, nor does a change acknowledged first.
+    assert announce_pending() == 0
+    ChangePoint.objects.filter(pk=cp.pk).update(announced_at=None, state="acknowledged")
+    assert announce_pending() == 0
+    assert Alert.objects.count() == 1
