@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from experiments.models import (
@@ -250,3 +252,31 @@ def beegfs_cluster(beegfs_available, netns_lab, tmp_path_factory):
     finally:
         lab.stop()
         beegfs.cleanup_volumes()
+
+
+def block_device(path: Path) -> str | None:
+    """The disk holding ``path`` (its /sys/block name), as the worker finds it."""
+    from runners.nodeconfig import block_device as device_of
+    from runners.nodeconfig import mount_of
+
+    mount = mount_of(path)
+    return device_of(mount["source"]) if mount else None
+
+
+@pytest.fixture
+def read_ahead(localhost_stack):
+    """The benchmark disk's read_ahead_kb file; put back after the test whatever happens
+    (the machine is shared)."""
+    bench = Path(localhost_stack.env["BEEWEB_DATA_DIR"])
+    device = block_device(bench)
+    if device is None:
+        pytest.skip("the data directory is not on a block device: no read-ahead to tune")
+    path = Path(f"/sys/block/{device}/queue/read_ahead_kb")
+    before = path.read_text().strip()
+    try:
+        path.write_text(before)
+    except OSError:
+        pytest.skip(f"{path} is not writable here (not root?)")
+    yield path, before
+    if path.read_text().strip() != before:
+        path.write_text(before)

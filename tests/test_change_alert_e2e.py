@@ -16,7 +16,6 @@ import pytest
 
 from tests.helpers.receivers import SmtpReceiver, WebhookReceiver
 from tests.labs import wait_for
-from tests.test_change_points_e2e import read_ahead  # noqa: F401 (a fixture)
 
 pytestmark = [
     pytest.mark.slow,
@@ -92,7 +91,7 @@ def change_alerts(hook: WebhookReceiver, smtp: SmtpReceiver) -> tuple[list, list
     return hooks, mails
 
 
-def test_a_tuning_edit_between_scheduled_firings_is_alerted_once(localhost_stack, read_ahead):  # noqa: F811
+def test_a_tuning_edit_between_scheduled_firings_is_alerted_once(localhost_stack, read_ahead):
     stack = localhost_stack
     path, before = read_ahead
     with SmtpReceiver() as smtp, WebhookReceiver() as hook:

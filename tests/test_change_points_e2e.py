@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-from pathlib import Path
 
 import pytest
 
@@ -36,34 +35,6 @@ timeout_s: 300
 params: {rw: read, bs: 4k, size: 32m, direct: false}
 """
 LAUNCHES = 4  # two before the edit, two after: 8 runs either side
-
-
-def block_device(path: Path) -> str | None:
-    """The disk holding ``path`` (its /sys/block name), as the worker finds it."""
-    from runners.nodeconfig import block_device as device_of
-    from runners.nodeconfig import mount_of
-
-    mount = mount_of(path)
-    return device_of(mount["source"]) if mount else None
-
-
-@pytest.fixture
-def read_ahead(localhost_stack):
-    """The benchmark disk's read_ahead_kb file; put back after the test whatever happens
-    (the machine is shared)."""
-    bench = Path(localhost_stack.env["BEEWEB_DATA_DIR"])
-    device = block_device(bench)
-    if device is None:
-        pytest.skip("the data directory is not on a block device: no read-ahead to tune")
-    path = Path(f"/sys/block/{device}/queue/read_ahead_kb")
-    before = path.read_text().strip()
-    try:
-        path.write_text(before)
-    except OSError:
-        pytest.skip(f"{path} is not writable here (not root?)")
-    yield path, before
-    if path.read_text().strip() != before:
-        path.write_text(before)
 
 
 def change_points(stack: Stack) -> list[dict]:

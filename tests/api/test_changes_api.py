@@ -7,7 +7,7 @@ import pytest
 
 from experiments.changes import scan
 from experiments.models import ChangePoint, Matrix, Testbed
-from tests.changes.conftest import make_history, node_config, noisy
+from tests.helpers.changes import make_history, node_config, noisy
 
 pytestmark = pytest.mark.django_db
 

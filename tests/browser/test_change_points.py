@@ -8,7 +8,7 @@ import pytest
 
 from experiments.changes import scan
 from experiments.models import ChangePoint
-from tests.changes.conftest import make_history, node_config, noisy
+from tests.helpers.changes import make_history, node_config, noisy
 from tests.labs.browser import new_page, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

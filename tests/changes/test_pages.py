@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from experiments.changes import scan
 from experiments.models import ChangePoint
-from tests.changes.conftest import make_history
+from tests.helpers.changes import make_history
 
 pytestmark = pytest.mark.django_db
 

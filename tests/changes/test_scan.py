@@ -18,7 +18,7 @@ from experiments.models import (
     TuningSet,
 )
 from experiments.results.store import replace_metrics
-from tests.changes.conftest import make_history, node_config, noisy
+from tests.helpers.changes import make_history, node_config, noisy
 
 pytestmark = pytest.mark.django_db
 

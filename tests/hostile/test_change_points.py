@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 
 from experiments.changes import scan
 from experiments.models import ChangePoint, Testbed
-from tests.changes.conftest import make_history, node_config, noisy
 from tests.helpers.api import token_client
+from tests.helpers.changes import make_history, node_config, noisy
 
 pytestmark = pytest.mark.django_db
 
