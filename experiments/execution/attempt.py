@@ -72,7 +72,12 @@ class Attempt:
         comes back), or a later attempt claimed it. Every step that writes takes 0 as the
         end of the attempt (its tool is stopped, its outcome dropped)."""
         staged, self.staged = self.staged, {}
-        return update_run(self.run, attempt=self.run.attempts, **{**staged, **fields})
+        try:
+            return update_run(self.run, attempt=self.run.attempts, **{**staged, **fields})
+        except BaseException:
+            # Not written (the database unreachable): the next write carries them again.
+            self.staged = {**staged, **self.staged}
+            raise
 
     def current(self) -> bool:
         """Whether the run is still running this attempt, its row locked until the end of the

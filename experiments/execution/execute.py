@@ -38,7 +38,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import (
+    DatabaseError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    transaction,
+)
 from django.db.models.expressions import Col
 from django.utils import timezone
 
@@ -184,49 +191,77 @@ CLAIMED_FIELDS = [
 ]
 
 
-def _finish(attempt: Attempt, status: str, output: str, exit_code: int | None, error: str) -> None:
+def _finish(
+    attempt: Attempt,
+    status: str,
+    output: str,
+    exit_code: int | None,
+    error: str,
+    remove: list[Path] | None = None,
+) -> None:
     """Store the outcome in two transactions: the raw output (the run still shows as
     running) with the telemetry of the tool's run, committed before anything is parsed;
     then the parsed metrics, the final status and the release of the run's nodes, all or
-    nothing. Nothing when the run was deleted meanwhile.
+    nothing. Nothing when the run was deleted meanwhile. ``remove``: the attempt's
+    directories, removed once the raw output is stored (so a worker killed before that
+    leaves the tool's log on the node, for the next attempt to keep in the run's history:
+    ``_salvage``) and before the outcome is.
+
+    Each transaction is tried again, on a fresh connection, while the database is
+    unreachable (a PostgreSQL restart or failover; ``_retrying``, up to DB_RETRY_SECONDS):
+    an outcome is never dropped for a connection lost mid-store, and never stored twice (a
+    store whose commit went through unanswered finds, when tried again, the run no longer
+    running this attempt, and writes nothing).
 
     Durability: on PostgreSQL the first of the two commits without waiting for its WAL
     flush (``_commit_unflushed``); the second, synchronous, commit flushes the WAL up to
     its own record, so once the outcome is committed both are durable. The claim stays
     synchronous: it holds the run's nodes before the tool touches them."""
     run = attempt.run
-    outermost = not connection.in_atomic_block
-    with transaction.atomic():
-        if outermost:
-            _commit_unflushed()
-        # The tool's telemetry first, in a savepoint (a failure is logged and undone alone);
-        # its verdict is written with the raw output, in one UPDATE. Alone: a run holding
-        # its own node only has no other node's document. A first attempt has no earlier
-        # row of this node to replace.
-        verdict: dict[str, Any] = {}
-        telemetry.save_deferred(
-            run,
-            attempt.take_telemetry(),
-            alone=not agent.others_held(run),
-            first=run.attempts == 1,
-            verdict=verdict,
-        )
-        if not attempt.update(
-            raw_output=output[-MAX_OUTPUT_BYTES:],
-            exit_code=exit_code,
-            finished_at=timezone.now(),
-            heartbeat_at=timezone.now(),
-            **verdict,
-        ):
-            log.warning(
-                "run %s was deleted, or taken from attempt %s (its heartbeats stopped), while "
-                "it ran; its outcome (%s) is dropped",
-                run.pk,
-                run.attempts,
-                status,
+    doc = attempt.take_telemetry()
+    tries = itertools.count()
+
+    def store_raw() -> bool:
+        outermost = not connection.in_atomic_block
+        with transaction.atomic():
+            if outermost:
+                _commit_unflushed()
+            # The tool's telemetry first, in a savepoint (a failure is logged and undone
+            # alone); its verdict is written with the raw output, in one UPDATE. Alone: a run
+            # holding its own node only has no other node's document. A first attempt has no
+            # earlier row of this node to replace (unless this is a store tried again).
+            verdict: dict[str, Any] = {}
+            telemetry.save_deferred(
+                run,
+                doc,
+                alone=not agent.others_held(run),
+                first=run.attempts == 1 and next(tries) == 0,
+                verdict=verdict,
             )
-            transaction.set_rollback(True)  # and its telemetry with it
-            return
+            if not attempt.update(
+                raw_output=output[-MAX_OUTPUT_BYTES:],
+                exit_code=exit_code,
+                finished_at=timezone.now(),
+                heartbeat_at=timezone.now(),
+                **verdict,
+            ):
+                log.warning(
+                    "run %s was deleted, or taken from attempt %s (its heartbeats stopped), "
+                    "while it ran; its outcome (%s) is dropped",
+                    run.pk,
+                    run.attempts,
+                    status,
+                )
+                transaction.set_rollback(True)  # and its telemetry with it
+                return False
+        return True
+
+    if not _retrying(run, "storing its raw output", store_raw):
+        if remove:
+            _remove_beating(attempt, remove)
+        return
+    if remove:
+        _remove_beating(attempt, remove)
 
     def outcome(parsed: Run) -> dict[str, Any]:
         """The status and error, written with the parsed fields (one UPDATE)."""
@@ -237,28 +272,110 @@ def _finish(attempt: Attempt, status: str, output: str, exit_code: int | None, e
             }
         return {"status": status, "error": error}
 
-    try:
-        with transaction.atomic():
-            # The janitor may have taken the run between the two transactions.
-            if output.strip() and not attempt.current():
-                log.warning(
-                    "run %s was taken from attempt %s as it ended; its outcome (%s) is dropped",
-                    run.pk,
-                    run.attempts,
-                    status,
-                )
-            elif output.strip():
-                parse_stored(run, outcome=outcome)
-            else:
-                attempt.update(**outcome(run))
-            holding.release(run)
-    except IntegrityError:
-        # Foreign keys are checked as the transaction commits: a run deleted meanwhile.
-        if Run.objects.filter(pk=run.pk).exists():
-            raise
-        log.warning("run %s was deleted while its output was parsed", run.pk)
-        return
-    attempt.released = True
+    def store_outcome() -> bool:
+        try:
+            with transaction.atomic():
+                # The janitor may have taken the run between the two transactions.
+                if output.strip() and not attempt.current():
+                    log.warning(
+                        "run %s was taken from attempt %s as it ended (or its outcome was "
+                        "stored by a commit whose answer was lost); its outcome (%s) is not "
+                        "stored again",
+                        run.pk,
+                        run.attempts,
+                        status,
+                    )
+                elif output.strip():
+                    parse_stored(run, outcome=outcome)
+                else:
+                    attempt.update(**outcome(run))
+                holding.release(run)
+        except IntegrityError:
+            # Foreign keys are checked as the transaction commits: a run deleted meanwhile.
+            if Run.objects.filter(pk=run.pk).exists():
+                raise
+            log.warning("run %s was deleted while its output was parsed", run.pk)
+            return False
+        return True
+
+    if _retrying(run, "storing its outcome", store_outcome):
+        attempt.released = True
+
+
+# What a database that went away raises (a PostgreSQL restart or failover: the connection
+# refused, reset, or terminated by the server's shutdown), as Django wraps it.
+TRANSIENT = (OperationalError, InterfaceError)
+
+
+def _reconnect() -> None:
+    """Drop this thread's database connection: Django opens a new one at the next query (it
+    never reconnects a broken one by itself)."""
+    with contextlib.suppress(Exception):
+        connection.close()
+
+
+def _retrying(run: Run, what: str, step: Callable[[], Any]) -> Any:
+    """``step()`` (a whole transaction, or one statement outside any); tried again on a fresh
+    connection while the database is unreachable, with a growing pause, for up to
+    DB_RETRY_SECONDS; then its error. Inside a caller's transaction it is tried once: only
+    the outermost transaction can be tried again."""
+    if connection.in_atomic_block:
+        return step()
+    outage = Outage(run, what)
+    while True:
+        try:
+            result = step()
+        except TRANSIENT as exc:
+            outage.failed(exc)
+            continue
+        outage.ended()
+        return result
+
+
+class Outage:
+    """A stretch of failed database writes of a run's attempt: ``failed`` (from an ``except``
+    of TRANSIENT) drops the connection, logs the first failure and sleeps before the next
+    try (``pause``: growing from 0.25 to 5 s; no sleep for a loop that paces itself), and
+    re-raises once the stretch lasted DB_RETRY_SECONDS; ``ended`` logs how long it lasted."""
+
+    def __init__(self, run: Run, what: str, pause: bool = True):
+        self.run = run
+        self.what = what
+        self.pause = 0.25 if pause else 0.0
+        self.since: float | None = None
+        self.failures = 0
+
+    def failed(self, exc: Exception) -> None:
+        _reconnect()
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            log.warning(
+                "run %s: %s: the database is unreachable (%s); trying again for up to %g s",
+                self.run.pk,
+                self.what,
+                (str(exc).strip().splitlines() or [type(exc).__name__])[0],
+                settings.DB_RETRY_SECONDS,
+            )
+        elif now - self.since > settings.DB_RETRY_SECONDS:
+            raise exc
+        self.failures += 1
+        if self.pause:
+            time.sleep(self.pause)
+            self.pause = min(self.pause * 2, 5.0)
+
+    def ended(self) -> None:
+        if self.since is not None:
+            log.warning(
+                "run %s: %s: the database answered again after %.1f s (%d failed tries)",
+                self.run.pk,
+                self.what,
+                time.monotonic() - self.since,
+                self.failures,
+            )
+            self.since = None
+            self.failures = 0
+            self.pause = 0.25 if self.pause else 0.0
 
 
 def _commit_unflushed() -> None:
@@ -413,6 +530,7 @@ def execute(run_id: int, token: str, worker: str) -> str:
         return "stale"
     run = attempt.run
     try:
+        _salvage(attempt)
         stopped = None if attempt.held else _hold(attempt)
         if stopped is not None:
             _finish(attempt, *stopped)
@@ -422,7 +540,91 @@ def execute(run_id: int, token: str, worker: str) -> str:
         return run.status
     finally:
         if not attempt.released:
-            holding.release(run)
+            try:
+                _retrying(run, "freeing its nodes", lambda: holding.release(run))
+            except TRANSIENT as exc:
+                # Its leases count as free once its heartbeats are RUN_STALE_SECONDS old.
+                log.warning("run %s: its nodes could not be freed: %s", run.pk, exc)
+
+
+# What ``_salvage`` keeps of an earlier attempt's files (the tool's log first, then the
+# result files such as fio's JSON), at most this much of each, HISTORY_BYTES in all.
+SALVAGE_FILE_BYTES = 32 * 1024
+
+
+def _salvage(attempt: Attempt) -> None:
+    """What the previous attempt of the run left on this node: its worker died (SIGKILL,
+    the machine's OOM killer, a power cut) after the tool started and before the outcome
+    was stored, so its directories were never removed. The tool's log and result files
+    in its scratch directory are what it measured: they are kept in the run's history
+    (``launch.history[-1].left_on_node``, shown with the earlier attempt on the run page) and
+    both directories removed (the benchmark directory's files would fill the disk).
+
+    They are not stored as the run's result: the janitor requeued the run because its
+    worker stopped, and a measurement whose worker died cannot be told apart from one the
+    death disturbed (the run's own directory half removed, its telemetry lost, the node's
+    tuning never restored); the next attempt measures again, and the earlier one's output
+    stays for whoever wants to compare. Nothing when the previous attempt ran elsewhere or
+    left nothing."""
+    run = attempt.run
+    previous = run.attempts - 1
+    if previous < 1:
+        return
+    name = nodepolicy.run_dir_name(run.uuid, previous)
+    scratch = Path(settings.RUN_DIR) / name
+    leftovers = [path for path in (scratch, _left_workdir(run, name)) if path is not None]
+    if not any(path.is_dir() and not path.is_symlink() for path in leftovers):
+        return
+    kept: dict[str, str] = {}
+    if scratch.is_dir() and not scratch.is_symlink():
+        files = sorted(
+            (p for p in scratch.iterdir() if p.is_file() and not p.is_symlink()),
+            key=lambda p: (p.name != "output.log", p.name),
+        )
+        room = HISTORY_BYTES
+        for path in files:
+            if room <= 0:
+                break
+            try:
+                text = _read(path, min(SALVAGE_FILE_BYTES, room))
+            except OSError:
+                continue
+            if text.strip():
+                kept[path.name] = text
+                room -= len(text.encode())
+    launch = dict(run.launch)
+    history = [dict(entry) for entry in launch.get("history", [])]
+    if kept and history and history[-1].get("attempt") == previous:
+        history[-1]["left_on_node"] = kept
+        launch["history"] = history
+        if _retrying(
+            run, "keeping what its previous attempt left", lambda: attempt.update(launch=launch)
+        ):
+            log.warning(
+                "run %s: attempt %s ended without storing its outcome; its files (%s) are kept "
+                "in the run's history",
+                run.pk,
+                previous,
+                ", ".join(kept),
+            )
+    _remove_beating(attempt, [p for p in leftovers if p.is_dir() and not p.is_symlink()])
+
+
+def _left_workdir(run: Run, name: str) -> Path | None:
+    """The previous attempt's own directory in the run's benchmark directory, when this
+    node's policy allows that directory (None otherwise: nothing outside it is touched)."""
+    try:
+        workdir = LaunchSpec.read(run.launch).workdir
+        policy = nodepolicy.current()
+    except (LaunchError, ImproperlyConfigured):
+        return None
+    real = os.path.realpath(workdir) if os.path.isabs(workdir) else ""
+    if not real or not policy.allows_dir(real):
+        return None
+    path = Path(real) / name
+    if path.is_symlink() or os.path.dirname(os.path.realpath(path)) != real:
+        return None
+    return path
 
 
 @contextlib.contextmanager
@@ -565,29 +767,49 @@ def _hold(attempt: Attempt) -> Outcome | None:
     run = attempt.run
     names = holding.nodes_for(run)
     last_write = time.monotonic()
+    outage = Outage(run, "waiting for its nodes", pause=False)
     while True:
-        got, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
-        if got:
-            now = timezone.now()
-            attempt.update(waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
-            attempt.held = True
-            return None
-        tick = time.monotonic()
-        if tick - last_write >= settings.RUN_PROGRESS_SECONDS:
-            last_write = tick
-            now = timezone.now()
-            if not attempt.update(heartbeat_at=now):
-                return Run.Status.CANCELLED, "", None, "the run was deleted while it waited"
-            Worker.objects.filter(name=run.worker).update(last_seen=now)
-        if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-            attempt.update(waiting_for="")
-            return (
-                Run.Status.CANCELLED,
-                "",
-                None,
-                f"cancelled while it waited for its nodes ({why})",
-            )
+        try:
+            stopped = _hold_once(attempt, names, last_write)
+        except TRANSIENT as exc:  # the database went away: wait for it, as for the nodes
+            outage.failed(exc)
+            time.sleep(holding.POLL_SECONDS)
+            continue
+        outage.ended()
+        if stopped is None or stopped[0] is not None:
+            return stopped and stopped[0]
+        last_write = stopped[1]
         time.sleep(holding.POLL_SECONDS)
+
+
+def _hold_once(
+    attempt: Attempt, names: list[str], last_write: float
+) -> tuple[Outcome | None, float] | None:
+    """One try of ``_hold``: None once the run holds its nodes; else (the outcome when it is
+    cancelled or deleted, or None to wait on; the time of the last heartbeat written)."""
+    run = attempt.run
+    got, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
+    if got:
+        now = timezone.now()
+        attempt.update(waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
+        attempt.held = True
+        return None
+    tick = time.monotonic()
+    if tick - last_write >= settings.RUN_PROGRESS_SECONDS:
+        last_write = tick
+        now = timezone.now()
+        if not attempt.update(heartbeat_at=now):
+            return (Run.Status.CANCELLED, "", None, "the run was deleted while it waited"), tick
+        Worker.objects.filter(name=run.worker).update(last_seen=now)
+    if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+        attempt.update(waiting_for="")
+        return (
+            Run.Status.CANCELLED,
+            "",
+            None,
+            f"cancelled while it waited for its nodes ({why})",
+        ), last_write
+    return None, last_write
 
 
 def _attempt(attempt: Attempt) -> None:
@@ -613,9 +835,11 @@ def _attempt(attempt: Attempt) -> None:
         else:
             created.append(scratch)
             outcome = _run_in(attempt, workdir, scratch)
-    finally:
+    except BaseException:
         _remove_beating(attempt, created)
-    _finish(attempt, *outcome)
+        raise
+    # The directories go once the raw output is stored, before the outcome is.
+    _finish(attempt, *outcome, remove=created)
 
 
 def _remove_beating(attempt: Attempt, paths: list[Path]) -> None:
@@ -629,10 +853,16 @@ def _remove_beating(attempt: Attempt, paths: list[Path]) -> None:
         return
     remover = threading.Thread(target=lambda: [_remove(path) for path in paths], daemon=True)
     remover.start()
+    outage = Outage(attempt.run, "a heartbeat while its directories are removed", pause=False)
     while remover.is_alive():
         remover.join(settings.RUN_PROGRESS_SECONDS)
         if remover.is_alive():
-            attempt.update(heartbeat_at=timezone.now())
+            try:
+                attempt.update(heartbeat_at=timezone.now())
+            except TRANSIENT as exc:
+                outage.failed(exc)
+            else:
+                outage.ended()
 
 
 def _small(path: Path, most: int = 64) -> bool:
@@ -871,9 +1101,11 @@ def _supervise(
         # As a shell would: the reason in the output, exit status 127.
         return Run.Status.FAILED, f"{exc}\n", 127, str(exc)
     attempt.stage(pid=pid)  # written with the first heartbeat, or with the outcome
+    log.info("run %s attempt %s: started %s (pid %s)", run.pk, run.attempts, log_name, pid)
     last_write = time.monotonic()
     last_size = -1
     reason = ""
+    outage = Outage(run, "a heartbeat of its running tool", pause=False)
     exit_code: int | None = None
 
     def kill() -> int | None:
@@ -905,11 +1137,23 @@ def _supervise(
                 if stream:
                     size = log_path.stat().st_size
                     if size != last_size:
-                        last_size = size
                         fields["raw_output"] = _read(log_path)
-                alive = attempt.update(**fields)
-                # A solo-pool worker's own heartbeat timer waits while the task runs.
-                Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
+                try:
+                    alive = attempt.update(**fields)
+                    # A solo-pool worker's own heartbeat timer waits while the task runs.
+                    Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
+                    cancelled = (
+                        alive and Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
+                    )
+                except TRANSIENT as exc:
+                    # The database went away (a restart, a failover): the tool goes on, its
+                    # output stays in its log, and the next interval tries again (the
+                    # janitor takes the run if its heartbeats stop for RUN_STALE_SECONDS).
+                    outage.failed(exc)
+                    continue
+                outage.ended()
+                if stream:
+                    last_size = size
                 if not alive:
                     reason = (
                         "the run was deleted, or taken from this attempt after its heartbeats "
@@ -917,7 +1161,7 @@ def _supervise(
                     )
                     exit_code = kill()
                     break
-                if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+                if cancelled:
                     reason = "cancelled while running; the process group was killed"
                     exit_code = kill()
                     break
@@ -1004,11 +1248,12 @@ def _reason(command: Command) -> str:
     return f": {text}" if text else ""
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, most: int = MAX_OUTPUT_BYTES) -> str:
+    """The last ``most`` bytes of the file, as text."""
     with open(path, "rb") as fh:
         fh.seek(0, os.SEEK_END)
         size = fh.tell()
-        fh.seek(max(0, size - MAX_OUTPUT_BYTES))
+        fh.seek(max(0, size - most))
         return fh.read().decode("utf-8", errors="replace")
 
 

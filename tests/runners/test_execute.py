@@ -592,9 +592,9 @@ def test_a_run_deleted_before_its_raw_output_is_stored_leaves_no_telemetry(
 
     finish = execute._finish
 
-    def deleted_first(attempt, *args):
+    def deleted_first(attempt, *args, **kwargs):
         Run.objects.filter(pk=attempt.run.pk).delete()
-        return finish(attempt, *args)
+        return finish(attempt, *args, **kwargs)
 
     monkeypatch.setattr(execute, "_finish", deleted_first)
     matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
