@@ -1043,6 +1043,11 @@ def _run_steps(
             )
         finally:
             _sampling(run, agent.stop_sampling)
+    full = _data_full(ctx.scratch)
+    if full and status != Run.Status.CANCELLED:
+        # What the tool wrote into its log and result files there may be cut short: what
+        # was written is still stored as the raw output, but the run is no result.
+        status, error = Run.Status.FAILED, full + (f"; {error}" if error else "")
     if command.output_file and Path(command.output_file).exists():
         # The tool's result file is what parses; the console output stays in history.
         result_text = Path(command.output_file).read_text(errors="replace")
@@ -1211,6 +1216,31 @@ def _full(command: Command, output: str) -> str:
         f"{_size(free)} free of {_size(size)} when the tool ended (what the run wrote is "
         "removed with its directory; a benchmark that needs more space needs a larger "
         "benchmark directory or a smaller size)"
+    )
+
+
+# The data directory's file system counts as full when less than this is free (for
+# unprivileged writers) as a tool ends: its console log and result files, written there,
+# may have been cut short.
+DATA_FULL_BYTES = 64 * 1024
+
+
+def _data_full(scratch: Path) -> str:
+    """``the data directory's file system is full: ...`` when the file system of the run's
+    scratch directory (under BEEWEB_RUN_DIR), where its tool's console log and result files
+    are written, had less than DATA_FULL_BYTES free as the tool ended; empty otherwise."""
+    try:
+        stat = os.statvfs(scratch)
+    except OSError:
+        return ""
+    free = stat.f_bavail * stat.f_frsize
+    if free >= DATA_FULL_BYTES:
+        return ""
+    return (
+        f"the data directory's file system is full: {scratch} had {_size(free)} free of "
+        f"{_size(stat.f_blocks * stat.f_frsize)} when the tool ended, so its console log and "
+        "result files may be cut short (what was written is stored as the raw output; the "
+        "run is not a result: free space under BEEWEB_RUN_DIR and re-run it)"
     )
 
 
