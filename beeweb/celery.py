@@ -26,12 +26,12 @@ HEARTBEAT_SECONDS = 30.0
 
 def record_heartbeat(worker, started: bool = False) -> None:
     from django.db import close_old_connections
-    from django.utils import timezone
 
     from experiments.models import Worker
+    from experiments.shared import clock
 
     close_old_connections()
-    now = timezone.now()
+    now = clock.now()
     queues = sorted(q.name for q in worker.app.amqp.queues.consume_from.values())
     defaults = {
         "hostname": socket.gethostname(),

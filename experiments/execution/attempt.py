@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.utils import timezone
-
 from experiments.models import Run
 from experiments.models.runs import update_row
+from experiments.shared import clock
 
 # What a step of an attempt ends with: (status, output, exit code, error).
 Outcome = tuple[str, str, int | None, str]
@@ -27,7 +26,7 @@ def update_run(run: Run, attempt: int | None = None, **fields: Any) -> int:
     rule (``experiments.models.runs.update_row``), and set them on ``run``; 0 when its row
     no longer exists (deleted meanwhile), or, with ``attempt``, when the run no longer runs
     that attempt."""
-    fields.setdefault("updated", timezone.now())
+    fields.setdefault("updated", clock.now())
     count = update_row(run.pk, fields, attempt)
     for key, value in fields.items():
         setattr(run, key, value)

@@ -47,7 +47,6 @@ from django.db import (
     transaction,
 )
 from django.db.models.expressions import Col
-from django.utils import timezone
 
 from experiments.execution import agent, allocation, beegfs, holding, nodepolicy
 from experiments.execution.attempt import Attempt, Outcome
@@ -55,6 +54,7 @@ from experiments.models import Run, Worker
 from experiments.models.runs import update_row
 from experiments.results import telemetry
 from experiments.results.store import MAX_OUTPUT_BYTES, parse_stored, record_launch
+from experiments.shared import clock
 from runners import nodeconfig, reaper, slurm
 from runners.launch import LaunchError, LaunchSpec, tool_params
 from runners.tools import get_adapter
@@ -80,7 +80,7 @@ def claim(run_id: int, token: str, worker: str) -> Attempt | None:
         if run.status != Run.Status.QUEUED or str(run.dispatch_token) != str(token):
             log.info("run %s: stale delivery (status %s); ignored", run_id, run.status)
             return None
-        now = timezone.now()
+        now = clock.now()
         if run.cancel_requested:
             run.status = Run.Status.CANCELLED
             run.finished_at = now
@@ -241,8 +241,8 @@ def _finish(
             if not attempt.update(
                 raw_output=output[-MAX_OUTPUT_BYTES:],
                 exit_code=exit_code,
-                finished_at=timezone.now(),
-                heartbeat_at=timezone.now(),
+                finished_at=clock.now(),
+                heartbeat_at=clock.now(),
                 **verdict,
             ):
                 log.warning(
@@ -745,7 +745,7 @@ def _beat_once(run_id: int, attempt: int) -> None:
     """One heartbeat of this attempt of the run, if it still runs. On PostgreSQL a row that
     another transaction holds locked is skipped rather than waited for (the executor's own
     writes are short; the next beat comes within RUN_PROGRESS_SECONDS)."""
-    now = timezone.now()
+    now = clock.now()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
@@ -790,14 +790,14 @@ def _hold_once(
     run = attempt.run
     got, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
     if got:
-        now = timezone.now()
+        now = clock.now()
         attempt.update(waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
         attempt.held = True
         return None
     tick = time.monotonic()
     if tick - last_write >= settings.RUN_PROGRESS_SECONDS:
         last_write = tick
-        now = timezone.now()
+        now = clock.now()
         if not attempt.update(heartbeat_at=now):
             return (Run.Status.CANCELLED, "", None, "the run was deleted while it waited"), tick
         Worker.objects.filter(name=run.worker).update(last_seen=now)
@@ -858,7 +858,7 @@ def _remove_beating(attempt: Attempt, paths: list[Path]) -> None:
         remover.join(settings.RUN_PROGRESS_SECONDS)
         if remover.is_alive():
             try:
-                attempt.update(heartbeat_at=timezone.now())
+                attempt.update(heartbeat_at=clock.now())
             except TRANSIENT as exc:
                 outage.failed(exc)
             else:
@@ -1068,7 +1068,7 @@ def _beat(attempt: Attempt) -> bool:
     """A heartbeat of the run (and its worker) while it waits for something other than its
     tool; False when the run was deleted or a cancel was asked."""
     run = attempt.run
-    now = timezone.now()
+    now = clock.now()
     if not attempt.update(heartbeat_at=now):
         return False
     Worker.objects.filter(name=run.worker).update(last_seen=now)
@@ -1138,7 +1138,7 @@ def _supervise(
                 break
             if now - last_write >= settings.RUN_PROGRESS_SECONDS or attempt.staged:
                 last_write = now
-                fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+                fields: dict[str, Any] = {"heartbeat_at": clock.now()}
                 if stream:
                     size = log_path.stat().st_size
                     if size != last_size:
