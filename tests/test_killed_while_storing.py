@@ -28,7 +28,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.labs import Stack, runs, wait_for
+from tests.labs import blocked_on, runs, tool_starts, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -53,28 +53,6 @@ params: {rw: write, size: 8m, bs: 1m, runtime: 2, time_based: true}
 TABLES = {"raw": "experiments_runtelemetry", "metrics": "experiments_metric"}
 
 
-def _blocked_on(stack: Stack, table: str) -> bool:
-    """Whether a session of the stack's database waits for a lock in a statement on
-    ``table`` (the worker's store)."""
-    rows = stack.sql(
-        "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
-        "AND wait_event_type = 'Lock'"
-    )
-    return any(table in query for (query,) in rows)
-
-
-def _started(stack: Stack, names: list[str], run: int) -> dict[int, int]:
-    """How many times the tool of each attempt of ``run`` started, by the workers' logs."""
-    counts: dict[int, int] = {}
-    for name in names:
-        for line in stack.worker_log(name).splitlines():
-            marker = f"run {run} attempt "
-            if marker in line and ": started output.log" in line:
-                attempt = int(line.split(marker, 1)[1].split(":", 1)[0])
-                counts[attempt] = counts.get(attempt, 0) + 1
-    return counts
-
-
 @pytest.mark.parametrize("stage", ["raw", "metrics"])
 def test_a_worker_killed_before_its_results_are_stored(localhost_stack, tmp_path, stage):
     stack = localhost_stack
@@ -97,7 +75,7 @@ def test_a_worker_killed_before_its_results_are_stored(localhost_stack, tmp_path
         ), stack.worker_log(first_name)[-3000:]
         lock.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
         # The tool runs its 2 s, ends, and the worker's store waits for the lock.
-        assert wait_for(lambda: _blocked_on(stack, table), 120), stack.worker_log(first_name)
+        assert wait_for(lambda: blocked_on(stack, table), 120), stack.worker_log(first_name)
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
     finally:
@@ -140,7 +118,7 @@ def test_a_worker_killed_before_its_results_are_stored(localhost_stack, tmp_path
         )
         == []
     )
-    assert _started(stack, [first_name, second_name], pk) == {1: 1, 2: 1}
+    assert tool_starts(stack, [first_name, second_name], pk) == {1: 1, 2: 1}
     assert stack.sql("SELECT count(*) FROM experiments_nodelease") == [(0,)]
     assert list((data / "runs").iterdir()) == []
     bench = Path(run["launch"]["workdir"])

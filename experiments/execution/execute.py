@@ -257,7 +257,17 @@ def _finish(
         return True
 
     if not _retrying(run, "storing its raw output", store_raw):
-        if remove:
+        if remove and _retrying(run, "checking whether it was requeued", lambda: _requeued(run)):
+            # Its next attempt runs on this node (the run's launcher) and keeps what this one
+            # measured in the run's history (``_salvage``), then removes the directories.
+            log.warning(
+                "run %s: attempt %s was taken and the run requeued; its files stay in %s for "
+                "the next attempt to keep",
+                run.pk,
+                run.attempts,
+                ", ".join(map(str, remove)),
+            )
+        elif remove:
             _remove_beating(attempt, remove)
         return
     if remove:
@@ -300,6 +310,11 @@ def _finish(
 
     if _retrying(run, "storing its outcome", store_outcome):
         attempt.released = True
+
+
+def _requeued(run: Run) -> bool:
+    """Whether the run waits for its next attempt (the janitor requeued it)."""
+    return Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).exists()
 
 
 # What a database that went away raises (a PostgreSQL restart or failover: the connection
