@@ -44,6 +44,8 @@ class Attempt:
       the recording (``keep_telemetry``) until the outcome stores it with the raw output.
     - ``released``: the outcome's transaction freed the run's nodes (nothing is left for the
       executor's ``finally`` to free).
+    - ``started``: a process of the attempt (a preparation step or the tool) was started; an
+      attempt that fails before one did may be taken up again by a retry of its task.
     """
 
     run: Run
@@ -53,6 +55,7 @@ class Attempt:
     staged: dict[str, Any] = field(default_factory=dict)
     telemetry: dict[str, Any] | None = None
     released: bool = False
+    started: bool = False
 
     def stage(self, **fields: Any) -> None:
         """Set fields of the run that are written with its next write (``update``) rather

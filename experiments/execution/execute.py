@@ -50,7 +50,7 @@ from django.db.models.expressions import Col
 
 from experiments.execution import agent, allocation, beegfs, holding, nodepolicy
 from experiments.execution.attempt import Attempt, Outcome
-from experiments.models import Run, Worker
+from experiments.models import NodeLease, Run, Worker
 from experiments.models.runs import update_row
 from experiments.results import telemetry
 from experiments.results.store import MAX_OUTPUT_BYTES, parse_stored, record_launch
@@ -71,12 +71,31 @@ def claim(run_id: int, token: str, worker: str) -> Attempt | None:
     """Mark the run as running by this worker and start its attempt, or None when this
     delivery is stale. In the same transaction (one durable commit on the fast path), the
     run's first try at holding its nodes (``experiments.execution.holding``): the attempt's
-    ``held`` says whether it holds them already."""
+    ``held`` says whether it holds them already. A claim whose commit was answered is
+    remembered by this process (``_lost_claim``)."""
+    attempt = _claim(run_id, token, worker)
+    if attempt is not None:
+        _confirm(run_id, token)
+    return attempt
+
+
+def _claim(run_id: int, token: str, worker: str) -> Attempt | None:
     with transaction.atomic():
         run = _locked_run(run_id)
         if run is None:
             log.warning("run %s no longer exists; delivery ignored", run_id)
             return None
+        if _lost_claim(run, token, worker):
+            # This process claimed the run and the database went away before the commit's
+            # answer came (the claim raised; Celery tried the task again): the commit went
+            # through, nothing of the attempt started, so the attempt goes on from here.
+            log.warning(
+                "run %s: the claim of attempt %s was committed but its answer lost (the "
+                "database went away); the attempt goes on",
+                run_id,
+                run.attempts,
+            )
+            return Attempt(run, token=str(token), worker=worker, held=_holds_all(run))
         if run.status != Run.Status.QUEUED or str(run.dispatch_token) != str(token):
             log.info("run %s: stale delivery (status %s); ignored", run_id, run.status)
             return None
@@ -123,6 +142,47 @@ def claim(run_id: int, token: str, worker: str) -> Attempt | None:
         run.updated = now
         update_row(run.pk, {name: getattr(run, name) for name in CLAIMED_FIELDS})
         return Attempt(run, token=str(token), worker=worker, held=held)
+
+
+# The claims this process knows it made (run, token): those whose commit it saw answered.
+# A run shown as running with this process's pid and a claim not among them was claimed by a
+# commit whose answer was lost (``_lost_claim``). Forgotten in bulk past CONFIRMED_MAX.
+_confirmed: set[tuple[int, str]] = set()
+CONFIRMED_MAX = 10000
+
+
+def _confirm(run_id: int, token: str) -> None:
+    if len(_confirmed) >= CONFIRMED_MAX:
+        _confirmed.clear()
+    _confirmed.add((run_id, str(token)))
+
+
+def _lost_claim(run: Run, token: str, worker: str) -> bool:
+    """Whether ``run`` (locked) is running an attempt that this process claimed with
+    ``token`` without seeing the claim's commit answered, and that has started nothing since:
+    the run's pid is still this process's (its tool's replaces it once it starts) and no
+    claim of this process with that token was confirmed (one that was, whose attempt failed
+    later, is left to the janitor: its tool may have started; ``execute`` withdraws the
+    confirmation of an attempt that failed for want of the database before anything of it
+    started)."""
+    return (
+        run.status == Run.Status.RUNNING
+        and str(run.dispatch_token) == str(token)
+        and run.worker == worker
+        and run.pid == os.getpid()
+        and (run.pk, str(token)) not in _confirmed
+    )
+
+
+def _holds_all(run: Run) -> bool:
+    """Whether this attempt of ``run`` holds a lease on every node it uses."""
+    names = holding.nodes_for(run)
+    held = set(
+        NodeLease.objects.filter(run_id=run.pk, attempt=run.attempts).values_list(
+            "hostname", flat=True
+        )
+    )
+    return set(names) <= held
 
 
 def _locked_run(run_id: int) -> Run | None:
@@ -308,7 +368,19 @@ def _finish(
             return False
         return True
 
-    if _retrying(run, "storing its outcome", store_outcome):
+    tried = False
+
+    def store_outcome_again() -> bool:
+        """The outcome's transaction; tried again, the raw output's first: its commit did
+        not wait for the WAL flush (``_commit_unflushed``), so a server that went away
+        before the outcome's commit may have lost it."""
+        nonlocal tried
+        if tried and not store_raw():
+            return False
+        tried = True
+        return store_outcome()
+
+    if _retrying(run, "storing its outcome", store_outcome_again):
         attempt.released = True
 
 
@@ -404,12 +476,13 @@ def _commit_unflushed() -> None:
     - No durable commit by any session can depend on it and survive without it: a commit
       that saw it comes later in the WAL, and flushing that commit flushes this one.
     - The worker's next statement is the outcome's transaction, on the same session: a
-      server crash has killed that session, so the outcome cannot be committed without the
-      raw output (Django never reconnects inside a transaction). The task fails; the
-      executor's ``finally`` releases the nodes (its leases were committed, synchronously,
-      by the claim); the run is left *running* with its last durable heartbeat, and the
-      janitor requeues it once that heartbeat is stale, as after a worker killed just
-      before it stored the raw output. The tool has ended by then.
+      server crash has killed that session, so the outcome cannot be committed on it
+      (Django never reconnects inside a transaction). ``_finish`` tries the outcome again on
+      a fresh connection only after storing the raw output again (it still has it), so the
+      outcome is never committed without the raw output; when the database stays away
+      longer than DB_RETRY_SECONDS the task fails, the run is left *running* with its last
+      durable heartbeat, and the janitor requeues it once that heartbeat is stale, as after
+      a worker killed just before it stored the raw output.
     - The claim is not committed this way: a lost claim would leave the run *queued* and
       its node leases gone while its tool runs, and another run could hold those nodes.
 
@@ -553,6 +626,13 @@ def execute(run_id: int, token: str, worker: str) -> str:
         with _beating(run):
             _attempt(attempt)
         return run.status
+    except TRANSIENT:
+        if not attempt.started:
+            # The database went away before anything of the attempt started (its node checks,
+            # its tuning, its servers' preparation): Celery's retry of the task takes the
+            # attempt up again (``_lost_claim``) rather than leaving it to the janitor.
+            _confirmed.discard((run_id, str(token)))
+        raise
     finally:
         if not attempt.released:
             try:
@@ -907,6 +987,7 @@ def _run_in(attempt: Attempt, workdir: Path, scratch: Path) -> Outcome:
     except LaunchError as exc:
         return Run.Status.FAILED, "", None, str(exc)
     if spec.mode == "slurm":
+        attempt.started = True  # an allocation is asked for: not taken up again from scratch
         return allocation.run_in_slurm(
             attempt,
             spec,
@@ -941,6 +1022,7 @@ def _build_and_run(
     config["run_dir"] = str(ctx.workdir)
     applied: list[dict[str, str]] = []
     if spec.apply_tuning:
+        attempt.started = True  # the node's settings change: not taken up again from scratch
         allowed = nodepolicy.current().tuning
         applied = config["applied"] = nodeconfig.apply_tuning(
             _tuning_for(run, spec), ctx.workdir, allowed
@@ -1115,6 +1197,7 @@ def _supervise(
     run = attempt.run
     log_path = scratch / log_name
     spawner = reaper.reaper()
+    attempt.started = True
     try:
         pid = spawner.spawn(command.argv, command.cwd, {**os.environ, **command.env}, log_path)
     except reaper.SpawnError as exc:
