@@ -27,6 +27,7 @@ import errno
 import itertools
 import logging
 import os
+import re
 import shutil
 import signal
 import threading
@@ -703,6 +704,46 @@ def _salvage(attempt: Attempt) -> None:
                 ", ".join(kept),
             )
     _remove_beating(attempt, [p for p in leftovers if p.is_dir() and not p.is_symlink()])
+
+
+def sweep_leftovers() -> list[str]:
+    """Remove what attempts left on this node that no attempt will take up (``_salvage``):
+    their worker died before removing their directories, and their run has ended since
+    (failed for good, cancelled) or is gone. An attempt still running, or whose run waits
+    for its next attempt, keeps its directories. The paths removed. Run by each worker as it
+    starts (after its janitor sweep, which requeues what its previous process ran)."""
+    root = Path(settings.RUN_DIR)
+    pattern = re.compile(re.escape(nodepolicy.RUN_DIR_PREFIX) + r"([0-9a-f-]{36})-(\d+)")
+    try:
+        left = [
+            (entry, match)
+            for entry in root.iterdir()
+            if (match := pattern.fullmatch(entry.name)) and entry.is_dir()
+        ]
+    except OSError:
+        return []
+    if not left:
+        return []
+    runs = {
+        str(run.uuid): run
+        for run in Run.objects.filter(uuid__in={m.group(1) for _, m in left}).only(
+            "pk", "uuid", "status", "attempts", "launch"
+        )
+    }
+    removed = []
+    for scratch, match in left:
+        run = runs.get(match.group(1))
+        attempt = int(match.group(2))
+        waiting = (Run.Status.RUNNING, Run.Status.QUEUED)
+        if run is not None and run.status in waiting and run.attempts == attempt:
+            continue
+        for path in (scratch, _left_workdir(run, scratch.name) if run else None):
+            if path is not None and path.is_dir() and not path.is_symlink():
+                _remove(path)
+                removed.append(str(path))
+    if removed:
+        log.warning("removed what ended attempts left on this node: %s", ", ".join(removed))
+    return removed
 
 
 def _left_workdir(run: Run, name: str) -> Path | None:

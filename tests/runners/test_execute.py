@@ -670,3 +670,37 @@ def test_a_run_deleted_before_its_raw_output_is_stored_leaves_no_telemetry(
     execute.execute(run.pk, queue(run), "w@test")
     assert not Run.objects.filter(pk=run.pk).exists()
     assert not RunTelemetry.objects.exists() and not NodeLease.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_starting_worker_removes_what_ended_attempts_left_and_keeps_the_rest(alice, bench):
+    """Directories an attempt left (its worker died before removing them): those of a run
+    that ended since or is gone are removed as a worker starts, with the attempt's own
+    directory in the benchmark directory; those of a run waiting for its next attempt
+    (which keeps their files in the run's history) or still running stay."""
+    ended, waiting, running = make_matrix(
+        alice, bench, tool="dd", params={"bs": "64k", "count": 4}, repetitions=3
+    ).runs.order_by("pk")
+    Run.objects.filter(pk=ended.pk).update(status=Run.Status.FAILED, attempts=2)
+    Run.objects.filter(pk=waiting.pk).update(status=Run.Status.QUEUED, attempts=1)
+    Run.objects.filter(pk=running.pk).update(status=Run.Status.RUNNING, attempts=1)
+    scratch = Path(execute.settings.RUN_DIR)
+    made = {}
+    for run, attempt in ((ended, 2), (waiting, 1), (running, 1), (uuid.uuid4(), 1)):
+        name = f"beeweb-run-{getattr(run, 'uuid', run)}-{attempt}"
+        for root in (scratch, Path(bench.benchmark_dir)):
+            (root / name).mkdir(parents=True)
+            (root / name / "output.log").write_text("what the tool said\n")
+        made[getattr(run, "pk", None)] = name
+    (scratch / "not-a-run").mkdir()
+
+    removed = execute.sweep_leftovers()
+    left = {p.name for p in scratch.iterdir()}
+    assert left == {made[waiting.pk], made[running.pk], "not-a-run"}
+    assert {p.name for p in Path(bench.benchmark_dir).iterdir()} == {
+        made[waiting.pk],
+        made[running.pk],
+        made[None],  # a run that is gone: its benchmark directory is not known
+    }
+    assert str(scratch / made[ended.pk]) in removed
+    assert str(Path(bench.benchmark_dir) / made[ended.pk]) in removed
