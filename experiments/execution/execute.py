@@ -147,15 +147,16 @@ def _claim(run_id: int, token: str, worker: str) -> Attempt | None:
 
 # The claims this process knows it made (run, token): those whose commit it saw answered.
 # A run shown as running with this process's pid and a claim not among them was claimed by a
-# commit whose answer was lost (``_lost_claim``). Forgotten in bulk past CONFIRMED_MAX.
-_confirmed: set[tuple[int, str]] = set()
+# commit whose answer was lost (``_lost_claim``). The oldest are forgotten past
+# CONFIRMED_MAX (a retry comes within a minute of its failure, a few claims later).
+_confirmed: dict[tuple[int, str], None] = {}
 CONFIRMED_MAX = 10000
 
 
 def _confirm(run_id: int, token: str) -> None:
-    if len(_confirmed) >= CONFIRMED_MAX:
-        _confirmed.clear()
-    _confirmed.add((run_id, str(token)))
+    _confirmed[(run_id, str(token))] = None
+    while len(_confirmed) > CONFIRMED_MAX:
+        del _confirmed[next(iter(_confirmed))]
 
 
 def _lost_claim(run: Run, token: str, worker: str) -> bool:
@@ -632,7 +633,7 @@ def execute(run_id: int, token: str, worker: str) -> str:
             # The database went away before anything of the attempt started (its node checks,
             # its tuning, its servers' preparation): Celery's retry of the task takes the
             # attempt up again (``_lost_claim``) rather than leaving it to the janitor.
-            _confirmed.discard((run_id, str(token)))
+            _confirmed.pop((run_id, str(token)), None)
         raise
     finally:
         if not attempt.released:
