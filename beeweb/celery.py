@@ -26,12 +26,12 @@ HEARTBEAT_SECONDS = 30.0
 
 def record_heartbeat(worker, started: bool = False) -> None:
     from django.db import close_old_connections
-    from django.utils import timezone
 
     from experiments.models import Worker
+    from experiments.shared import clock
 
     close_old_connections()
-    now = timezone.now()
+    now = clock.now()
     queues = sorted(q.name for q in worker.app.amqp.queues.consume_from.values())
     defaults = {
         "hostname": socket.gethostname(),
@@ -101,15 +101,19 @@ app.steps["worker"].add(NodeAgent)
 def sweep_on_start(sender=None, **kwargs) -> None:
     """One janitor sweep as the worker starts, before it takes its first message: a worker
     restarted without beat still requeues (or cancels, when a cancel was asked) the run its
-    previous process was running, and runs of dead workers elsewhere."""
+    previous process was running, and runs of dead workers elsewhere; then what ended
+    attempts left on this node and no attempt will take up is removed
+    (``experiments.execution.execute.sweep_leftovers``)."""
     from django.db import close_old_connections
 
     from experiments.execution.dispatch import janitor
+    from experiments.execution.execute import sweep_leftovers
 
     name = getattr(sender, "hostname", "") or ""
     try:
         close_old_connections()
         counts = janitor(restarted_worker=name)
+        sweep_leftovers()
     except Exception:  # the worker must start even when the database is not reachable yet
         log.exception("janitor sweep at start of %s failed", name)
     else:

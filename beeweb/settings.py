@@ -548,6 +548,11 @@ RUN_MAX_ATTEMPTS = envint("BEEWEB_RUN_MAX_ATTEMPTS", "2")
 RUN_REDISPATCH_SECONDS = envint("BEEWEB_RUN_REDISPATCH_SECONDS", "120")
 # Seconds between a running run's output/heartbeat writes to the database.
 RUN_PROGRESS_SECONDS = float(envstr("BEEWEB_RUN_PROGRESS_SECONDS", "2"))
+# How long a worker keeps trying a write of a run's attempt (its heartbeats while the tool
+# runs, the store of its outcome, the release of its nodes) while the database is unreachable
+# (a PostgreSQL restart or failover) before it gives the attempt up; its tool keeps running
+# meanwhile. The janitor takes a run whose heartbeats stop for RUN_STALE_SECONDS anyway.
+DB_RETRY_SECONDS = float(envstr("BEEWEB_DB_RETRY_SECONDS", "120"))
 # How long a testbed's import from its live cluster, and the check of its live topology
 # before a launch, wait for the asked node's agent (experiments.execution.noderequests).
 LIVE_TOPOLOGY_SECONDS = float(envstr("BEEWEB_LIVE_TOPOLOGY_SECONDS", "45"))

@@ -20,9 +20,19 @@ import os
 import shutil
 import subprocess
 
+import psycopg
 import pytest
 
-from tests.labs import Stack, cancel, launch, runs, wait_for, wait_for_workers
+from tests.labs import (
+    Stack,
+    blocked_on,
+    cancel,
+    launch,
+    runs,
+    tool_starts,
+    wait_for,
+    wait_for_workers,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -78,36 +88,42 @@ def link(veth: str, state: str) -> None:
     subprocess.run(["ip", "link", "set", "dev", veth, state], check=True)
 
 
+def _one_node(stack: Stack, netns_lab, tmp_path) -> tuple[str, object]:
+    """The lab's first node in a testbed of alice's, its worker started; (worker, bench)."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    node = netns_lab.nodes[0]
+    stack.call(
+        "inventory",
+        {
+            "users": {"alice": "x"},
+            "nodes": {node.hostname: {"owner": "alice", "address": node.address}},
+            "testbeds": [
+                {
+                    "name": "tb",
+                    "owner": "alice",
+                    "benchmark_dir": str(bench),
+                    "members": {node.hostname: ["client", "storage", "metadata"]},
+                }
+            ],
+        },
+    )
+    env = {
+        "BEEWEB_NODE_DIRS": str(bench),
+        "BEEWEB_RUN_STALE_SECONDS": str(STALE),
+        "BEEWEB_RUN_MAX_ATTEMPTS": "2",
+    }
+    stack.node_workers(netns_lab, env)
+    worker = f"{node.hostname}@{node.hostname}"
+    wait_for_workers(stack, worker)
+    return worker, bench
+
+
 def test_a_node_cut_off_mid_run_finds_its_run_taken_and_stops_its_tool(netns_lab, tmp_path):
     stack = Stack(tmp_path)
     veth = f"bw{netns_lab.pid}-v1"  # node1's link, its root-namespace end
     try:
-        bench = tmp_path / "bench"
-        bench.mkdir()
-        node = netns_lab.nodes[0]
-        stack.call(
-            "inventory",
-            {
-                "users": {"alice": "x"},
-                "nodes": {node.hostname: {"owner": "alice", "address": node.address}},
-                "testbeds": [
-                    {
-                        "name": "tb",
-                        "owner": "alice",
-                        "benchmark_dir": str(bench),
-                        "members": {node.hostname: ["client", "storage", "metadata"]},
-                    }
-                ],
-            },
-        )
-        env = {
-            "BEEWEB_NODE_DIRS": str(bench),
-            "BEEWEB_RUN_STALE_SECONDS": str(STALE),
-            "BEEWEB_RUN_MAX_ATTEMPTS": "2",
-        }
-        stack.node_workers(netns_lab, env)
-        worker = f"{node.hostname}@{node.hostname}"
-        wait_for_workers(stack, worker)
+        worker, _ = _one_node(stack, netns_lab, tmp_path)
         (matrix,) = launch(stack, ("alice", LONG))
 
         # The first attempt's fio runs: the run's pid is its tool's once the tool outlasts
@@ -169,6 +185,78 @@ def test_a_node_cut_off_mid_run_finds_its_run_taken_and_stops_its_tool(netns_lab
         (done,) = runs(stack, after)
         assert done["status"] == "succeeded", done["error"]
         assert stack.sql("SELECT count(*) FROM experiments_nodelease")[0][0] == 0
+    finally:
+        subprocess.run(["ip", "link", "set", "dev", veth, "up"], check=False)
+        stack.close()
+
+
+SHORT_FIO = """\
+name: cut while storing
+tool: fio
+testbeds: [tb]
+repetitions: 1
+drop_caches: false
+timeout_s: 300
+params: {rw: write, size: 4m, bs: 1m, runtime: 2, time_based: true}
+"""
+
+
+def test_a_node_cut_off_while_it_stores_keeps_its_output_and_stores_once(netns_lab, tmp_path):
+    """The node's link is cut while its worker stores a finished fio's outcome (the test
+    holds a lock on the run telemetry table, which the store writes first, until the link is
+    down): the janitor requeues the run; when the link comes back, the first copy's store
+    finds its attempt taken and stores nothing, leaving its files for the next attempt,
+    which runs on the same node, keeps the first fio's JSON result in the run's history and
+    succeeds. Stored once, the tool started once per attempt, no lease held, nothing left."""
+    stack = Stack(tmp_path)
+    veth = f"bw{netns_lab.pid}-v1"
+    try:
+        worker, bench = _one_node(stack, netns_lab, tmp_path)
+        lock = psycopg.connect(stack.env["DATABASE_URL"])
+        try:
+            launch(stack, ("alice", SHORT_FIO))
+            assert wait_for(lambda: runs(stack)[0]["status"] == "running", 120), runs(stack)
+            lock.execute("LOCK TABLE experiments_runtelemetry IN EXCLUSIVE MODE")
+            assert wait_for(lambda: blocked_on(stack, "experiments_runtelemetry"), 120), (
+                stack.worker_log(worker)[-3000:]
+            )
+            link(veth, "down")
+        finally:
+            lock.rollback()
+            lock.close()
+        try:
+            swept: list[dict] = []
+
+            def requeued() -> bool:
+                swept.append(stack.call("janitor", STALE))
+                return runs(stack)[0]["status"] == "queued"
+
+            assert wait_for(requeued, 120, interval=1), (swept, runs(stack))
+            assert stack.sql("SELECT count(*) FROM experiments_nodelease")[0][0] == 0
+        finally:
+            link(veth, "up")
+
+        assert wait_for(lambda: runs(stack)[0]["status"] not in ("queued", "running"), 300), (
+            runs(stack),
+            stack.worker_log(worker)[-3000:],
+        )
+        (run,) = runs(stack)
+        assert (run["status"], run["attempts"]) == ("succeeded", 2), run["error"]
+        (earlier,) = run["launch"]["history"]
+        assert earlier["attempt"] == 1 and "stopped sending heartbeats" in earlier["error"]
+        assert '"jobs"' in earlier["left_on_node"]["fio.json"], earlier
+        assert (
+            stack.sql(
+                'SELECT name, count(*) FROM experiments_metric WHERE "primary" '
+                "GROUP BY run_id, name HAVING count(*) > 1"
+            )
+            == []
+        )
+        assert run["metrics"]
+        assert stack.sql("SELECT count(*) FROM experiments_runtelemetry")[0][0] == 1
+        assert tool_starts(stack, [worker], run["pk"]) == {1: 1, 2: 1}
+        assert stack.sql("SELECT count(*) FROM experiments_nodelease")[0][0] == 0
+        assert list(bench.iterdir()) == []
     finally:
         subprocess.run(["ip", "link", "set", "dev", veth, "up"], check=False)
         stack.close()

@@ -47,12 +47,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 
 from experiments.execution import beegfs, nodepolicy
 from experiments.execution.answers import await_answers
 from experiments.execution.noderequests import NodeRequests
 from experiments.models import NodeLease, Run, Worker
+from experiments.shared import clock
 from runners import nodeconfig
 from runners.launch import queue_for
 from runners.sampler import FORMAT, Sampler
@@ -185,7 +185,7 @@ class NodeTelemetry:
         return rec
 
     def _live(self, rec: _Recording) -> bool:
-        since = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
+        since = clock.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
         return Run.objects.filter(
             pk=rec.run_id, attempts=rec.attempt, status=Run.Status.RUNNING, heartbeat_at__gte=since
         ).exists()
@@ -286,7 +286,7 @@ class Agent:
             while not self.stopping.is_set():
                 try:
                     if time.monotonic() - seen >= SEEN_SECONDS:
-                        Worker.objects.filter(name=self.worker).update(agent_seen=timezone.now())
+                        Worker.objects.filter(name=self.worker).update(agent_seen=clock.now())
                         seen = time.monotonic()
                     leases = list(NodeLease.objects.filter(hostname__in=self.names))
                     for job in self.jobs:
@@ -320,7 +320,7 @@ def own_node(run: Run) -> str:
 def with_agents(names: Iterable[str]) -> set[str]:
     """Those of ``names`` served by a worker whose agent was seen within ALIVE_SECONDS."""
     wanted = {queue_for(name): name for name in names}
-    since = timezone.now() - timedelta(seconds=ALIVE_SECONDS)
+    since = clock.now() - timedelta(seconds=ALIVE_SECONDS)
     served: set[str] = set()
     for queues in Worker.objects.filter(agent_seen__gte=since).values_list("queues", flat=True):
         served.update(wanted[q] for q in queues or [] if q in wanted)
@@ -341,7 +341,7 @@ def start_sampling(run: Run) -> int:
     return (
         NodeLease.objects.filter(run_id=run.pk, attempt=run.attempts)
         .exclude(hostname=own_node(run))
-        .update(sample_from=timezone.now())
+        .update(sample_from=clock.now())
     )
 
 
@@ -371,7 +371,7 @@ def drop_caches(
     if others:
         asked = NodeLease.objects.filter(
             run_id=run.pk, attempt=run.attempts, hostname__in=others
-        ).update(drop_requested_at=timezone.now(), drop_result="")
+        ).update(drop_requested_at=clock.now(), drop_result="")
         if asked < len(others):
             held = set(
                 NodeLease.objects.filter(run_id=run.pk, attempt=run.attempts).values_list(

@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
 from experiments.execution.attempt import Attempt, Outcome
 from experiments.models import Run, Worker
+from experiments.shared import clock
 from runners import slurm
 from runners.launch import LaunchSpec
 from runners.tools.base import ParamError
@@ -148,7 +148,7 @@ def _allocate(attempt: Attempt, allocation: Any) -> Outcome | None:
         if tick - last_write < settings.RUN_PROGRESS_SECONDS:
             continue
         last_write = tick
-        now = timezone.now()
+        now = clock.now()
         alive = attempt.update(heartbeat_at=now)
         Worker.objects.filter(name=run.worker).update(last_seen=now)
         cancel = alive and Run.objects.filter(pk=run.pk, cancel_requested=True).exists()

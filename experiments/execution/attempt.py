@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.utils import timezone
-
 from experiments.models import Run
 from experiments.models.runs import update_row
+from experiments.shared import clock
 
 # What a step of an attempt ends with: (status, output, exit code, error).
 Outcome = tuple[str, str, int | None, str]
@@ -27,7 +26,7 @@ def update_run(run: Run, attempt: int | None = None, **fields: Any) -> int:
     rule (``experiments.models.runs.update_row``), and set them on ``run``; 0 when its row
     no longer exists (deleted meanwhile), or, with ``attempt``, when the run no longer runs
     that attempt."""
-    fields.setdefault("updated", timezone.now())
+    fields.setdefault("updated", clock.now())
     count = update_row(run.pk, fields, attempt)
     for key, value in fields.items():
         setattr(run, key, value)
@@ -45,6 +44,8 @@ class Attempt:
       the recording (``keep_telemetry``) until the outcome stores it with the raw output.
     - ``released``: the outcome's transaction freed the run's nodes (nothing is left for the
       executor's ``finally`` to free).
+    - ``started``: a process of the attempt (a preparation step or the tool) was started; an
+      attempt that fails before one did may be taken up again by a retry of its task.
     """
 
     run: Run
@@ -54,6 +55,7 @@ class Attempt:
     staged: dict[str, Any] = field(default_factory=dict)
     telemetry: dict[str, Any] | None = None
     released: bool = False
+    started: bool = False
 
     def stage(self, **fields: Any) -> None:
         """Set fields of the run that are written with its next write (``update``) rather
@@ -72,7 +74,12 @@ class Attempt:
         comes back), or a later attempt claimed it. Every step that writes takes 0 as the
         end of the attempt (its tool is stopped, its outcome dropped)."""
         staged, self.staged = self.staged, {}
-        return update_run(self.run, attempt=self.run.attempts, **{**staged, **fields})
+        try:
+            return update_run(self.run, attempt=self.run.attempts, **{**staged, **fields})
+        except BaseException:
+            # Not written (the database unreachable): the next write carries them again.
+            self.staged = {**staged, **self.staged}
+            raise
 
     def current(self) -> bool:
         """Whether the run is still running this attempt, its row locked until the end of the

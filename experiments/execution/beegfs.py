@@ -43,12 +43,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
-from django.utils import timezone
 
 from experiments.execution import nodepolicy
 from experiments.execution.answers import await_answers
 from experiments.models import BeegfsConfigChange, NodeLease, Run, TestbedNode
-from experiments.shared import tuning_keys
+from experiments.shared import clock, tuning_keys
 from runners import beegfs_config as bc
 
 log = logging.getLogger(__name__)
@@ -169,7 +168,7 @@ def apply(
         svc.original.unlink(missing_ok=True)
         if state.get("change"):
             BeegfsConfigChange.objects.filter(pk=state["change"]).update(
-                restored_at=timezone.now(), restore_outcome="found the original file in place"
+                restored_at=clock.now(), restore_outcome="found the original file in place"
             )
         _state_path(hostname, svc.scope).unlink(missing_ok=True)
     elif state is not None and (state.get("matrix"), state.get("run")) != (
@@ -251,7 +250,7 @@ def _record_change(
     record: dict[str, Any],
     request: dict[str, Any],
 ) -> BeegfsConfigChange:
-    now = timezone.now()
+    now = clock.now()
     if state and state.get("change"):
         BeegfsConfigChange.objects.filter(pk=state["change"], restored_at__isnull=True).update(
             restored_at=now, restore_outcome="replaced by the next tuning set's values"
@@ -296,7 +295,7 @@ def _restore(
                 f"Online after {record.get('online_s')} s"
             )
             BeegfsConfigChange.objects.filter(pk=state["change"]).update(
-                restored_at=timezone.now(), restore_outcome=outcome
+                restored_at=clock.now(), restore_outcome=outcome
             )
         if not error:
             _state_path(hostname, svc.scope).unlink(missing_ok=True)

@@ -19,6 +19,7 @@ from experiments.execution import holding
 from experiments.execution.attempt import update_run
 from experiments.models import Run, Worker
 from experiments.models.runs import runs_ended
+from experiments.shared import clock
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def dispatch(run_ids: list[int], revert: bool = True) -> int:
     execute_run = _execute_task()
     if not run_ids:
         return 0
-    now = timezone.now()
+    now = clock.now()
     sends: list[tuple[int, str, str]] = []
     before: dict[int, tuple[str, Any, Any]] = {}
     with transaction.atomic():
@@ -115,7 +116,7 @@ def dispatch(run_ids: list[int], revert: bool = True) -> int:
 def _unqueue(unsent: list[tuple[int, str, str]], before: dict[int, tuple[str, Any, Any]]) -> None:
     """Put runs whose message was never sent back as they were before dispatch(), unless a
     later dispatch gave them another token meanwhile."""
-    now = timezone.now()
+    now = clock.now()
     with transaction.atomic():
         runs = list(
             Run.objects.select_for_update()
@@ -149,7 +150,7 @@ def janitor(stale_seconds: int | None = None, restarted_worker: str = "") -> dic
 
     A run with a cancel request is never sent again."""
     stale_seconds = settings.RUN_STALE_SECONDS if stale_seconds is None else stale_seconds
-    now = timezone.now()
+    now = clock.now()
     orphaned = Q(heartbeat_at__lt=now - timezone.timedelta(seconds=stale_seconds))
     if restarted_worker:
         orphaned |= Q(worker=restarted_worker)

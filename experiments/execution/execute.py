@@ -27,6 +27,7 @@ import errno
 import itertools
 import logging
 import os
+import re
 import shutil
 import signal
 import threading
@@ -38,16 +39,23 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import (
+    DatabaseError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    transaction,
+)
 from django.db.models.expressions import Col
-from django.utils import timezone
 
 from experiments.execution import agent, allocation, beegfs, holding, nodepolicy
 from experiments.execution.attempt import Attempt, Outcome
-from experiments.models import Run, Worker
+from experiments.models import NodeLease, Run, Worker
 from experiments.models.runs import update_row
 from experiments.results import telemetry
 from experiments.results.store import MAX_OUTPUT_BYTES, parse_stored, record_launch
+from experiments.shared import clock
 from runners import nodeconfig, reaper, slurm
 from runners.launch import LaunchError, LaunchSpec, tool_params
 from runners.tools import get_adapter
@@ -64,16 +72,35 @@ def claim(run_id: int, token: str, worker: str) -> Attempt | None:
     """Mark the run as running by this worker and start its attempt, or None when this
     delivery is stale. In the same transaction (one durable commit on the fast path), the
     run's first try at holding its nodes (``experiments.execution.holding``): the attempt's
-    ``held`` says whether it holds them already."""
+    ``held`` says whether it holds them already. A claim whose commit was answered is
+    remembered by this process (``_lost_claim``)."""
+    attempt = _claim(run_id, token, worker)
+    if attempt is not None:
+        _confirm(run_id, token)
+    return attempt
+
+
+def _claim(run_id: int, token: str, worker: str) -> Attempt | None:
     with transaction.atomic():
         run = _locked_run(run_id)
         if run is None:
             log.warning("run %s no longer exists; delivery ignored", run_id)
             return None
+        if _lost_claim(run, token, worker):
+            # This process claimed the run and the database went away before the commit's
+            # answer came (the claim raised; Celery tried the task again): the commit went
+            # through, nothing of the attempt started, so the attempt goes on from here.
+            log.warning(
+                "run %s: the claim of attempt %s was committed but its answer lost (the "
+                "database went away); the attempt goes on",
+                run_id,
+                run.attempts,
+            )
+            return Attempt(run, token=str(token), worker=worker, held=_holds_all(run))
         if run.status != Run.Status.QUEUED or str(run.dispatch_token) != str(token):
             log.info("run %s: stale delivery (status %s); ignored", run_id, run.status)
             return None
-        now = timezone.now()
+        now = clock.now()
         if run.cancel_requested:
             run.status = Run.Status.CANCELLED
             run.finished_at = now
@@ -116,6 +143,48 @@ def claim(run_id: int, token: str, worker: str) -> Attempt | None:
         run.updated = now
         update_row(run.pk, {name: getattr(run, name) for name in CLAIMED_FIELDS})
         return Attempt(run, token=str(token), worker=worker, held=held)
+
+
+# The claims this process knows it made (run, token): those whose commit it saw answered.
+# A run shown as running with this process's pid and a claim not among them was claimed by a
+# commit whose answer was lost (``_lost_claim``). The oldest are forgotten past
+# CONFIRMED_MAX (a retry comes within a minute of its failure, a few claims later).
+_confirmed: dict[tuple[int, str], None] = {}
+CONFIRMED_MAX = 10000
+
+
+def _confirm(run_id: int, token: str) -> None:
+    _confirmed[(run_id, str(token))] = None
+    while len(_confirmed) > CONFIRMED_MAX:
+        del _confirmed[next(iter(_confirmed))]
+
+
+def _lost_claim(run: Run, token: str, worker: str) -> bool:
+    """Whether ``run`` (locked) is running an attempt that this process claimed with
+    ``token`` without seeing the claim's commit answered, and that has started nothing since:
+    the run's pid is still this process's (its tool's replaces it once it starts) and no
+    claim of this process with that token was confirmed (one that was, whose attempt failed
+    later, is left to the janitor: its tool may have started; ``execute`` withdraws the
+    confirmation of an attempt that failed for want of the database before anything of it
+    started)."""
+    return (
+        run.status == Run.Status.RUNNING
+        and str(run.dispatch_token) == str(token)
+        and run.worker == worker
+        and run.pid == os.getpid()
+        and (run.pk, str(token)) not in _confirmed
+    )
+
+
+def _holds_all(run: Run) -> bool:
+    """Whether this attempt of ``run`` holds a lease on every node it uses."""
+    names = holding.nodes_for(run)
+    held = set(
+        NodeLease.objects.filter(run_id=run.pk, attempt=run.attempts).values_list(
+            "hostname", flat=True
+        )
+    )
+    return set(names) <= held
 
 
 def _locked_run(run_id: int) -> Run | None:
@@ -184,49 +253,87 @@ CLAIMED_FIELDS = [
 ]
 
 
-def _finish(attempt: Attempt, status: str, output: str, exit_code: int | None, error: str) -> None:
+def _finish(
+    attempt: Attempt,
+    status: str,
+    output: str,
+    exit_code: int | None,
+    error: str,
+    remove: list[Path] | None = None,
+) -> None:
     """Store the outcome in two transactions: the raw output (the run still shows as
     running) with the telemetry of the tool's run, committed before anything is parsed;
     then the parsed metrics, the final status and the release of the run's nodes, all or
-    nothing. Nothing when the run was deleted meanwhile.
+    nothing. Nothing when the run was deleted meanwhile. ``remove``: the attempt's
+    directories, removed once the raw output is stored (so a worker killed before that
+    leaves the tool's log on the node, for the next attempt to keep in the run's history:
+    ``_salvage``) and before the outcome is.
+
+    Each transaction is tried again, on a fresh connection, while the database is
+    unreachable (a PostgreSQL restart or failover; ``_retrying``, up to DB_RETRY_SECONDS):
+    an outcome is never dropped for a connection lost mid-store, and never stored twice (a
+    store whose commit went through unanswered finds, when tried again, the run no longer
+    running this attempt, and writes nothing).
 
     Durability: on PostgreSQL the first of the two commits without waiting for its WAL
     flush (``_commit_unflushed``); the second, synchronous, commit flushes the WAL up to
     its own record, so once the outcome is committed both are durable. The claim stays
     synchronous: it holds the run's nodes before the tool touches them."""
     run = attempt.run
-    outermost = not connection.in_atomic_block
-    with transaction.atomic():
-        if outermost:
-            _commit_unflushed()
-        # The tool's telemetry first, in a savepoint (a failure is logged and undone alone);
-        # its verdict is written with the raw output, in one UPDATE. Alone: a run holding
-        # its own node only has no other node's document. A first attempt has no earlier
-        # row of this node to replace.
-        verdict: dict[str, Any] = {}
-        telemetry.save_deferred(
-            run,
-            attempt.take_telemetry(),
-            alone=not agent.others_held(run),
-            first=run.attempts == 1,
-            verdict=verdict,
-        )
-        if not attempt.update(
-            raw_output=output[-MAX_OUTPUT_BYTES:],
-            exit_code=exit_code,
-            finished_at=timezone.now(),
-            heartbeat_at=timezone.now(),
-            **verdict,
-        ):
+    doc = attempt.take_telemetry()
+    tries = itertools.count()
+
+    def store_raw() -> bool:
+        outermost = not connection.in_atomic_block
+        with transaction.atomic():
+            if outermost:
+                _commit_unflushed()
+            # The tool's telemetry first, in a savepoint (a failure is logged and undone
+            # alone); its verdict is written with the raw output, in one UPDATE. Alone: a run
+            # holding its own node only has no other node's document. A first attempt has no
+            # earlier row of this node to replace (unless this is a store tried again).
+            verdict: dict[str, Any] = {}
+            telemetry.save_deferred(
+                run,
+                doc,
+                alone=not agent.others_held(run),
+                first=run.attempts == 1 and next(tries) == 0,
+                verdict=verdict,
+            )
+            if not attempt.update(
+                raw_output=output[-MAX_OUTPUT_BYTES:],
+                exit_code=exit_code,
+                finished_at=clock.now(),
+                heartbeat_at=clock.now(),
+                **verdict,
+            ):
+                log.warning(
+                    "run %s was deleted, or taken from attempt %s (its heartbeats stopped), "
+                    "while it ran; its outcome (%s) is dropped",
+                    run.pk,
+                    run.attempts,
+                    status,
+                )
+                transaction.set_rollback(True)  # and its telemetry with it
+                return False
+        return True
+
+    if not _retrying(run, "storing its raw output", store_raw):
+        if remove and _retrying(run, "checking whether it was requeued", lambda: _requeued(run)):
+            # Its next attempt runs on this node (the run's launcher) and keeps what this one
+            # measured in the run's history (``_salvage``), then removes the directories.
             log.warning(
-                "run %s was deleted, or taken from attempt %s (its heartbeats stopped), while "
-                "it ran; its outcome (%s) is dropped",
+                "run %s: attempt %s was taken and the run requeued; its files stay in %s for "
+                "the next attempt to keep",
                 run.pk,
                 run.attempts,
-                status,
+                ", ".join(map(str, remove)),
             )
-            transaction.set_rollback(True)  # and its telemetry with it
-            return
+        elif remove:
+            _remove_beating(attempt, remove)
+        return
+    if remove:
+        _remove_beating(attempt, remove)
 
     def outcome(parsed: Run) -> dict[str, Any]:
         """The status and error, written with the parsed fields (one UPDATE)."""
@@ -237,28 +344,127 @@ def _finish(attempt: Attempt, status: str, output: str, exit_code: int | None, e
             }
         return {"status": status, "error": error}
 
-    try:
-        with transaction.atomic():
-            # The janitor may have taken the run between the two transactions.
-            if output.strip() and not attempt.current():
-                log.warning(
-                    "run %s was taken from attempt %s as it ended; its outcome (%s) is dropped",
-                    run.pk,
-                    run.attempts,
-                    status,
-                )
-            elif output.strip():
-                parse_stored(run, outcome=outcome)
-            else:
-                attempt.update(**outcome(run))
-            holding.release(run)
-    except IntegrityError:
-        # Foreign keys are checked as the transaction commits: a run deleted meanwhile.
-        if Run.objects.filter(pk=run.pk).exists():
-            raise
-        log.warning("run %s was deleted while its output was parsed", run.pk)
-        return
-    attempt.released = True
+    def store_outcome() -> bool:
+        try:
+            with transaction.atomic():
+                # The janitor may have taken the run between the two transactions.
+                if output.strip() and not attempt.current():
+                    log.warning(
+                        "run %s was taken from attempt %s as it ended (or its outcome was "
+                        "stored by a commit whose answer was lost); its outcome (%s) is not "
+                        "stored again",
+                        run.pk,
+                        run.attempts,
+                        status,
+                    )
+                elif output.strip():
+                    parse_stored(run, outcome=outcome)
+                else:
+                    attempt.update(**outcome(run))
+                holding.release(run)
+        except IntegrityError:
+            # Foreign keys are checked as the transaction commits: a run deleted meanwhile.
+            if Run.objects.filter(pk=run.pk).exists():
+                raise
+            log.warning("run %s was deleted while its output was parsed", run.pk)
+            return False
+        return True
+
+    tried = False
+
+    def store_outcome_again() -> bool:
+        """The outcome's transaction; tried again, the raw output's first: its commit did
+        not wait for the WAL flush (``_commit_unflushed``), so a server that went away
+        before the outcome's commit may have lost it."""
+        nonlocal tried
+        if tried and not store_raw():
+            return False
+        tried = True
+        return store_outcome()
+
+    if _retrying(run, "storing its outcome", store_outcome_again):
+        attempt.released = True
+
+
+def _requeued(run: Run) -> bool:
+    """Whether the run waits for its next attempt (the janitor requeued it)."""
+    return Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).exists()
+
+
+# What a database that went away raises (a PostgreSQL restart or failover: the connection
+# refused, reset, or terminated by the server's shutdown), as Django wraps it.
+TRANSIENT = (OperationalError, InterfaceError)
+
+
+def _reconnect() -> None:
+    """Drop this thread's database connection: Django opens a new one at the next query (it
+    never reconnects a broken one by itself)."""
+    with contextlib.suppress(Exception):
+        connection.close()
+
+
+def _retrying(run: Run, what: str, step: Callable[[], Any]) -> Any:
+    """``step()`` (a whole transaction, or one statement outside any); tried again on a fresh
+    connection while the database is unreachable, with a growing pause, for up to
+    DB_RETRY_SECONDS; then its error. Inside a caller's transaction it is tried once: only
+    the outermost transaction can be tried again."""
+    if connection.in_atomic_block:
+        return step()
+    outage = Outage(run, what)
+    while True:
+        try:
+            result = step()
+        except TRANSIENT as exc:
+            outage.failed(exc)
+            continue
+        outage.ended()
+        return result
+
+
+class Outage:
+    """A stretch of failed database writes of a run's attempt: ``failed`` (from an ``except``
+    of TRANSIENT) drops the connection, logs the first failure and sleeps before the next
+    try (``pause``: growing from 0.25 to 5 s; no sleep for a loop that paces itself), and
+    re-raises once the stretch lasted DB_RETRY_SECONDS; ``ended`` logs how long it lasted."""
+
+    def __init__(self, run: Run, what: str, pause: bool = True):
+        self.run = run
+        self.what = what
+        self.pause = 0.25 if pause else 0.0
+        self.since: float | None = None
+        self.failures = 0
+
+    def failed(self, exc: Exception) -> None:
+        _reconnect()
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            log.warning(
+                "run %s: %s: the database is unreachable (%s); trying again for up to %g s",
+                self.run.pk,
+                self.what,
+                (str(exc).strip().splitlines() or [type(exc).__name__])[0],
+                settings.DB_RETRY_SECONDS,
+            )
+        elif now - self.since > settings.DB_RETRY_SECONDS:
+            raise exc
+        self.failures += 1
+        if self.pause:
+            time.sleep(self.pause)
+            self.pause = min(self.pause * 2, 5.0)
+
+    def ended(self) -> None:
+        if self.since is not None:
+            log.warning(
+                "run %s: %s: the database answered again after %.1f s (%d failed tries)",
+                self.run.pk,
+                self.what,
+                time.monotonic() - self.since,
+                self.failures,
+            )
+            self.since = None
+            self.failures = 0
+            self.pause = 0.25 if self.pause else 0.0
 
 
 def _commit_unflushed() -> None:
@@ -272,12 +478,13 @@ def _commit_unflushed() -> None:
     - No durable commit by any session can depend on it and survive without it: a commit
       that saw it comes later in the WAL, and flushing that commit flushes this one.
     - The worker's next statement is the outcome's transaction, on the same session: a
-      server crash has killed that session, so the outcome cannot be committed without the
-      raw output (Django never reconnects inside a transaction). The task fails; the
-      executor's ``finally`` releases the nodes (its leases were committed, synchronously,
-      by the claim); the run is left *running* with its last durable heartbeat, and the
-      janitor requeues it once that heartbeat is stale, as after a worker killed just
-      before it stored the raw output. The tool has ended by then.
+      server crash has killed that session, so the outcome cannot be committed on it
+      (Django never reconnects inside a transaction). ``_finish`` tries the outcome again on
+      a fresh connection only after storing the raw output again (it still has it), so the
+      outcome is never committed without the raw output; when the database stays away
+      longer than DB_RETRY_SECONDS the task fails, the run is left *running* with its last
+      durable heartbeat, and the janitor requeues it once that heartbeat is stale, as after
+      a worker killed just before it stored the raw output.
     - The claim is not committed this way: a lost claim would leave the run *queued* and
       its node leases gone while its tool runs, and another run could hold those nodes.
 
@@ -413,6 +620,7 @@ def execute(run_id: int, token: str, worker: str) -> str:
         return "stale"
     run = attempt.run
     try:
+        _salvage(attempt)
         stopped = None if attempt.held else _hold(attempt)
         if stopped is not None:
             _finish(attempt, *stopped)
@@ -420,9 +628,140 @@ def execute(run_id: int, token: str, worker: str) -> str:
         with _beating(run):
             _attempt(attempt)
         return run.status
+    except TRANSIENT:
+        if not attempt.started:
+            # The database went away before anything of the attempt started (its node checks,
+            # its tuning, its servers' preparation): Celery's retry of the task takes the
+            # attempt up again (``_lost_claim``) rather than leaving it to the janitor.
+            _confirmed.pop((run_id, str(token)), None)
+        raise
     finally:
         if not attempt.released:
-            holding.release(run)
+            try:
+                _retrying(run, "freeing its nodes", lambda: holding.release(run))
+            except TRANSIENT as exc:
+                # Its leases count as free once its heartbeats are RUN_STALE_SECONDS old.
+                log.warning("run %s: its nodes could not be freed: %s", run.pk, exc)
+
+
+# What ``_salvage`` keeps of an earlier attempt's files (the tool's log first, then the
+# result files such as fio's JSON), at most this much of each, HISTORY_BYTES in all.
+SALVAGE_FILE_BYTES = 32 * 1024
+
+
+def _salvage(attempt: Attempt) -> None:
+    """What the previous attempt of the run left on this node: its worker died (SIGKILL,
+    the machine's OOM killer, a power cut) after the tool started and before the outcome
+    was stored, so its directories were never removed. The tool's log and result files
+    in its scratch directory are what it measured: they are kept in the run's history
+    (``launch.history[-1].left_on_node``, shown with the earlier attempt on the run page) and
+    both directories removed (the benchmark directory's files would fill the disk).
+
+    They are not stored as the run's result: the janitor requeued the run because its
+    worker stopped, and a measurement whose worker died cannot be told apart from one the
+    death disturbed (the run's own directory half removed, its telemetry lost, the node's
+    tuning never restored); the next attempt measures again, and the earlier one's output
+    stays for whoever wants to compare. Nothing when the previous attempt ran elsewhere or
+    left nothing."""
+    run = attempt.run
+    previous = run.attempts - 1
+    if previous < 1:
+        return
+    name = nodepolicy.run_dir_name(run.uuid, previous)
+    scratch = Path(settings.RUN_DIR) / name
+    leftovers = [path for path in (scratch, _left_workdir(run, name)) if path is not None]
+    if not any(path.is_dir() and not path.is_symlink() for path in leftovers):
+        return
+    kept: dict[str, str] = {}
+    if scratch.is_dir() and not scratch.is_symlink():
+        files = sorted(
+            (p for p in scratch.iterdir() if p.is_file() and not p.is_symlink()),
+            key=lambda p: (p.name != "output.log", p.name),
+        )
+        room = HISTORY_BYTES
+        for path in files:
+            if room <= 0:
+                break
+            try:
+                text = _read(path, min(SALVAGE_FILE_BYTES, room))
+            except OSError:
+                continue
+            if text.strip():
+                kept[path.name] = text
+                room -= len(text.encode())
+    launch = dict(run.launch)
+    history = [dict(entry) for entry in launch.get("history", [])]
+    if kept and history and history[-1].get("attempt") == previous:
+        history[-1]["left_on_node"] = kept
+        launch["history"] = history
+        if _retrying(
+            run, "keeping what its previous attempt left", lambda: attempt.update(launch=launch)
+        ):
+            log.warning(
+                "run %s: attempt %s ended without storing its outcome; its files (%s) are kept "
+                "in the run's history",
+                run.pk,
+                previous,
+                ", ".join(kept),
+            )
+    _remove_beating(attempt, [p for p in leftovers if p.is_dir() and not p.is_symlink()])
+
+
+def sweep_leftovers() -> list[str]:
+    """Remove what attempts left on this node that no attempt will take up (``_salvage``):
+    their worker died before removing their directories, and their run has ended since
+    (failed for good, cancelled) or is gone. An attempt still running, or whose run waits
+    for its next attempt, keeps its directories. The paths removed. Run by each worker as it
+    starts (after its janitor sweep, which requeues what its previous process ran)."""
+    root = Path(settings.RUN_DIR)
+    pattern = re.compile(re.escape(nodepolicy.RUN_DIR_PREFIX) + r"([0-9a-f-]{36})-(\d+)")
+    try:
+        left = [
+            (entry, match)
+            for entry in root.iterdir()
+            if (match := pattern.fullmatch(entry.name)) and entry.is_dir()
+        ]
+    except OSError:
+        return []
+    if not left:
+        return []
+    runs = {
+        str(run.uuid): run
+        for run in Run.objects.filter(uuid__in={m.group(1) for _, m in left}).only(
+            "pk", "uuid", "status", "attempts", "launch"
+        )
+    }
+    removed = []
+    for scratch, match in left:
+        run = runs.get(match.group(1))
+        attempt = int(match.group(2))
+        waiting = (Run.Status.RUNNING, Run.Status.QUEUED)
+        if run is not None and run.status in waiting and run.attempts == attempt:
+            continue
+        for path in (scratch, _left_workdir(run, scratch.name) if run else None):
+            if path is not None and path.is_dir() and not path.is_symlink():
+                _remove(path)
+                removed.append(str(path))
+    if removed:
+        log.warning("removed what ended attempts left on this node: %s", ", ".join(removed))
+    return removed
+
+
+def _left_workdir(run: Run, name: str) -> Path | None:
+    """The previous attempt's own directory in the run's benchmark directory, when this
+    node's policy allows that directory (None otherwise: nothing outside it is touched)."""
+    try:
+        workdir = LaunchSpec.read(run.launch).workdir
+        policy = nodepolicy.current()
+    except (LaunchError, ImproperlyConfigured):
+        return None
+    real = os.path.realpath(workdir) if os.path.isabs(workdir) else ""
+    if not real or not policy.allows_dir(real):
+        return None
+    path = Path(real) / name
+    if path.is_symlink() or os.path.dirname(os.path.realpath(path)) != real:
+        return None
+    return path
 
 
 @contextlib.contextmanager
@@ -543,7 +882,7 @@ def _beat_once(run_id: int, attempt: int) -> None:
     """One heartbeat of this attempt of the run, if it still runs. On PostgreSQL a row that
     another transaction holds locked is skipped rather than waited for (the executor's own
     writes are short; the next beat comes within RUN_PROGRESS_SECONDS)."""
-    now = timezone.now()
+    now = clock.now()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
@@ -565,29 +904,49 @@ def _hold(attempt: Attempt) -> Outcome | None:
     run = attempt.run
     names = holding.nodes_for(run)
     last_write = time.monotonic()
+    outage = Outage(run, "waiting for its nodes", pause=False)
     while True:
-        got, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
-        if got:
-            now = timezone.now()
-            attempt.update(waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
-            attempt.held = True
-            return None
-        tick = time.monotonic()
-        if tick - last_write >= settings.RUN_PROGRESS_SECONDS:
-            last_write = tick
-            now = timezone.now()
-            if not attempt.update(heartbeat_at=now):
-                return Run.Status.CANCELLED, "", None, "the run was deleted while it waited"
-            Worker.objects.filter(name=run.worker).update(last_seen=now)
-        if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-            attempt.update(waiting_for="")
-            return (
-                Run.Status.CANCELLED,
-                "",
-                None,
-                f"cancelled while it waited for its nodes ({why})",
-            )
+        try:
+            stopped = _hold_once(attempt, names, last_write)
+        except TRANSIENT as exc:  # the database went away: wait for it, as for the nodes
+            outage.failed(exc)
+            time.sleep(holding.POLL_SECONDS)
+            continue
+        outage.ended()
+        if stopped is None or stopped[0] is not None:
+            return stopped and stopped[0]
+        last_write = stopped[1]
         time.sleep(holding.POLL_SECONDS)
+
+
+def _hold_once(
+    attempt: Attempt, names: list[str], last_write: float
+) -> tuple[Outcome | None, float] | None:
+    """One try of ``_hold``: None once the run holds its nodes; else (the outcome when it is
+    cancelled or deleted, or None to wait on; the time of the last heartbeat written)."""
+    run = attempt.run
+    got, why = holding.try_acquire(run, names)  # marks the run as waiting, or not
+    if got:
+        now = clock.now()
+        attempt.update(waiting_for="", nodes_held=names, started_at=now, heartbeat_at=now)
+        attempt.held = True
+        return None
+    tick = time.monotonic()
+    if tick - last_write >= settings.RUN_PROGRESS_SECONDS:
+        last_write = tick
+        now = clock.now()
+        if not attempt.update(heartbeat_at=now):
+            return (Run.Status.CANCELLED, "", None, "the run was deleted while it waited"), tick
+        Worker.objects.filter(name=run.worker).update(last_seen=now)
+    if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+        attempt.update(waiting_for="")
+        return (
+            Run.Status.CANCELLED,
+            "",
+            None,
+            f"cancelled while it waited for its nodes ({why})",
+        ), last_write
+    return None, last_write
 
 
 def _attempt(attempt: Attempt) -> None:
@@ -613,9 +972,11 @@ def _attempt(attempt: Attempt) -> None:
         else:
             created.append(scratch)
             outcome = _run_in(attempt, workdir, scratch)
-    finally:
+    except BaseException:
         _remove_beating(attempt, created)
-    _finish(attempt, *outcome)
+        raise
+    # The directories go once the raw output is stored, before the outcome is.
+    _finish(attempt, *outcome, remove=created)
 
 
 def _remove_beating(attempt: Attempt, paths: list[Path]) -> None:
@@ -629,10 +990,16 @@ def _remove_beating(attempt: Attempt, paths: list[Path]) -> None:
         return
     remover = threading.Thread(target=lambda: [_remove(path) for path in paths], daemon=True)
     remover.start()
+    outage = Outage(attempt.run, "a heartbeat while its directories are removed", pause=False)
     while remover.is_alive():
         remover.join(settings.RUN_PROGRESS_SECONDS)
         if remover.is_alive():
-            attempt.update(heartbeat_at=timezone.now())
+            try:
+                attempt.update(heartbeat_at=clock.now())
+            except TRANSIENT as exc:
+                outage.failed(exc)
+            else:
+                outage.ended()
 
 
 def _small(path: Path, most: int = 64) -> bool:
@@ -662,6 +1029,7 @@ def _run_in(attempt: Attempt, workdir: Path, scratch: Path) -> Outcome:
     except LaunchError as exc:
         return Run.Status.FAILED, "", None, str(exc)
     if spec.mode == "slurm":
+        attempt.started = True  # an allocation is asked for: not taken up again from scratch
         return allocation.run_in_slurm(
             attempt,
             spec,
@@ -696,6 +1064,7 @@ def _build_and_run(
     config["run_dir"] = str(ctx.workdir)
     applied: list[dict[str, str]] = []
     if spec.apply_tuning:
+        attempt.started = True  # the node's settings change: not taken up again from scratch
         allowed = nodepolicy.current().tuning
         applied = config["applied"] = nodeconfig.apply_tuning(
             _tuning_for(run, spec), ctx.workdir, allowed
@@ -813,6 +1182,11 @@ def _run_steps(
             )
         finally:
             _sampling(run, agent.stop_sampling)
+    full = _data_full(ctx.scratch)
+    if full and status != Run.Status.CANCELLED:
+        # What the tool wrote into its log and result files there may be cut short: what
+        # was written is still stored as the raw output, but the run is no result.
+        status, error = Run.Status.FAILED, full + (f"; {error}" if error else "")
     if command.output_file and Path(command.output_file).exists():
         # The tool's result file is what parses; the console output stays in history.
         result_text = Path(command.output_file).read_text(errors="replace")
@@ -833,7 +1207,7 @@ def _beat(attempt: Attempt) -> bool:
     """A heartbeat of the run (and its worker) while it waits for something other than its
     tool; False when the run was deleted or a cancel was asked."""
     run = attempt.run
-    now = timezone.now()
+    now = clock.now()
     if not attempt.update(heartbeat_at=now):
         return False
     Worker.objects.filter(name=run.worker).update(last_seen=now)
@@ -865,15 +1239,18 @@ def _supervise(
     run = attempt.run
     log_path = scratch / log_name
     spawner = reaper.reaper()
+    attempt.started = True
     try:
         pid = spawner.spawn(command.argv, command.cwd, {**os.environ, **command.env}, log_path)
     except reaper.SpawnError as exc:
         # As a shell would: the reason in the output, exit status 127.
         return Run.Status.FAILED, f"{exc}\n", 127, str(exc)
     attempt.stage(pid=pid)  # written with the first heartbeat, or with the outcome
+    log.info("run %s attempt %s: started %s (pid %s)", run.pk, run.attempts, log_name, pid)
     last_write = time.monotonic()
     last_size = -1
     reason = ""
+    outage = Outage(run, "a heartbeat of its running tool", pause=False)
     exit_code: int | None = None
 
     def kill() -> int | None:
@@ -901,15 +1278,27 @@ def _supervise(
                 break
             if now - last_write >= settings.RUN_PROGRESS_SECONDS or attempt.staged:
                 last_write = now
-                fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
+                fields: dict[str, Any] = {"heartbeat_at": clock.now()}
                 if stream:
                     size = log_path.stat().st_size
                     if size != last_size:
-                        last_size = size
                         fields["raw_output"] = _read(log_path)
-                alive = attempt.update(**fields)
-                # A solo-pool worker's own heartbeat timer waits while the task runs.
-                Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
+                try:
+                    alive = attempt.update(**fields)
+                    # A solo-pool worker's own heartbeat timer waits while the task runs.
+                    Worker.objects.filter(name=run.worker).update(last_seen=fields["heartbeat_at"])
+                    cancelled = (
+                        alive and Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
+                    )
+                except TRANSIENT as exc:
+                    # The database went away (a restart, a failover): the tool goes on, its
+                    # output stays in its log, and the next interval tries again (the
+                    # janitor takes the run if its heartbeats stop for RUN_STALE_SECONDS).
+                    outage.failed(exc)
+                    continue
+                outage.ended()
+                if stream:
+                    last_size = size
                 if not alive:
                     reason = (
                         "the run was deleted, or taken from this attempt after its heartbeats "
@@ -917,7 +1306,7 @@ def _supervise(
                     )
                     exit_code = kill()
                     break
-                if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+                if cancelled:
                     reason = "cancelled while running; the process group was killed"
                     exit_code = kill()
                     break
@@ -970,6 +1359,31 @@ def _full(command: Command, output: str) -> str:
     )
 
 
+# The data directory's file system counts as full when less than this is free (for
+# unprivileged writers) as a tool ends: its console log and result files, written there,
+# may have been cut short.
+DATA_FULL_BYTES = 64 * 1024
+
+
+def _data_full(scratch: Path) -> str:
+    """``the data directory's file system is full: ...`` when the file system of the run's
+    scratch directory (under BEEWEB_RUN_DIR), where its tool's console log and result files
+    are written, had less than DATA_FULL_BYTES free as the tool ended; empty otherwise."""
+    try:
+        stat = os.statvfs(scratch)
+    except OSError:
+        return ""
+    free = stat.f_bavail * stat.f_frsize
+    if free >= DATA_FULL_BYTES:
+        return ""
+    return (
+        f"the data directory's file system is full: {scratch} had {_size(free)} free of "
+        f"{_size(stat.f_blocks * stat.f_frsize)} when the tool ended, so its console log and "
+        "result files may be cut short (what was written is stored as the raw output; the "
+        "run is not a result: free space under BEEWEB_RUN_DIR and re-run it)"
+    )
+
+
 def _free(path: Path) -> str:
     """`` (N free of M)`` of ``path``'s file system; empty when it cannot be read."""
     try:
@@ -1004,11 +1418,12 @@ def _reason(command: Command) -> str:
     return f": {text}" if text else ""
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, most: int = MAX_OUTPUT_BYTES) -> str:
+    """The last ``most`` bytes of the file, as text."""
     with open(path, "rb") as fh:
         fh.seek(0, os.SEEK_END)
         size = fh.tell()
-        fh.seek(max(0, size - MAX_OUTPUT_BYTES))
+        fh.seek(max(0, size - most))
         return fh.read().decode("utf-8", errors="replace")
 
 

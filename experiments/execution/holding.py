@@ -29,9 +29,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.signals import post_delete, post_save
-from django.utils import timezone
 
 from experiments.models import Node, NodeLease, Run, Target, Testbed, TestbedNode
+from experiments.shared import clock
 from runners import registry
 from runners.launch import LaunchError, LaunchSpec
 
@@ -118,7 +118,7 @@ for _model in (TestbedNode, Node, Testbed):
 
 
 def _stale_before():
-    return timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
+    return clock.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
 
 
 def _live(run: Run, attempt: int, cutoff) -> bool:
@@ -210,7 +210,7 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
                 Run.objects.filter(pk=run.pk).update(waiting_for=why, nodes_held=names)
                 run.waiting_for, run.nodes_held = why, names
             return False, why
-        now = ops.adapt_datetimefield_value(timezone.now())
+        now = ops.adapt_datetimefield_value(clock.now())
         rows = [(name, nodes.get(name), run.pk, run.attempts, now, "") for name in names]
         cursor.execute(
             f"INSERT INTO {lease_table} (hostname, node_id, run_id, attempt, acquired_at, "

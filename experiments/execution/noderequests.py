@@ -29,9 +29,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.utils import timezone
-
 from experiments.models import NodeRequest, Worker
+from experiments.shared import clock
 from runners import beegfs_ctl, beegfs_topology
 from runners.launch import queue_for
 
@@ -90,7 +89,7 @@ class NodeRequests:
         if now - self.checked < CHECK_SECONDS:
             return
         self.checked = now
-        since = timezone.now() - REQUEST_TTL
+        since = clock.now() - REQUEST_TTL
         pending = list(
             NodeRequest.objects.filter(
                 hostname__in=self.names,
@@ -102,7 +101,7 @@ class NodeRequests:
         for request in pending:
             taken = NodeRequest.objects.filter(
                 pk=request.pk, answered_at__isnull=True, taken_at__isnull=True
-            ).update(taken_at=timezone.now(), taken_by=self.worker[:255])
+            ).update(taken_at=clock.now(), taken_by=self.worker[:255])
             if taken:
                 self.answer(request)
 
@@ -120,7 +119,7 @@ class NodeRequests:
                 log.exception("node request %s on %s failed", request.kind, request.hostname)
                 error = f"{type(exc).__name__}: {exc}"
         NodeRequest.objects.filter(pk=request.pk, answered_at__isnull=True).update(
-            answered_at=timezone.now(), result=result, error=error
+            answered_at=clock.now(), result=result, error=error
         )
         log.info("node agent: %s of %s: %s", request.kind, request.hostname, error or "answered")
 
@@ -140,7 +139,7 @@ def ask(
     NodeRequestError saying why there is none (or what the node said went wrong)."""
     if kind not in NodeRequest.Kind.values:
         raise NodeRequestError(f"unknown node request kind {kind!r}")
-    NodeRequest.objects.filter(created_at__lt=timezone.now() - KEEP).delete()
+    NodeRequest.objects.filter(created_at__lt=clock.now() - KEEP).delete()
     request = NodeRequest.objects.create(
         hostname=hostname,
         kind=kind,
@@ -182,7 +181,7 @@ def ask(
 
 def agent_alive(hostname: str) -> bool:
     """Whether a worker serving ``node.<hostname>`` has a node agent seen recently."""
-    since = timezone.now() - timedelta(seconds=ALIVE_SECONDS)
+    since = clock.now() - timedelta(seconds=ALIVE_SECONDS)
     queue = queue_for(hostname)
     return any(
         queue in (queues or [])
@@ -192,6 +191,6 @@ def agent_alive(hostname: str) -> bool:
 
 def _close(request: NodeRequest, message: str) -> None:
     NodeRequest.objects.filter(pk=request.pk, answered_at__isnull=True).update(
-        answered_at=timezone.now(), error=message
+        answered_at=clock.now(), error=message
     )
     request.refresh_from_db()

@@ -18,7 +18,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -356,7 +356,16 @@ def clock_offset(probes: int = CLOCK_PROBES) -> dict[str, Any] | None:
 # round trips per run are a large part of a short run's cost. The document records the
 # reused measurement's age (``meta.clock.age_s``).
 CLOCK_MAX_AGE_S = 60.0
-_clock_cache: dict[tuple[str, int], tuple[float, dict[str, Any]]] = {}
+_clock_cache: dict[tuple[str, int], tuple[float, dict[str, Any], float]] = {}
+# A step of this node's wall clock (against its monotonic clock) larger than this since the
+# last measurement makes the next one measure again, whatever its age.
+CLOCK_STEP_S = 0.5
+
+
+def _wall_minus_monotonic() -> float:
+    return time.time() - time.monotonic()
+
+
 _clock_lock = threading.Lock()
 
 
@@ -369,20 +378,26 @@ def _database_identity() -> str:
 
 def recent_clock_offset(max_age_s: float | None = None) -> dict[str, Any] | None:
     """``clock_offset()``, measured again only when this process's last measurement against
-    the same database server is older than ``max_age_s`` (default CLOCK_MAX_AGE_S); the
-    result carries ``age_s``, the seconds since it was measured (0 when just measured)."""
+    the same database server is older than ``max_age_s`` (default CLOCK_MAX_AGE_S) or this
+    node's wall clock stepped since (by more than CLOCK_STEP_S against its monotonic clock:
+    a ``date -s``, an NTP step); the result carries ``age_s``, the seconds since it was
+    measured (0 when just measured)."""
     max_age = CLOCK_MAX_AGE_S if max_age_s is None else max_age_s
     key = (_database_identity(), os.getpid())
     now = time.monotonic()
     with _clock_lock:
         cached = _clock_cache.get(key)
-    if cached is not None and now - cached[0] <= max_age:
+    if (
+        cached is not None
+        and now - cached[0] <= max_age
+        and abs(_wall_minus_monotonic() - cached[2]) <= CLOCK_STEP_S
+    ):
         return {**cached[1], "age_s": round(now - cached[0], 3)}
     clock = clock_offset()
     if clock is None:
         return None
     with _clock_lock:
-        _clock_cache[key] = (time.monotonic(), clock)
+        _clock_cache[key] = (time.monotonic(), clock, _wall_minus_monotonic())
     return {**clock, "age_s": 0.0}
 
 
@@ -574,6 +589,13 @@ def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[s
             )
             if tool["t"]:
                 doc["tool"] = tool
+        # The first reading's time on this node's wall clock as it reads now (the sampler
+        # took it from the wall clock then): a step of that clock during the run is then
+        # undone with the rest of its error by the offset measured as the document is
+        # stored (``with_clock``), which is a reading of the clock as it is now.
+        doc["started_at"] = (
+            datetime.now(UTC) - timedelta(seconds=time.monotonic() - sampler.t0)
+        ).isoformat()
         return doc
     except Exception:
         log.exception("run %s: its telemetry could not be read", run.pk)

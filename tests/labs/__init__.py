@@ -23,6 +23,8 @@ __all__ = [
     "LONG_FIO",
     "ROOT",
     "Stack",
+    "blocked_on",
+    "tool_starts",
     "cancel",
     "finished",
     "launch",
@@ -151,3 +153,26 @@ def runs(stack: Stack, matrix: int | str | None = None) -> list[dict]:
 def finished(stack: Stack, matrix: int | str | None = None) -> bool:
     """Whether every run (of ``matrix``) has ended."""
     return all(run["status"] in DONE for run in runs(stack, matrix))
+
+
+def blocked_on(stack: Stack, table: str) -> bool:
+    """Whether a session of the stack's (PostgreSQL) database waits for a lock in a statement
+    on ``table``: a worker's store blocked by a lock the test holds."""
+    rows = stack.sql(
+        "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock'"
+    )
+    return any(table in query for (query,) in rows)
+
+
+def tool_starts(stack: Stack, workers: list[str], run: int) -> dict[int, int]:
+    """How many times the tool of each attempt of ``run`` started, by the named workers' logs
+    (the executor logs ``run N attempt A: started output.log``)."""
+    counts: dict[int, int] = {}
+    marker = f"run {run} attempt "
+    for name in workers:
+        for line in stack.worker_log(name).splitlines():
+            if marker in line and ": started output.log" in line:
+                attempt = int(line.split(marker, 1)[1].split(":", 1)[0])
+                counts[attempt] = counts.get(attempt, 0) + 1
+    return counts

@@ -13,12 +13,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from experiments.execution import dispatch as dispatching
 from experiments.execution import execute
 from experiments.matrices.expansion import cancel_runs
-from experiments.models import Run
+from experiments.models import NodeLease, Run
 from experiments.results import summaries
 from tests.helpers.execution import make_matrix, queue
 from tests.helpers.ior import need_ior
@@ -72,6 +73,73 @@ def test_stale_and_duplicate_deliveries_do_nothing(alice, bench):
     assert execute.execute(run.pk, token, "w@test") == "stale"  # delivered twice
     assert Run.objects.get(pk=run.pk).attempts == 1
     assert execute.execute(987654, token, "w@test") == "stale"  # deleted run
+
+
+@pytest.mark.django_db
+def test_a_claim_whose_commit_went_unanswered_goes_on_in_one_attempt(alice, bench):
+    """The database went away as the claim committed (a PostgreSQL restart): the commit went
+    through, the worker saw an error, and Celery tried the task again with the same token. The
+    retry finds the run running this process's claim with nothing started, and goes on: one
+    attempt. A claim this process saw answered, whose attempt failed later (its tool may have
+    started), is not taken up again: the janitor requeues it."""
+    runs = make_matrix(alice, bench, tool="dd", params={"bs": "64k", "count": 4}, repetitions=2)
+    lost, later = runs.runs.order_by("pk")
+    token = queue(lost)
+    assert execute.claim(lost.pk, token, "w@test") is not None  # committed
+    execute._confirmed.pop((lost.pk, token))  # its answer "lost": the claim raised
+    assert execute.execute(lost.pk, token, "w@test") == "succeeded"
+    lost.refresh_from_db()
+    assert (lost.status, lost.attempts) == ("succeeded", 1)
+    assert lost.metrics.filter(primary=True).exists()
+    assert not NodeLease.objects.exists()
+
+    token = queue(later)
+    assert execute.claim(later.pk, token, "w@test") is not None  # answered
+    assert execute.execute(later.pk, token, "w@test") == "stale"
+    assert Run.objects.get(pk=later.pk).attempts == 1
+
+
+@pytest.mark.django_db
+def test_a_database_error_before_the_tool_started_is_taken_up_by_the_retry(
+    alice, bench, monkeypatch
+):
+    """The database goes away after the claim, before anything of the attempt started (here
+    as the run's directory is made): the task fails with the database's error and Celery's
+    retry takes the same attempt up again; its nodes were freed meanwhile and are held again.
+    Once the tool started, the same error leaves the run to the janitor (the tool may have
+    measured: it never runs twice in one attempt)."""
+    run_dir = execute._run_dir
+    calls = []
+
+    def unreachable_once(run, worker):
+        calls.append(run.pk)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return run_dir(run, worker)
+
+    monkeypatch.setattr(execute, "_run_dir", unreachable_once)
+    run = make_matrix(alice, bench, tool="dd", params={"bs": "64k", "count": 4}).runs.get()
+    token = queue(run)
+    with pytest.raises(OperationalError):
+        execute.execute(run.pk, token, "w@test")
+    assert not NodeLease.objects.exists()
+    assert execute.execute(run.pk, token, "w@test") == "succeeded"
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("succeeded", 1)
+
+    supervise = execute._supervise
+
+    def unreachable_after_the_tool(attempt, *args, **kwargs):
+        supervise(attempt, *args, **kwargs)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(execute, "_supervise", unreachable_after_the_tool)
+    again = make_matrix(alice, bench, tool="dd", params={"bs": "64k", "count": 4}).runs.get()
+    token = queue(again)
+    with pytest.raises(OperationalError):
+        execute.execute(again.pk, token, "w@test")
+    assert execute.execute(again.pk, token, "w@test") == "stale"
+    assert Run.objects.get(pk=again.pk).attempts == 1
 
 
 @pytest.mark.django_db
@@ -592,9 +660,9 @@ def test_a_run_deleted_before_its_raw_output_is_stored_leaves_no_telemetry(
 
     finish = execute._finish
 
-    def deleted_first(attempt, *args):
+    def deleted_first(attempt, *args, **kwargs):
         Run.objects.filter(pk=attempt.run.pk).delete()
-        return finish(attempt, *args)
+        return finish(attempt, *args, **kwargs)
 
     monkeypatch.setattr(execute, "_finish", deleted_first)
     matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
@@ -602,3 +670,37 @@ def test_a_run_deleted_before_its_raw_output_is_stored_leaves_no_telemetry(
     execute.execute(run.pk, queue(run), "w@test")
     assert not Run.objects.filter(pk=run.pk).exists()
     assert not RunTelemetry.objects.exists() and not NodeLease.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_starting_worker_removes_what_ended_attempts_left_and_keeps_the_rest(alice, bench):
+    """Directories an attempt left (its worker died before removing them): those of a run
+    that ended since or is gone are removed as a worker starts, with the attempt's own
+    directory in the benchmark directory; those of a run waiting for its next attempt
+    (which keeps their files in the run's history) or still running stay."""
+    ended, waiting, running = make_matrix(
+        alice, bench, tool="dd", params={"bs": "64k", "count": 4}, repetitions=3
+    ).runs.order_by("pk")
+    Run.objects.filter(pk=ended.pk).update(status=Run.Status.FAILED, attempts=2)
+    Run.objects.filter(pk=waiting.pk).update(status=Run.Status.QUEUED, attempts=1)
+    Run.objects.filter(pk=running.pk).update(status=Run.Status.RUNNING, attempts=1)
+    scratch = Path(execute.settings.RUN_DIR)
+    made = {}
+    for run, attempt in ((ended, 2), (waiting, 1), (running, 1), (uuid.uuid4(), 1)):
+        name = f"beeweb-run-{getattr(run, 'uuid', run)}-{attempt}"
+        for root in (scratch, Path(bench.benchmark_dir)):
+            (root / name).mkdir(parents=True)
+            (root / name / "output.log").write_text("what the tool said\n")
+        made[getattr(run, "pk", None)] = name
+    (scratch / "not-a-run").mkdir()
+
+    removed = execute.sweep_leftovers()
+    left = {p.name for p in scratch.iterdir()}
+    assert left == {made[waiting.pk], made[running.pk], "not-a-run"}
+    assert {p.name for p in Path(bench.benchmark_dir).iterdir()} == {
+        made[waiting.pk],
+        made[running.pk],
+        made[None],  # a run that is gone: its benchmark directory is not known
+    }
+    assert str(scratch / made[ended.pk]) in removed
+    assert str(Path(bench.benchmark_dir) / made[ended.pk]) in removed

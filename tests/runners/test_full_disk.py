@@ -147,3 +147,38 @@ def test_a_full_data_directory_fails_the_run_clearly_and_loses_nothing_stored(
     again = _run(alice, executing_bench, "dd", small)
     assert again.status == "succeeded", again.error
     assert list((small_fs / "runs").iterdir()) == []
+
+
+@pytest.mark.django_db
+def test_a_data_directory_that_fills_while_the_tool_writes_its_log(
+    alice, executing_bench, small_fs, settings
+):
+    """BEEWEB_RUN_DIR on the small file system with only a few KiB left: the run's scratch
+    directory is made, but its tool's console log and fio's JSON result cannot be written
+    whole. The run fails saying the data directory's file system is full and that its output
+    was cut short; what was written is stored as its raw output; its directories are removed,
+    its node freed; once space is freed the next run succeeds."""
+    settings.RUN_DIR = small_fs / "runs"
+    (small_fs / "runs").mkdir()
+    filler = _fill(small_fs)
+    with open(filler, "r+b") as fh:  # a few KiB free: the scratch directory and a little log
+        fh.truncate(os.path.getsize(filler) - 6 * 1024)
+    params = {"rw": "write", "size": "4m", "bs": "64k", "runtime": 3, "time_based": True}
+    run = _run(alice, executing_bench, "fio", params)
+    assert run.status == "failed", (run.status, run.error)
+    assert run.error.startswith("the data directory's file system is full"), run.error
+    assert str(small_fs / "runs") in run.error and " free of " in run.error, run.error
+    assert "cut short" in run.error, run.error
+    # What fio wrote to its console log before the space ran out is stored (its JSON result
+    # could not be written); no primary metric comes from it.
+    assert "Jobs: 1" in run.raw_output, run.raw_output
+    assert not run.metrics.filter(primary=True).exists()
+    assert not NodeLease.objects.exists()
+    assert list((small_fs / "runs").iterdir()) == []
+    assert not list(Path(executing_bench.benchmark_dir).iterdir())
+
+    filler.unlink()
+    again = _run(alice, executing_bench, "fio", params)
+    assert again.status == "succeeded", again.error
+    assert again.metrics.exists() and '"jobs"' in again.raw_output
+    assert list((small_fs / "runs").iterdir()) == [] and not NodeLease.objects.exists()

@@ -305,7 +305,7 @@ def test_a_run_slow_to_store_its_outcome_keeps_beating_and_its_nodes(
     finish = execute._finish
     taken: list[tuple[bool, str]] = []
 
-    def slow_finish(attempt, *outcome):
+    def slow_finish(attempt, *outcome, **how):
         # Slower than three stale windows (without the executor's loop), and the rival
         # tries as soon as a heartbeat written after them shows: the beats went on.
         began = timezone.now()
@@ -315,7 +315,7 @@ def test_a_run_slow_to_store_its_outcome_keeps_beating_and_its_nodes(
             assert time.monotonic() < deadline, "no heartbeat after three stale windows"
             time.sleep(0.02)
         taken.append(holding.try_acquire(rival, ["stor1"]))
-        finish(attempt, *outcome)
+        finish(attempt, *outcome, **how)
 
     monkeypatch.setattr(execute, "_finish", slow_finish)
     assert execute.execute(run.pk, queue(run), "w@test") == "succeeded"
