@@ -26,6 +26,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -253,6 +254,12 @@ class Soak:
         self.log_lines: list[str] = []
         self.clock = "clock" in config.kinds
         self.batches = 0
+        self.launched = 0  # runs launched (the launcher's count)
+        self.ended = 0  # runs ended (the main loop's last reading)
+        self.busy = True  # faults remain, are in force or have not recovered yet
+        self.stopping = False
+        self.died: list[str] = []  # processes that exited by themselves
+        self.down: set[str] = set()  # processes a fault killed, not started again yet
         self.unlaunched: list[int] = []  # matrices made whose launch was refused so far
         self.refusals: Counter = Counter()
 
@@ -414,6 +421,19 @@ class Soak:
 
     # --- the workload -----------------------------------------------------------------------
 
+    def launcher(self) -> None:
+        """The launching thread: keeps ``OPEN`` runs launched and not yet ended while faults
+        remain (and until ``config.runs`` were launched), launches again what was refused."""
+        while not self.stopping:
+            if self.unlaunched:
+                self.launched += self.launch_again()
+            elif (
+                self.busy or self.launched < self.config.runs
+            ) and self.launched - self.ended < OPEN:
+                self.launched += self.launch_batch()
+                continue
+            time.sleep(0.5)
+
     def launch_batch(self) -> int:
         """Make one matrix of 2 repetitions on each testbed (both users, every node), the
         tool alternating from batch to batch, and launch them with every matrix a launch
@@ -452,7 +472,8 @@ class Soak:
             if error:
                 self.refusals[_short(error)] += 1
         if refused:
-            self.say(f"launch of {len(refused)} matrices refused (tried again): {answers[-1][1]}")
+            first = next(error for _, error in answers if error)
+            self.say(f"launch of {len(refused)} matrices refused (tried again): {first}")
         done = len(self.unlaunched) - len(refused)
         self.unlaunched = refused
         return 2 * done
@@ -485,11 +506,13 @@ class Soak:
         elif kind == "redis":
             self.redis.stop(kill=True)
         elif kind == "worker":
+            self.down.add(f"{node}@{node}")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.workers[node].pid, signal.SIGKILL)
             self.workers[node].wait(timeout=30)
         elif kind == "beat":
             assert self.beat is not None
+            self.down.add("beat")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.beat.pid, signal.SIGKILL)
             self.beat.wait(timeout=30)
@@ -512,8 +535,10 @@ class Soak:
             self.redis.start()
         elif kind == "worker":
             self.start_worker(node)
+            self.down.discard(f"{node}@{node}")
         elif kind == "beat":
             self.start_beat()
+            self.down.discard("beat")
         elif kind == "link":
             self.link(node, "up")
         elif kind == "fill":
@@ -539,14 +564,16 @@ class Soak:
         pending = list(self.plan)
         active: list[tuple[plans.Fault, float]] = []  # (fault, repair at)
         recovering: list[tuple[plans.Fault, dict]] = []  # (fault, baseline)
-        launched = 0
         last: dict = {"*": (0, 0)}
+        self.busy = True
+        launcher = threading.Thread(target=self.launcher, name="soak-launcher", daemon=True)
+        launcher.start()
         deadline = start + self.config.guard
         while time.monotonic() < deadline:
             seen = self.progress()
             if seen is not None:
                 last = seen
-            ended = last["*"][0]
+            ended = self.ended = last["*"][0]
             for fault, due in list(active):
                 if time.monotonic() >= due:
                     self.repair(fault)
@@ -578,29 +605,54 @@ class Soak:
                     fault.note = f"injection failed: {exc}"
                     self.say(fault.note)
                 active.append((fault, time.monotonic() + fault.hold))
-            busy = bool(pending or active or recovering)
-            if self.unlaunched:
-                launched += self.launch_again()
-            elif (busy or launched < self.config.runs) and launched - ended < OPEN:
-                launched += self.launch_batch()
-                continue
+            self.busy = bool(pending or active or recovering)
+            launched = self.launched
+            if self.crashed():
+                break
             if (
-                not busy
+                not self.busy
                 and not self.unlaunched
                 and launched >= self.config.runs
                 and seen is not None
+                and ended >= launched
+                and self.all_final()
             ):
-                if ended >= launched and self.all_final():
-                    break
+                break
             time.sleep(0.5)
+        self.stopping = True
+        launcher.join(timeout=600)
+        launched = self.launched
+        # A batch the launcher sent as the loop ended: its runs end too.
+        if not self.died:
+            wait_for(self.all_final, max(0.0, deadline - time.monotonic()) + 60, interval=1)
         for fault, _ in active:  # the hang guard: put things back before checking
             self.repair(fault)
         for fault, _ in recovering:
             fault.note = fault.note or "did not recover before the hang guard"
         self.say("every run ended" if self.all_final() else "HANG GUARD: runs still open")
         outcome = self.check(launched)
+        for line in self.died:
+            log = self.tmp / (f"worker-{line.split()[0].replace('@', '-')}.log")
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            outcome.failures.insert(0, f"{line}; its log ends:\n{tail}")
         outcome.wall = time.monotonic() - start
         return outcome
+
+    def crashed(self) -> list[str]:
+        """Processes of the installation that exited by themselves (not killed by a fault):
+        a worker or beat that dies of a fault is a finding; the soak stops at once."""
+        found = []
+        named = {f"{n}@{n}": p for n, p in self.workers.items()}
+        named["beat"] = self.beat
+        named["default@soak"] = self.default
+        for name, proc in named.items():
+            if proc is not None and name not in self.down and proc.poll() is not None:
+                found.append(f"{name} exited by itself with {proc.returncode}")
+        if found and not self.died:
+            self.died = found
+            for line in found:
+                self.say(line)
+        return found
 
     def total_runs(self) -> int | None:
         assert self.stack is not None
