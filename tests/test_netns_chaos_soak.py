@@ -32,9 +32,11 @@ pytestmark = [
     pytest.mark.skipif(bool(unavailable()), reason=f"the soak's own servers: {unavailable()}"),
 ]
 
-# The short soak's fault kinds until the fixes of its known faults are merged: set
-# SOAK_KINDS=all to include them all.
-SHORT_KINDS = "all"
+# The short soak's fault kinds (SOAK_KINDS overrides them). Clock steps are left out: under
+# libfaketime 0.9.10 with FAKETIME_DONT_FAKE_MONOTONIC=1 (a step moves the wall clock only, as
+# on a real node) every time.sleep of Python raises EINVAL, so a worker under it dies of the
+# harness, not of a fault; `SOAK_KINDS=all make soak` runs them.
+SHORT_KINDS = "-clock"
 
 
 def test_short_chaos_soak_loses_nothing(netns_available, tmp_path):

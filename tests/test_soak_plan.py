@@ -35,6 +35,8 @@ def test_faults_hit_nodes_where_they_should_and_pairs_come_within_a_minute():
         before = faults[fault.index - 1]
         assert fault.after == before.after
         assert not (fault.node and fault.node == before.node)
+        assert not before.with_previous, "two at a time at most"
+        assert (fault.kind, fault.node) != (before.kind, before.node)
     points = [f.after for f in faults]
     assert points == sorted(points) and points[0] >= 1 and points[-1] <= 300 * 85 // 100
 

@@ -108,20 +108,27 @@ def plan(
         else:  # clock
             detail["step_s"] = rng.choice((-1, 1)) * rng.randint(30, 600)
             hold = rng.uniform(2.0, 3.0 * stale)
-        # Every fourth fault or so comes while the one before is still in force.
-        with_previous = bool(out) and rng.random() < 0.25
-        if with_previous and (out[-1].node == node and node):
-            with_previous = False  # two faults of one node at once: keep them apart
+        # Every fourth fault or so comes while the one before is still in force: two at a
+        # time at most, never two of one kind on one target nor two on one node.
+        with_previous = bool(out) and _pairs(out[-1], kind, node) and rng.random() < 0.25
         out.append(
             Fault(index, kind, node, after, round(hold, 2), with_previous, detail)  # type: ignore[arg-type]
         )
     if len(out) >= 2 and not any(f.with_previous for f in out):
-        # At least one pair within a minute: the second fault on another node or global.
+        # At least one pair within a minute.
         for fault in out[1:]:
-            if not (fault.node and fault.node == out[fault.index - 1].node):
+            if _pairs(out[fault.index - 1], fault.kind, fault.node):
                 fault.with_previous = True
                 break
     for fault in out:
         if fault.with_previous:
             fault.after = out[fault.index - 1].after
     return out
+
+
+def _pairs(before: Fault, kind: str, node: str) -> bool:
+    """Whether a fault of ``kind`` on ``node`` may come while ``before`` is in force: not a
+    third at once, not the same kind on the same target, not a second fault of one node."""
+    if before.with_previous or (before.kind == kind and before.node == node):
+        return False
+    return not (node and node == before.node)
