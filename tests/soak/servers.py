@@ -126,7 +126,9 @@ class Postgres:
         )  # fmt: skip
 
     def restart(self, mode: str = "fast", down_seconds: float = 0.0) -> None:
-        self.stop(mode)
+        """Stop (when running) and start again."""
+        if (self.data / "postmaster.pid").exists():
+            self.stop(mode)
         time.sleep(down_seconds)
         self._ctl_start()
         self.restarts += 1
