@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install install-dev lint check migrate demo clean bench
+.PHONY: run test install install-dev lint check migrate demo clean bench soak
 
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
@@ -46,6 +46,11 @@ bench: install
 	$(PY) bench/queries.py
 	$(PY) bench/memory.py
 	$(PY) bench/dispatch.py
+
+## The long chaos soak (tests/soak; root, the network-namespace lab, its own PostgreSQL and
+## Redis): SOAK_RUNS (300), SOAK_FAULTS (140), SOAK_PER_KIND (20), SOAK_KINDS (all), SOAK_SEED.
+soak: install
+	$(PY) -m tests.soak
 
 lint: install
 	$(PY) -m ruff check .

@@ -1,5 +1,6 @@
-"""The embedded default's broker: kombu's filesystem transport, taking messages in the order
-they were sent.
+"""The brokers' transports: the embedded default's (kombu's filesystem transport, taking
+messages in the order they were sent) and Redis's (kombu's, whose channel survives being closed
+after its connection, ``RedisTransport``).
 
 kombu names each message file ``<monotonic milliseconds>_<uuid4>.<queue>.msg`` and a consumer
 takes the first name in sorted order: messages sent within one millisecond (a launch sends a
@@ -21,7 +22,7 @@ import time
 import uuid
 
 from kombu.exceptions import ChannelError
-from kombu.transport import filesystem
+from kombu.transport import filesystem, redis
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
 
@@ -62,3 +63,52 @@ class Channel(filesystem.Channel):
 
 class Transport(filesystem.Transport):
     Channel = Channel
+
+
+# --- Redis --------------------------------------------------------------------------------
+
+
+class _Detached:
+    """A transport whose connection was closed, seen by one of its channels: the transport's
+    attributes, with the connection (``client``) the channel was opened by."""
+
+    def __init__(self, transport, client):
+        self._transport = transport
+        self.client = client
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
+
+
+class RedisChannel(redis.Channel):
+    """kombu's Redis channel, which remembers the connection it was opened by.
+
+    When a worker loses the broker (Redis restarted), Celery collects the lost connection
+    (``Connection.collect``: the transport forgets its connection) and then closes it, which
+    closes its channel, which gives back the messages the worker took and had not acknowledged
+    (``QoS.restore_unacked``, acks_late). kombu works out where Redis is from the transport's
+    connection, gone by then: the close raised ``AttributeError: 'NoneType' object has no
+    attribute 'hostname'``, which is no connection error, and the worker died ("Unrecoverable
+    error"; the chaos soak, tests/soak, found it). Here the channel uses the connection it was
+    opened by: the messages are given back when Redis answers, and when it does not, the
+    close fails with Redis's connection error, which kombu ignores as it closes a lost
+    connection (the janitor sends those runs again, ``RUN_REDISPATCH_SECONDS``)."""
+
+    def __init__(self, connection, *args, **kwargs):
+        self._opened_by = connection.client
+        super().__init__(connection, *args, **kwargs)
+
+    def _connparams(self, asynchronous=False):
+        if self.connection.client is not None or self._opened_by is None:
+            return super()._connparams(asynchronous)
+        transport, self.connection = self.connection, _Detached(self.connection, self._opened_by)
+        try:
+            return super()._connparams(asynchronous)
+        finally:
+            self.connection = transport
+
+
+class RedisTransport(redis.Transport):
+    """kombu's Redis transport with ``RedisChannel``."""
+
+    Channel = RedisChannel

@@ -47,13 +47,30 @@ def record_heartbeat(worker, started: bool = False) -> None:
 
 
 class Heartbeat(bootsteps.StartStopStep):
+    """Records the worker as it starts and every HEARTBEAT_SECONDS after. A failure is logged
+    and the next beat tries again (as the worker's start, until one is recorded): a worker
+    that started while the database was out of reach (restarting, or its node cut off) died
+    of it, an "Unrecoverable error" (the chaos soak, tests/soak, found it)."""
+
     requires = {"celery.worker.components:Timer"}
 
     def start(self, worker):
-        record_heartbeat(worker, started=True)
+        self.recorded = False
+        self.beat(worker)
         self.timer = worker.timer.call_repeatedly(
-            HEARTBEAT_SECONDS, record_heartbeat, (worker,), priority=10
+            HEARTBEAT_SECONDS, self.beat, (worker,), priority=10
         )
+
+    def beat(self, worker) -> None:
+        from django.db import DatabaseError, close_old_connections
+
+        try:
+            record_heartbeat(worker, started=not self.recorded)
+        except DatabaseError as exc:
+            log.warning("worker %s could not record its heartbeat: %s", worker.hostname, exc)
+            close_old_connections()
+        else:
+            self.recorded = True
 
     def stop(self, worker):
         if getattr(self, "timer", None):

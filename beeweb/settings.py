@@ -409,6 +409,10 @@ if CELERY_BROKER_URL:
             f"got {CELERY_BROKER_URL!r}"
         )
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+    if urlparse(CELERY_BROKER_URL).scheme == "redis":
+        # kombu's Redis transport, whose channels survive being closed after their
+        # connection (a worker that lost Redis died of it: beeweb/broker.py).
+        CELERY_BROKER_TRANSPORT = "beeweb.broker:RedisTransport"
 else:
     # Embedded default: kombu's filesystem transport needs no server; web and worker share
     # a folder of message files.

@@ -84,6 +84,35 @@ def launch(specs: list[list[str]]) -> list[int]:
     return [matrix.pk for matrix in made]
 
 
+def make(specs: list[list[str]]) -> list[int]:
+    """Each ``[username, matrix YAML]`` made that user's matrix, not launched; their primary
+    keys (``launch_again`` launches them)."""
+    from django.contrib.auth import get_user_model
+
+    from experiments.matrices.files import from_data, parse_yaml
+
+    users = get_user_model().objects
+    return [from_data(parse_yaml(text), users.get(username=who)).pk for who, text in specs]
+
+
+def launch_again(matrices: list[int]) -> list[list]:
+    """Launch each matrix as the Launch button does, again if it was launched before (a
+    launch the broker refused leaves its runs planned; a second launch queues them):
+    ``[pk, ""]`` when it launched, ``[pk, error]`` when it was refused."""
+    from experiments.matrices import expansion
+    from experiments.models import Matrix
+
+    out: list[list] = []
+    for pk in matrices:
+        try:
+            expansion.launch(Matrix.objects.get(pk=pk))
+        except Exception as exc:  # the soak records why, and tries again later
+            out.append([pk, f"{type(exc).__name__}: {exc}"])
+        else:
+            out.append([pk, ""])
+    return out
+
+
 def cancel(matrix: int | None = None) -> dict:
     """Cancel the runs of ``matrix`` (every run when None) as the Cancel button does; the
     counts cancel_runs returns."""
@@ -160,6 +189,14 @@ def metrics(run: int) -> list[dict]:
     )
 
 
+def summary_differences() -> list[str]:
+    """How the stored configuration summaries differ from a rebuild from the runs
+    (``experiments.results.summaries.differences``): empty when they match."""
+    from experiments.results import summaries
+
+    return summaries.differences()
+
+
 FUNCTIONS = {
     f.__name__: f
     for f in (
@@ -173,5 +210,8 @@ FUNCTIONS = {
         metrics,
         post,
         matrix,
+        summary_differences,
+        make,
+        launch_again,
     )
 }

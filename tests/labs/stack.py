@@ -67,9 +67,16 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.3) -> bool:
 
 class Stack:
     """``embedded=True`` ignores DATABASE_URL and CELERY_BROKER_URL: the SQLite file and the
-    filesystem broker of a newcomer's machine."""
+    filesystem broker of a newcomer's machine. ``database_url`` and ``broker_url`` name
+    other servers than those two variables do (the chaos soak's own, which it restarts)."""
 
-    def __init__(self, tmp_path: Path, embedded: bool = False):
+    def __init__(
+        self,
+        tmp_path: Path,
+        embedded: bool = False,
+        database_url: str | None = None,
+        broker_url: str | None = None,
+    ):
         self.tmp = tmp_path
         self.env = {
             k: v
@@ -80,7 +87,7 @@ class Stack:
         self.env["BEEWEB_RUN_PROGRESS_SECONDS"] = "0.5"
         self.env["PYTHONUNBUFFERED"] = "1"
         self.database = None
-        db_url = "" if embedded else os.environ.get("DATABASE_URL", "")
+        db_url = "" if embedded else database_url or os.environ.get("DATABASE_URL", "")
         if db_url.startswith(("postgres://", "postgresql://")):
             self.database = f"beeweb_e2e_{uuid.uuid4().hex[:10]}"
             self._admin_sql(db_url, f'CREATE DATABASE "{self.database}"')
@@ -90,7 +97,7 @@ class Stack:
             )
         self.claim = f"beeweb-e2e-claim:{uuid.uuid4().hex}"
         self.claimed = ""  # the Redis database this stack claimed (tests may point elsewhere)
-        broker = "" if embedded else os.environ.get("CELERY_BROKER_URL", "")
+        broker = "" if embedded else broker_url or os.environ.get("CELERY_BROKER_URL", "")
         if broker.startswith("redis://"):
             parsed = urlparse(broker)
             number = self._claim_redis(broker)
