@@ -7,13 +7,13 @@ changed; once it is acknowledged, later firings and sweeps alert it no more."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import time
 
 import pytest
 
+from tests.helpers.changes import READ_MATRIX, change_points
 from tests.helpers.receivers import SmtpReceiver, WebhookReceiver
 from tests.labs import wait_for
 
@@ -23,20 +23,6 @@ pytestmark = [
 ]
 HOST = socket.gethostname()
 EVERY_S = 10
-
-# Sequential 4 KiB buffered reads (fio drops the file's cached pages first): with read-ahead
-# the disk sees large requests, without it one per 4 KiB (tests/test_change_points_e2e.py).
-MATRIX = """\
-name: nightly read
-tool: fio
-testbeds: [localhost]
-tuning_sets: [nightly]
-apply_tuning: true
-repetitions: 4
-drop_caches: false
-timeout_s: 300
-params: {rw: read, bs: 4k, size: 32m, direct: false}
-"""
 
 
 def finished_firings(stack) -> list[tuple]:
@@ -76,15 +62,6 @@ def fire(stack, matrix: str, firings: int, logs) -> None:
     ), logs()
 
 
-def change_points(stack) -> list[dict]:
-    return json.loads(
-        stack.shell(
-            "import json; from experiments.models import ChangePoint\n"
-            "print(json.dumps([c.as_api() for c in ChangePoint.objects.order_by('at')]))"
-        )
-    )
-
-
 def change_alerts(hook: WebhookReceiver, smtp: SmtpReceiver) -> tuple[list, list]:
     hooks = [r for r in hook.received if r.json.get("kind") == "change_point"]
     mails = [m for m in smtp.messages if str(m["X-Beeweb-Alert"]).startswith("change:")]
@@ -112,7 +89,7 @@ def test_a_tuning_edit_between_scheduled_firings_is_alerted_once(localhost_stack
             "TuningSet.objects.create(owner=owner, name='nightly')"
             ".replace_params([('os', 'read_ahead_kb', '4096')])"
         )
-        matrix = stack.call("matrix", "admin", MATRIX)
+        matrix = stack.call("matrix", "admin", READ_MATRIX)
         status, body, _ = stack.call(
             "post",
             "admin",

@@ -12,6 +12,7 @@ import socket
 
 import pytest
 
+from tests.helpers.changes import READ_MATRIX, change_points
 from tests.labs import Stack
 
 pytestmark = [
@@ -21,29 +22,7 @@ pytestmark = [
 HOST = socket.gethostname()
 QUEUE = f"node.{HOST}"
 
-# Sequential 4 KiB buffered reads (fio drops the file's cached pages before reading:
-# invalidate=1): with read-ahead the disk sees large requests, without it one per 4 KiB.
-MATRIX = """\
-name: nightly read
-tool: fio
-testbeds: [localhost]
-tuning_sets: [nightly]
-apply_tuning: true
-repetitions: 4
-drop_caches: false
-timeout_s: 300
-params: {rw: read, bs: 4k, size: 32m, direct: false}
-"""
 LAUNCHES = 4  # two before the edit, two after: 8 runs either side
-
-
-def change_points(stack: Stack) -> list[dict]:
-    return json.loads(
-        stack.shell(
-            "import json; from experiments.models import ChangePoint\n"
-            "print(json.dumps([c.as_api() for c in ChangePoint.objects.order_by('at')]))"
-        )
-    )
 
 
 def run_uuids(stack: Stack) -> list[tuple[str, float]]:
@@ -73,7 +52,7 @@ def test_a_tuning_edit_halfway_is_found_and_named(localhost_stack, read_ahead, t
     )
     stack.worker(QUEUE, f"node@{HOST}", env={"BEEWEB_NODE_TUNING": "os.read_ahead_kb"})
     matrix = tmp_path / "nightly.yaml"
-    matrix.write_text(MATRIX)
+    matrix.write_text(READ_MATRIX)
     for launch in range(LAUNCHES):
         if launch == LAUNCHES // 2:
             stack.shell(

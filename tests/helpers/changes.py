@@ -1,8 +1,9 @@
 """Stored run histories for the change-point tests (tests/changes, the API, hostile and
-browser tests)."""
+browser tests), and what the end-to-end tests with real fio runs share."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import numpy as np
@@ -58,3 +59,27 @@ def make_history(testbed, owner, values, configs, *, tuning_set=None, matrix=Non
 def noisy(seed: int, *parts: tuple[float, int], cv: float = 0.03) -> list[float]:
     rng = np.random.default_rng(seed)
     return [float(v) for mean, n in parts for v in rng.normal(mean, mean * cv, n)]
+
+
+# Sequential 4 KiB buffered reads (fio drops the file's cached pages before reading:
+# invalidate=1): with read-ahead the disk sees large requests, without it one per 4 KiB.
+READ_MATRIX = """\
+name: nightly read
+tool: fio
+testbeds: [localhost]
+tuning_sets: [nightly]
+apply_tuning: true
+repetitions: 4
+drop_caches: false
+timeout_s: 300
+params: {rw: read, bs: 4k, size: 32m, direct: false}
+"""
+
+
+def change_points(stack) -> list[dict]:
+    return json.loads(
+        stack.shell(
+            "import json; from experiments.models import ChangePoint\n"
+            "print(json.dumps([c.as_api() for c in ChangePoint.objects.order_by('at')]))"
+        )
+    )
