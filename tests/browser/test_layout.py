@@ -35,6 +35,7 @@ NAV = [
     "Compare",
     "Reports",
     "Alerts",
+    "Changes",
 ]
 
 # A function, not an expression: the Content-Security-Policy refuses eval().
@@ -137,6 +138,7 @@ def site(live_server, django_user_model):
         "/reports/",
         "/alerts/",
         "/alerts/subscriptions/",
+        "/changes/",
         "/api/token/",
         "/runs/import/",
         "/matrices/new/",
