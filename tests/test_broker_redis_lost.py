@@ -16,7 +16,7 @@ import redis as redis_client
 from django.conf import settings
 from kombu import Connection, Consumer, Producer, Queue
 
-from tests.soak.servers import Redis
+from tests.labs.servers import Redis
 
 pytestmark = pytest.mark.skipif(
     shutil.which("redis-server") is None, reason="redis-server is not installed"

@@ -18,8 +18,8 @@ import shutil
 
 import pytest
 
+from tests.labs.servers import unavailable
 from tests.soak.harness import Config, Soak, clock_unavailable, parse_kinds
-from tests.soak.servers import unavailable
 
 pytestmark = [
     pytest.mark.slow,

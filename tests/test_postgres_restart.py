@@ -1,5 +1,5 @@
 """PostgreSQL restarts while a node worker claims, heartbeats and stores runs (issue 28): a
-stack on a throw-away PostgreSQL server of the test's own (tests/labs/postgres.py; the
+stack on a throw-away PostgreSQL server of the test's own (tests/labs/servers.py; the
 machine's shared server is never touched), a real node worker, a janitor worker and beat,
 a matrix of short real dd runs and time-based fio runs; the server is restarted twice
 mid-matrix, once with a fast shutdown (sessions terminated) and once with an immediate one
@@ -18,13 +18,12 @@ import time
 
 import pytest
 
-from tests.labs import ROOT, Stack, wait_for, wait_for_workers
-from tests.labs import postgres as pg
+from tests.labs import ROOT, Stack, servers, wait_for, wait_for_workers
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed"),
-    pytest.mark.skipif(not pg.available()[0], reason=pg.available()[1]),
+    pytest.mark.skipif(bool(servers.postgres_unavailable()), reason=servers.postgres_unavailable()),
 ]
 HOST = socket.gethostname()
 QUEUE = f"node.{HOST}"
@@ -68,7 +67,7 @@ def _launch(stack: Stack, tmp_path, text: str, name: str) -> None:
 
 @pytest.fixture
 def pg_stack(tmp_path, monkeypatch):
-    with pg.ThrowawayPostgres() as server:
+    with servers.Postgres() as server:
         monkeypatch.setenv("DATABASE_URL", server.url)
         stack = Stack(tmp_path)
         try:

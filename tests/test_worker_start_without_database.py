@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.labs import Stack, wait_for
-from tests.soak.servers import Postgres, unavailable
+from tests.labs.servers import Postgres, unavailable
 
 pytestmark = [
     pytest.mark.slow,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 
 def main() -> int:
+    from tests.labs.servers import unavailable
     from tests.soak.harness import Config, Soak, clock_unavailable
-    from tests.soak.servers import unavailable
 
     reason = unavailable()
     if reason:

@@ -36,8 +36,8 @@ from pathlib import Path
 
 from tests.labs import ROOT, Stack, runs, wait_for, wait_for_workers, worker_argv
 from tests.labs.netns import NetnsLab
+from tests.labs.servers import Postgres, Redis
 from tests.soak import faults as plans
-from tests.soak.servers import Postgres, Redis
 
 FINAL = ("succeeded", "failed", "cancelled")
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")

@@ -1,5 +1,6 @@
-"""Throw-away PostgreSQL and Redis servers for the chaos soak, which restarts them: never the
-machine's shared servers. PostgreSQL is a fresh cluster (``initdb``, trust authentication on
+"""Throw-away PostgreSQL and Redis servers for the tests that restart them (the chaos soak,
+tests/test_postgres_restart.py, tests/test_broker_redis_lost.py): never the machine's shared
+servers. PostgreSQL is a fresh cluster (``initdb``, trust authentication on
 loopback) run by the ``postgres`` user with ``pg_ctl`` from /usr/lib/postgresql/<version>/bin,
 in a temporary directory, on a free port; Redis is a ``redis-server`` without persistence on a
 free port (a restart loses every message, as a broker crash does)."""
@@ -32,10 +33,10 @@ def pg_bin() -> Path | None:
     return Path(found[-1]).parent if found else None
 
 
-def unavailable() -> str:
-    """Why this machine cannot run the soak's own servers ('' when it can)."""
+def postgres_unavailable() -> str:
+    """Why this machine cannot run a PostgreSQL server of a test's own ('' when it can)."""
     if os.geteuid() != 0:
-        return "the soak's own PostgreSQL runs as the postgres user: run as root"
+        return "a PostgreSQL server of a test's own runs as the postgres user: run as root"
     if pg_bin() is None:
         return "no /usr/lib/postgresql/*/bin/pg_ctl (install postgresql)"
     if shutil.which("runuser") is None:
@@ -46,6 +47,13 @@ def unavailable() -> str:
         pwd.getpwnam("postgres")
     except KeyError:
         return "no postgres user"
+    return ""
+
+
+def unavailable() -> str:
+    """Why this machine cannot run the soak's own servers ('' when it can)."""
+    if why := postgres_unavailable():
+        return why
     if shutil.which("redis-server") is None:
         return "redis-server is missing (install redis-server)"
     return ""
@@ -125,18 +133,27 @@ class Postgres:
             "stop",
         )  # fmt: skip
 
-    def restart(self, mode: str = "fast", down_seconds: float = 0.0) -> None:
-        """Stop (when running) and start again."""
+    def restart(self, mode: str = "fast", down_seconds: float = 0.0) -> float:
+        """Stop (when running), stay down ``down_seconds`` and start again; how long it was
+        unreachable."""
+        began = time.monotonic()
         if (self.data / "postmaster.pid").exists():
             self.stop(mode)
         time.sleep(down_seconds)
         self._ctl_start()
         self.restarts += 1
+        return time.monotonic() - began
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.stop("immediate")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Postgres:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class Redis:
