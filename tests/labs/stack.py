@@ -233,28 +233,23 @@ class Stack:
         self, queue: str, name: str, env: dict | None = None, prefix: list[str] | None = None
     ) -> subprocess.Popen:
         """A real Celery worker (solo pool, as on benchmark nodes) in its own session."""
-        log = open(self._log(name), "ab")
-        proc = subprocess.Popen(
-            [*(prefix or []), *worker_argv(queue, name)],
-            cwd=ROOT,
-            env={**self.env, **(env or {})},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.procs.append(proc)
-        return proc
+        return self._spawn([*(prefix or []), *worker_argv(queue, name)], name, env)
 
     def beat(self, env: dict | None = None) -> subprocess.Popen:
         """Celery beat as `make run` starts it (django-celery-beat's database scheduler: the
         janitor, the schedules' check and every scheduled matrix); its log is
         ``worker_log("beat")``."""
-        log = open(self._log("beat"), "ab")
+        argv = [sys.executable, "-m", "celery", "-A", "beeweb", "beat", "--loglevel=INFO"]
+        return self._spawn(argv, "beat", env)
+
+    def _spawn(self, argv: list[str], name: str, env: dict | None) -> subprocess.Popen:
+        """``argv`` in its own session with the stack's environment, logging to
+        ``worker_log(name)``; stopped by ``close``."""
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "beeweb", "beat", "--loglevel=INFO"],
+            argv,
             cwd=ROOT,
             env={**self.env, **(env or {})},
-            stdout=log,
+            stdout=open(self._log(name), "ab"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
