@@ -3,7 +3,11 @@ metrics and 10 parameters each, over 10 testbeds on three architectures, 10 tuni
 99 fio matrices of 1,000 runs each (1% of the runs apiece) plus 1,000 imported IOR runs
 spread over every testbed (another 1%).
 
-    .venv/bin/python bench/generate.py [--runs 100000] [--reset]
+    .venv/bin/python bench/generate.py [--runs 100000] [--matrices N] [--reset]
+
+With ``--matrices N`` (issue 30: ``--runs 1000000 --matrices 10000``) the matrix runs are
+spread over N matrices instead: the first holds 10,000 runs, the second 10, the others share
+the rest evenly (about 99 each at a million runs).
 
 Rows go in with PostgreSQL's COPY (runs and metrics, each run with its configuration key), in
 one transaction, then the configuration summaries are built from them
@@ -15,6 +19,7 @@ touched (bench/common.py).
 from __future__ import annotations
 
 import argparse
+import bisect
 import hashlib
 import json
 import random
@@ -50,6 +55,12 @@ def copy_rows(cursor, table: str, columns: list[str], rows) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument(
+        "--matrices",
+        type=int,
+        default=None,
+        help="spread the matrix runs over this many matrices (one of 10,000 runs, one of 10)",
+    )
     parser.add_argument("--reset", action="store_true", help="delete the bench data first")
     args = parser.parse_args()
     common.ensure_database()
@@ -151,12 +162,27 @@ def main() -> None:
                 ]
             )
             tunings.append(ts)
-        n_matrices = max(1, (args.runs - MATRIX_RUNS) // MATRIX_RUNS)
-        matrices = []
-        for m in range(n_matrices):
-            matrix = Matrix.objects.create(
+        in_matrices = max(MATRIX_RUNS, args.runs - MATRIX_RUNS)
+        if args.matrices:
+            n_matrices = max(3, args.matrices)
+            big, small = min(10_000, in_matrices // 4), 10
+            rest = in_matrices - big - small
+            sizes_ = [big, small] + [
+                rest // (n_matrices - 2) + (k < rest % (n_matrices - 2))
+                for k in range(n_matrices - 2)
+            ]
+        else:
+            n_matrices = max(1, (args.runs - MATRIX_RUNS) // MATRIX_RUNS)
+            sizes_ = [MATRIX_RUNS] * n_matrices
+        # starts[m]: the index of matrix m's first run; runs from sum(sizes_) on are imported.
+        starts = [0]
+        for size in sizes_:
+            starts.append(starts[-1] + size)
+        matrix_total = starts[-1]
+        matrices = Matrix.objects.bulk_create(
+            Matrix(
                 owner=user,
-                name=f"fio sweep {m:03d}",
+                name=f"fio sweep {m:05d}" if args.matrices else f"fio sweep {m:03d}",
                 tool="fio",
                 repetitions=5,
                 fixed_params={"size": "4g", "direct": 1, "ioengine": "libaio"},
@@ -167,9 +193,18 @@ def main() -> None:
                 ],
                 launched_at=timezone.now(),
             )
-            matrix.testbeds.add(testbeds[m % 10])
-            matrix.tuning_sets.add(tunings[(m // 10) % 10])
-            matrices.append(matrix)
+            for m in range(n_matrices)
+        )
+        Matrix.testbeds.through.objects.bulk_create(
+            Matrix.testbeds.through(matrix_id=matrix.pk, testbed_id=testbeds[m % 10].pk)
+            for m, matrix in enumerate(matrices)
+        )
+        Matrix.tuning_sets.through.objects.bulk_create(
+            Matrix.tuning_sets.through(
+                matrix_id=matrix.pk, tuningset_id=tunings[(m // 10) % 10].pk
+            )
+            for m, matrix in enumerate(matrices)
+        )
 
         run_fields = [f for f in Run._meta.concrete_fields if f.attname != "id"]
         template = Run(testbed=testbeds[0], tool="fio")
@@ -184,8 +219,8 @@ def main() -> None:
 
         def runs():
             for i in range(args.runs):
-                in_matrix = i < n_matrices * MATRIX_RUNS
-                m = i // MATRIX_RUNS
+                in_matrix = i < matrix_total
+                m = bisect.bisect_right(starts, i) - 1 if in_matrix else 0
                 threads = [1, 2, 4, 8, 16, 32, 64][i % 7]
                 bs = ["4k", "64k", "1m", "4m"][(i // 7) % 4]
                 rw = ["write", "read"][(i // 28) % 2]
@@ -226,11 +261,12 @@ def main() -> None:
                     "finished_at": created + timedelta(seconds=60),
                 }
                 if in_matrix:
-                    cell = f"{m}:{i % 56}"
+                    offset = i - starts[m]
+                    cell = f"{m}:{offset % 56}"
                     row.update(
                         matrix_id=matrices[m].pk,
                         cell_key=hashlib.sha1(cell.encode()).hexdigest()[:64],
-                        repetition=(i % MATRIX_RUNS) // 56 + 1,
+                        repetition=offset // 56 + 1,
                     )
                 yield [
                     json.dumps(row[f.attname]) if f.attname in json_fields else row[f.attname]

@@ -181,13 +181,22 @@ def test_a_tuning_edit_between_scheduled_firings_is_alerted_once(localhost_stack
             interval=1,
         ), stack.sql("SELECT config_key, metric, n FROM experiments_changescan")
         time.sleep(5)  # a delivery queued by that sweep would have arrived
-        (after,) = [c for c in change_points(stack) if c["metric"] == "read_bw"]
-        assert after["id"] == cp["id"] and after["state"] == "acknowledged"
+        # The acknowledged change is found again at its run, still acknowledged, and is not
+        # announced again. The firing after it may hold a change of its own (a busy machine
+        # reads slower for a while; that is a new change, at another run, with its own alert):
+        # the claim here is only that this one is not repeated.
+        points = [c for c in change_points(stack) if c["metric"] == "read_bw"]
+        (after,) = [c for c in points if c["id"] == cp["id"]]
+        assert after["state"] == "acknowledged", after
+        assert not [c for c in points if c["run"] == first_after and c["id"] != cp["id"]], points
+        others = {f"change:{c['id']}" for c in points if c["id"] != cp["id"]}
         hooks, mails = change_alerts(hook, smtp)
-        assert len([r for r in hooks if r.json["data"]["metric"] == "read_bw"]) == 1
-        assert [len(x) for x in change_alerts(hook, smtp)] == alerted, [
-            r.json["subject"] for r in hook.received
-        ]
+        key = f"change:{cp['id']}"
+        assert [r.json["key"] for r in hooks].count(key) == 1, [r.json["key"] for r in hooks]
+        assert [str(m["X-Beeweb-Alert"]) for m in mails].count(key) == 1
+        new_keys = {r.json["key"] for r in hooks[alerted[0] :]}
+        new_keys |= {str(m["X-Beeweb-Alert"]) for m in mails[alerted[1] :]}
+        assert new_keys <= others, (new_keys, points)
     print(
         f"\nchange point at run {cp['run']}: read_bw {cp['before']['mean'] / 1e6:.0f} → "
         f"{cp['after']['mean'] / 1e6:.0f} MB/s, p {cp['p_value']}; "
