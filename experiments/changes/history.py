@@ -12,8 +12,14 @@ from experiments.models import ChangePoint, ConfigSummary, Run
 
 # Runs one history chart draws at most (the newest): the page stays fast at any history.
 MAX_POINTS = 2000
-# Configurations a testbed's chart draws (those with the most runs).
+# Configurations a testbed's chart draws (those with the most runs), and the runs each of
+# them draws there (the newest): 8 x 300 points keep the page under 300 KB.
 MAX_CONFIGS = 8
+TESTBED_POINTS = 300
+# The testbed's newest runs whose configurations its chart chooses from: a bounded read of
+# the testbed's (testbed, created, id) index at any history, and the configurations a lab
+# is running now rather than ones it left years ago.
+RECENT_RUNS = 2000
 
 
 @dataclass
@@ -27,37 +33,64 @@ class Line:
     total: int = 0
 
 
-def line(config_key: str, metric: str, name: str = "") -> Line:
-    """One configuration's ``metric``: its newest ``MAX_POINTS`` runs and its change points."""
-    points = series(config_key, metric)
-    total = len(points)
+def line(config_key: str, metric: str, name: str = "", points: int = MAX_POINTS) -> Line:
+    """One configuration's ``metric``: its newest ``points`` runs and its change points."""
+    points_ = series(config_key, metric, newest=points)
+    # The runs with the metric (its summary's count), not only those drawn.
+    total = (
+        ConfigSummary.objects.filter(config_key=config_key, name=metric)
+        .values_list("n", flat=True)
+        .first()
+    )
+    if total is None:
+        total = len(points_)
     changes = list(
         ChangePoint.objects.filter(config_key=config_key, metric=metric)
         .select_related("run", "previous_run")
         .order_by("at")
     )
     unit = changes[0].unit if changes else "B/s" if metric.endswith("_bw") else ""
-    return Line(name or metric, config_key, metric, unit, points[-MAX_POINTS:], changes, total)
+    return Line(name or metric, config_key, metric, unit, points_[-points:], changes, total)
+
+
+def _headline(name: str) -> int:
+    """Which metric a chart shows first among those with as many runs: bandwidths, then
+    operation rates, then the rest (a duration or a latency is rarely what a lab watches)."""
+    if name.endswith("_bw") or name == "bw":
+        return 0
+    if name.endswith(("_iops", "_ops")) or name in ("iops", "ops"):
+        return 1
+    return 2
 
 
 def metrics_of(config_key: str) -> list[str]:
-    """The configuration's primary metrics (its summaries), most runs first."""
-    return list(
-        ConfigSummary.objects.filter(config_key=config_key)
-        .order_by("-n", "name")
-        .values_list("name", flat=True)
-    )
+    """The configuration's primary metrics (its summaries), most runs first, bandwidths
+    before operation rates before the rest among those with as many runs."""
+    rows = ConfigSummary.objects.filter(config_key=config_key).values_list("name", "n")
+    return [name for name, n in sorted(rows, key=lambda r: (-r[1], _headline(r[0]), r[0]))]
 
 
 def testbed_lines(testbed_id: int, metric: str | None = None) -> list[Line]:
-    """The testbed's configurations with the most runs (at most ``MAX_CONFIGS``), each with its
-    first metric (or ``metric``): one line each. Read through the summaries (one row per
-    configuration and metric, their ``run`` of the testbed), not the runs."""
-    rows = ConfigSummary.objects.filter(run__testbed_id=testbed_id, pub_n=0)
+    """The testbed's configurations with the most runs (at most ``MAX_CONFIGS``) among those
+    of its newest ``RECENT_RUNS`` runs, each with its first metric (or ``metric``): one line
+    each. The candidates come from the testbed's newest runs (a bounded index read), their
+    run counts and metrics from the summaries (one row per configuration and metric)."""
+    recent = (
+        Run.objects.filter(testbed_id=testbed_id)
+        .exclude(config_key="")
+        .order_by("-created", "-id")
+        .values_list("config_key", flat=True)[:RECENT_RUNS]
+    )
+    keys = set(recent)
+    rows = ConfigSummary.objects.filter(config_key__in=keys, pub_n=0)
     if metric:
         rows = rows.filter(name=metric)
+    ranked = sorted(
+        rows.values_list("config_key", "name", "n"),
+        key=lambda r: (-r[2], r[0], _headline(r[1]), r[1]),
+    )
     chosen: dict[str, str] = {}
-    for key, name in rows.order_by("-n", "config_key", "name").values_list("config_key", "name"):
+    for key, name, _n in ranked:
         if key not in chosen:
             chosen[key] = name
         if len(chosen) >= MAX_CONFIGS:
@@ -70,7 +103,7 @@ def testbed_lines(testbed_id: int, metric: str | None = None) -> list[Line]:
     out = []
     for key, name in chosen.items():
         text = texts.get(key) or _text_of(key)
-        out.append(line(key, name, f"{name}: {text}"))
+        out.append(line(key, name, f"{name}: {text}", TESTBED_POINTS))
     return out
 
 
@@ -90,11 +123,12 @@ def _text_of(config_key: str) -> str:
     return configuration_text(run) if run else config_key
 
 
-def figure(lines: list[Line], urls: dict[int, str] | None = None) -> dict[str, Any]:
-    """The plotly figure: one line per configuration (its values in time order; a point's
-    ``customdata`` is its run's page), each change point a vertical dotted line with the
+def figure(lines: list[Line], uuids: dict[int, str] | None = None) -> dict[str, Any]:
+    """The plotly figure: one line per configuration (its values in time order, to the second
+    and six significant digits: what a chart can show; a point's ``customdata`` is its run's
+    UUID, which static/history.js opens), each change point a vertical dotted line with the
     shift written at its top."""
-    urls = urls or {}
+    uuids = uuids or {}
     data, shapes, notes = [], [], []
     for ln in lines:
         data.append(
@@ -102,9 +136,9 @@ def figure(lines: list[Line], urls: dict[int, str] | None = None) -> dict[str, A
                 "type": "scatter",
                 "mode": "lines+markers",
                 "name": ln.name[:80],
-                "x": [p.at.isoformat() for p in ln.points],
-                "y": [p.value for p in ln.points],
-                "customdata": [urls.get(p.run_id, "") for p in ln.points],
+                "x": [p.at.isoformat(timespec="seconds") for p in ln.points],
+                "y": [float(f"{p.value:.6g}") for p in ln.points],
+                "customdata": [uuids.get(p.run_id, "") for p in ln.points],
                 "hovertemplate": "%{x}<br>%{y:.4s}" + (ln.unit or "") + "<extra></extra>",
                 "marker": {"size": 5},
             }

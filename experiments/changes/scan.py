@@ -46,9 +46,11 @@ class Point:
     at: datetime
 
 
-def series(config_key: str, metric: str) -> list[Point]:
+def series(config_key: str, metric: str, newest: int | None = None) -> list[Point]:
     """The configuration's values of ``metric``, one per run (the mean of a run's primary
-    rows of that name), in the order the runs started (created, for runs never started).
+    rows of that name), in the order the runs started (created, for runs never started);
+    ``newest``: only among the configuration's newest runs (a history chart: its metric rows
+    are read for those runs alone, whatever the configuration's history).
 
     Two indexed reads: the configuration's runs (their key's index), then their metric rows
     (the run index). One join let PostgreSQL walk every primary row of the metric at a
@@ -61,7 +63,10 @@ def series(config_key: str, metric: str) -> list[Point]:
     )
     at = dict(runs)
     sums: dict[int, list[float]] = {}
-    ids = sorted(at)
+    if newest is not None:
+        ids = sorted(sorted(at, key=lambda pk: (at[pk], pk))[-newest:])
+    else:
+        ids = sorted(at)
     for start in range(0, len(ids), 5000):
         rows = (
             Metric.objects.filter(run_id__in=ids[start : start + 5000], name=metric, primary=True)

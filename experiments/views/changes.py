@@ -15,7 +15,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from experiments.api.changes import NOTE_MAX, may_change, set_state
@@ -136,15 +135,15 @@ def change_state(request: HttpRequest, uuid: UUID) -> HttpResponse:
     return redirect(safe_next(request, cp.get_absolute_url()))
 
 
-def _run_urls(lines: list[history.Line]) -> dict[int, str]:
-    """Each drawn run's page, by id (one query for the UUIDs)."""
+def _run_uuids(lines: list[history.Line]) -> dict[int, str]:
+    """Each drawn run's UUID, by id (a query per 1,000 runs drawn)."""
     ids = [p.run_id for ln in lines for p in ln.points]
     out: dict[int, str] = {}
     for start in range(0, len(ids), 1000):
         for pk, uuid in Run.objects.filter(pk__in=ids[start : start + 1000]).values_list(
             "pk", "uuid"
         ):
-            out[pk] = reverse("experiments:run", args=[uuid])
+            out[pk] = str(uuid)
     return out
 
 
@@ -171,7 +170,7 @@ def config_history(request: HttpRequest, key: str) -> HttpResponse:
             "metrics": metrics,
             "text": text,
             "line": ln,
-            "figure": history.figure([ln], _run_urls([ln])),
+            "figure": history.figure([ln], _run_uuids([ln])),
             "rows": _rows(request, list(reversed(ln.changes))),
             "shown": len(ln.points),
             "total": ln.total,
@@ -200,11 +199,12 @@ def testbed_history(request: HttpRequest, uuid: UUID) -> HttpResponse:
             "testbed": testbed,
             "metric": metric or "",
             "lines": lines,
-            "figure": history.figure(lines, _run_urls(lines)) if lines else None,
+            "figure": history.figure(lines, _run_uuids(lines)) if lines else None,
             "rows": _rows(request, found.rows),
             "next_cursor": found.next,
             "previous_cursor": found.previous,
             "max_configs": history.MAX_CONFIGS,
-            "max_points": history.MAX_POINTS,
+            "max_points": history.TESTBED_POINTS,
+            "recent_runs": history.RECENT_RUNS,
         },
     )

@@ -24,6 +24,7 @@ from experiments.models import (
     Testbed,
     TestbedNode,
 )
+from experiments.shared import keyset
 from experiments.views.common import get_for_user, render_form
 
 
@@ -161,7 +162,8 @@ def object_detail(request: HttpRequest, kind: str, uuid: UUID) -> HttpResponse:
             targets=obj.targets.select_related("node", "drive", "pool"),
             pools=obj.pools.annotate(n_targets=Count("targets")),
             limits=compute_limits(obj),
-            run_count=obj.runs.count(),
+            # Bounded like the run list's (never a count of every run at a million runs).
+            run_total=keyset.total(obj.runs.all(), keyset.Key.of(("-created", "-id"))),
             operators=obj.operators.order_by("username"),
             operator_groups=obj.operator_groups.order_by("name"),
             can_operate=obj.can_operate(request.user),

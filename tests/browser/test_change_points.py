@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_history_draws_and_the_inbox_marks_expected(browser, live_server, alice, testbed):
     values = noisy(11, (2.0e9, 20), (1.4e9, 12))
     configs = [node_config()] * 20 + [node_config("6.8.0-31-generic")] * 12
-    make_history(testbed, alice, values, configs)
+    runs = make_history(testbed, alice, values, configs)
     scan.analyse_pending()
     cp = ChangePoint.objects.get()
     page = new_page(browser)
@@ -33,6 +33,12 @@ def test_history_draws_and_the_inbox_marks_expected(browser, live_server, alice,
         " shapes: el._fullLayout.shapes.length} }"
     )
     assert drawn == {"points": 32, "shapes": 1}
+    # A click on a point opens its run's page (customdata: the run's UUID).
+    box = page.locator("#history-plot .scatterlayer .point").nth(20).bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_url("**/runs/*/")
+    assert page.url.endswith(f"/runs/{runs[20].uuid}/"), page.url
 
     page.goto(f"{live_server.url}/changes/")
     row = page.locator(f"#change-{cp.uuid}")

@@ -91,7 +91,7 @@ def test_the_configuration_history_draws_runs_and_change_points(alice_client, cp
     figure = page.context["figure"]
     (trace,) = figure["data"]
     assert len(trace["y"]) == 32
-    assert trace["customdata"][20] == history[20].get_absolute_url()
+    assert trace["customdata"][20] == str(history[20].uuid)
     (shape,) = figure["layout"]["shapes"]
     assert shape["x0"] == cp.at.isoformat()
     assert "history.js" in page.content.decode()
@@ -120,3 +120,20 @@ def test_the_comparison_links_a_point_to_its_history(alice_client, cp, history):
     history[0].refresh_from_db()
     assert f"/history/{history[0].config_key}/?metric=write_bw" in body
     assert "history of this point" in body
+
+
+def test_the_testbed_history_draws_each_configurations_newest_runs(
+    alice_client, cp, history, monkeypatch
+):
+    """The testbed's chart draws each configuration's newest TESTBED_POINTS runs and names
+    how many it has in all (its summary's count), whatever its history's length."""
+    from experiments.changes import history as history_module
+
+    monkeypatch.setattr(history_module, "TESTBED_POINTS", 10)
+    page = alice_client.get(reverse("experiments:testbed_history", args=[cp.testbed.uuid]))
+    (ln,) = page.context["lines"]
+    assert ln.total == 32
+    assert [p.run_id for p in ln.points] == [r.pk for r in history[-10:]]
+    (trace,) = page.context["figure"]["data"]
+    assert trace["customdata"] == [str(r.uuid) for r in history[-10:]]
+    assert "32 runs" in page.content.decode()
