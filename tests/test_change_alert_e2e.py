@@ -189,7 +189,8 @@ def test_a_tuning_edit_between_scheduled_firings_is_alerted_once(localhost_stack
         (after,) = [c for c in points if c["id"] == cp["id"]]
         assert after["state"] == "acknowledged", after
         assert not [c for c in points if c["run"] == first_after and c["id"] != cp["id"]], points
-        others = {f"change:{c['id']}" for c in points if c["id"] != cp["id"]}
+        # (Other metrics' change points, at the edit or later, are alerted on their own.)
+        others = {f"change:{c['id']}" for c in change_points(stack) if c["id"] != cp["id"]}
         hooks, mails = change_alerts(hook, smtp)
         key = f"change:{cp['id']}"
         assert [r.json["key"] for r in hooks].count(key) == 1, [r.json["key"] for r in hooks]
