@@ -360,7 +360,15 @@ def test_progress_of_a_large_matrix_lists_what_needs_attention(
         part = alice_client.get(reverse("experiments:matrix_progress", args=[fio_matrix.uuid]))
     text = part.content.decode()
     assert text.count('<tr id="run-') == 5
-    assert "dd exited with 1" in text and "19 more succeeded runs are not listed" in text
+    # The failed run first, then queued ones in the order they are sent; the rest is one
+    # link away (the runs table of the matrix lists every run).
+    assert text.index(f'id="run-{failed.uuid}"') < text.index('<span class="status queued">')
+    queued = list(fio_matrix.runs.filter(status="queued").order_by("pk")[:4])
+    assert [text.index(f'id="run-{r.uuid}"') for r in queued] == sorted(
+        text.index(f'id="run-{r.uuid}"') for r in queued
+    )
+    assert "dd exited with 1" in text and "19 more runs are not listed here" in text
+    assert f'href="/runs/table/?matrix={fio_matrix.uuid}"' in text
 
 
 def test_rerun_failed_queues_only_failed_and_cancelled_runs(
