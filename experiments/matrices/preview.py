@@ -10,7 +10,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Avg, DurationField, ExpressionWrapper, F
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from experiments.matrices.axes import NODES, SLURM_NODES, MatrixError
 from experiments.matrices.cells import Cell, cells
@@ -133,22 +134,26 @@ def _cell_durations(keys: list[str], tool: str) -> dict[str, float]:
     """Mean duration (s) of each cell's latest DURATION_SAMPLE succeeded runs of ``tool``, in
     one query: on PostgreSQL a lateral LIMIT per key over exp_run_succeeded_cell (as many
     index entries as the sample, whatever the cells' history); elsewhere (SQLite, a single
-    user's database) one grouped query over the cells' runs."""
+    user's database) the same runs numbered by a window over the cells' runs."""
     if not keys:
         return {}
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(_CELL_DURATIONS, [keys, tool, DURATION_SAMPLE])
             return {key: float(d) for key, d in cursor.fetchall() if d is not None}
-    elapsed = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
-    return {
-        row["cell_key"]: row["d"].total_seconds()
-        for row in _succeeded(tool)
+    latest = (
+        _succeeded(tool)
         .filter(cell_key__in=keys)
-        .values("cell_key")
-        .annotate(d=Avg(elapsed))
-        if row["d"] is not None
-    }
+        .annotate(
+            nth=Window(RowNumber(), partition_by=F("cell_key"), order_by=F("finished_at").desc())
+        )
+        .filter(nth__lte=DURATION_SAMPLE)
+        .values_list("cell_key", "started_at", "finished_at")
+    )
+    spans: dict[str, list[float]] = {}
+    for key, start, end in latest:
+        spans.setdefault(key, []).append((end - start).total_seconds())
+    return {key: sum(s) / len(s) for key, s in spans.items()}
 
 
 def _testbed_duration(testbed_id: int, tool: str) -> float | None:

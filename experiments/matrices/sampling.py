@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from experiments.models import Matrix, Run
 
-SAMPLE_RUNS = 200
+SAMPLE_RUNS = 100
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,10 @@ class Sample:
         return runs.order_by("cell_key", "repetition")
 
 
-def sample(matrix: Matrix, total: int, limit: int = SAMPLE_RUNS) -> Sample:
-    """The sample of ``matrix``, which holds ``total`` runs (its progress counts them)."""
+def sample(matrix: Matrix, total: int, limit: int | None = None) -> Sample:
+    """The sample of ``matrix``, which holds ``total`` runs (its progress counts them), of at
+    most ``limit`` (SAMPLE_RUNS) runs."""
+    limit = SAMPLE_RUNS if limit is None else limit
     if total <= limit:
         return Sample(matrix.pk, None, limit, total)
     cells = Run.objects.filter(matrix=matrix, repetition=1).count()
