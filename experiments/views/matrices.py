@@ -58,7 +58,7 @@ TAIL_LINES = 25
 # Above this many runs the progress table lists the unfinished and failed runs and the most
 # recent others (and links to the runs table of every run), so that the page and its polling
 # cost the same on a matrix of 10,000 runs as on one of 100.
-TABLE_LIMIT = 50
+TABLE_LIMIT = 25
 # The adaptive cells' table lists at most this many cells (they grow with the definition,
 # not with the runs).
 CELL_LIMIT = 300
