@@ -7,7 +7,7 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count
+from django.db.models import Count, prefetch_related_objects
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -342,6 +342,8 @@ def _progress_context(matrix: Matrix) -> dict:
 
 def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     matrix = get_for_user(request, Matrix, uuid)
+    # Read once for the facts, the comparison link's series and the table link's columns.
+    prefetch_related_objects([matrix], "testbeds", "tuning_sets")
     context = _progress_context(matrix)
     try:
         context["plan"] = plan(matrix)
