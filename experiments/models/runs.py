@@ -310,9 +310,9 @@ class Run(OwnedModel, PublishedModel):
                 fields=["matrix", "status", "finished_at", "id"], name="exp_run_matrix_status"
             ),
             # The matrix preview's duration estimates: the latest succeeded runs of a cell, or
-            # of a testbed, with the tool (experiments.matrices.preview). Partial: only runs
-            # that were executed here succeed (ingested runs are imported), so bulk ingest
-            # writes neither.
+            # of a testbed, with the tool (experiments.matrices.preview). Partial: runs executed
+            # here succeed; ingested ones are imported unless their client says otherwise, so
+            # bulk ingest (bench/ingest.py) writes neither.
             models.Index(
                 fields=["tool", "cell_key", "finished_at"],
                 condition=models.Q(status="succeeded"),
