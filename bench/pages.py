@@ -114,6 +114,15 @@ def main() -> None:
         ("/ (dashboard)", "web", "/", {}),
         ("/matrices/", "web", "/matrices/", {}),
     ]
+    deep = Matrix.objects.order_by("-created", "-id").values_list("created", "id")[5000:5001]
+    if deep:
+        try:
+            from experiments.views.matrices import MATRIX_LIST_KEY
+        except ImportError:  # before the list was paged (issue 30)
+            MATRIX_LIST_KEY = None
+        if MATRIX_LIST_KEY is not None:
+            cursor = MATRIX_LIST_KEY.encode(tuple(deep[0]))
+            pages.append(("/matrices/ after the 5,000th", "web", "/matrices/", {"cursor": cursor}))
     for m in sized.values():
         n = counts.get(m.pk, 0)
         pages += [

@@ -312,19 +312,30 @@ def _context(runs: list[Run], swept: str, of: str) -> dict[str, Any]:
 
 
 def _with_setup(runs):
-    return runs.select_related("testbed", "target", "tuning_set").defer(
-        "raw_output", "effective_config", "argv"
+    """The runs with what ``charts_for`` reads of them (``_setup``), and nothing else."""
+    return runs.select_related("testbed", "target", "tuning_set").only(
+        "params",
+        "published",
+        "source",
+        "testbed__name",
+        "target__name",
+        "tuning_set__name",
     )
 
 
-def matrix_context(matrix) -> dict[str, Any]:
+def matrix_context(
+    matrix, run_ids: list[int] | None = None, of: str = "the finished runs"
+) -> dict[str, Any]:
     """The matrix page's latency charts for a fio sweep of iodepth or numjobs: its finished
-    runs; empty for any other matrix."""
+    runs (``run_ids``: those of them, the page's sample of a large matrix, which ``of``
+    names); empty for any other matrix."""
     swept = swept_param(matrix)
     if swept is None:
         return {}
-    runs = _with_setup(Run.objects.filter(matrix=matrix, status=Run.Status.SUCCEEDED))
-    return _context(list(runs), swept, "the finished runs")
+    runs = Run.objects.filter(matrix=matrix, status=Run.Status.SUCCEEDED)
+    if run_ids is not None:
+        runs = runs.filter(pk__in=run_ids)
+    return _context(list(_with_setup(runs)), swept, of)
 
 
 # A comparison over more runs than this shows no latency chart (it reads every run's row).

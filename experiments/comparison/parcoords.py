@@ -85,14 +85,23 @@ def figure(rows: list[dict], axes: list[tuple[str, str]], metric: str, title: st
     }
 
 
-def matrix_figure(matrix, metric: str, binary: bool = False) -> dict | None:
-    """A matrix's runs: its swept parameters (and testbed, tuning set when several) → the
-    primary value of ``metric`` of each run, in display units."""
+def matrix_figure(
+    matrix, metric: str, binary: bool = False, run_ids: list[int] | None = None
+) -> dict | None:
+    """A matrix's runs (``run_ids``: only these, the page's sample of a large matrix): its
+    swept parameters (and testbed, tuning set when several) → the primary value of
+    ``metric`` of each run, in display units."""
     axes = [a["param"] for a in matrix.axes if ":" not in a.get("param", ":")]
+    metrics = Metric.objects.filter(name=metric, primary=True)
+    metrics = (
+        metrics.filter(run__matrix=matrix)
+        if run_ids is None
+        else metrics.filter(run_id__in=run_ids)
+    )
     values = (
-        Metric.objects.filter(run__matrix=matrix, name=metric, primary=True)
-        .order_by("run_id")
-        .values_list("value", "unit", "run__params", "run__testbed__name", "run__tuning_set__name")
+        metrics.order_by("run_id").values_list(
+            "value", "unit", "run__params", "run__testbed__name", "run__tuning_set__name"
+        )
     )[:MAX_LINES]
     rows = []
     units = set()

@@ -11,9 +11,10 @@ from experiments.models import Matrix, Metric
 from runners import registry
 
 
-def compare_query(matrix: Matrix) -> str:
+def compare_query(matrix: Matrix, run_ids: list[int] | None = None) -> str:
     """The comparison of this matrix's runs: x is its first numeric axis, the series its next
-    axis (or the testbed or tuning set when several are swept)."""
+    axis (or the testbed or tuning set when several are swept); ``run_ids``: the runs whose
+    metrics say which metrics it opens on (``compare_metrics``)."""
     axes = [a["param"] for a in matrix.axes if ":" not in a["param"]]
     numeric = [
         a["param"]
@@ -33,25 +34,28 @@ def compare_query(matrix: Matrix) -> str:
         series = "tool"
     query = [
         ("matrix", str(matrix.uuid)),
-        *(("metric", m) for m in compare_metrics(matrix)),
+        *(("metric", m) for m in compare_metrics(matrix, run_ids)),
         ("series", series),
         ("x", f"param:{x}" if x else "tool"),
     ]
     return urlencode(query)
 
 
-def compare_metrics(matrix: Matrix) -> list[str]:
+def compare_metrics(matrix: Matrix, run_ids: list[int] | None = None) -> list[str]:
     """The headline metrics the matrix's runs produced, in the tool's order, of the unit of
     the first: a fio matrix sweeping rw over write and read measured write_bw in some runs and
     read_bw in others, and its comparison shows both (not write_bw alone), but not the IOPS
     and latencies each run also reports. Before any run has a result: the tool's default
     metric, or its read metric when the matrix only reads."""
-    produced = dict(
-        Metric.objects.filter(run__matrix=matrix, primary=True)
-        .values_list("name", "unit")
-        .distinct()
-        .order_by()
+    metrics = Metric.objects.filter(primary=True)
+    # A large matrix's page passes its sample (experiments.matrices.sampling): the first
+    # repetitions of every cell, and the runs of one cell measure the same metrics.
+    metrics = (
+        metrics.filter(run__matrix=matrix)
+        if run_ids is None
+        else metrics.filter(run_id__in=run_ids)
     )
+    produced = dict(metrics.values_list("name", "unit").distinct().order_by())
     spec = registry.BY_NAME.get(matrix.tool)
     ordered = [m for m in (spec.metrics if spec else ()) if m in produced]
     ordered += sorted(m for m in produced if m not in ordered)

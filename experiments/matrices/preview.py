@@ -9,7 +9,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Avg, DurationField, ExpressionWrapper, F
+from django.db import connection
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from experiments.matrices.axes import NODES, SLURM_NODES, MatrixError
 from experiments.matrices.cells import Cell, cells
@@ -104,23 +106,67 @@ class Plan:
         return all(c.estimate_s is not None for c in self.active)
 
 
-def _durations(keys: list[str], tool: str, testbeds: list[Testbed]) -> tuple[dict, dict]:
-    """Mean duration of earlier succeeded runs, per cell key and per testbed (same tool)."""
-    elapsed = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
-    done = Run.objects.filter(
+# A cell's (or a testbed's) estimated duration is the mean of at most this many of its latest
+# succeeded runs of the tool: an equal cell of every matrix shares its key, so its history
+# grows with every launch, and a testbed's with everything run on it.
+DURATION_SAMPLE = 20
+
+_CELL_DURATIONS = """
+SELECT k.key, AVG(EXTRACT(EPOCH FROM (r.finished_at - r.started_at)))
+FROM unnest(%s::varchar[]) AS k(key)
+CROSS JOIN LATERAL (
+    SELECT started_at, finished_at FROM experiments_run
+    WHERE tool = %s AND cell_key = k.key AND status = 'succeeded'
+      AND started_at IS NOT NULL AND finished_at IS NOT NULL
+    ORDER BY finished_at DESC LIMIT %s
+) AS r
+GROUP BY k.key
+"""
+
+
+def _succeeded(tool: str):
+    return Run.objects.filter(
         status=Run.Status.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False, tool=tool
     )
-    by_cell = {
-        row["cell_key"]: row["d"].total_seconds()
-        for row in done.filter(cell_key__in=keys).values("cell_key").annotate(d=Avg(elapsed))
-        if row["d"] is not None
-    }
-    by_testbed = {
-        row["testbed"]: row["d"].total_seconds()
-        for row in done.filter(testbed__in=testbeds).values("testbed").annotate(d=Avg(elapsed))
-        if row["d"] is not None
-    }
-    return by_cell, by_testbed
+
+
+def _cell_durations(keys: list[str], tool: str) -> dict[str, float]:
+    """Mean duration (s) of each cell's latest DURATION_SAMPLE succeeded runs of ``tool``, in
+    one query: on PostgreSQL a lateral LIMIT per key over exp_run_succeeded_cell (as many
+    index entries as the sample, whatever the cells' history); elsewhere (SQLite, a single
+    user's database) the same runs numbered by a window over the cells' runs."""
+    if not keys:
+        return {}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_CELL_DURATIONS, [keys, tool, DURATION_SAMPLE])
+            return {key: float(d) for key, d in cursor.fetchall() if d is not None}
+    latest = (
+        _succeeded(tool)
+        .filter(cell_key__in=keys)
+        .annotate(
+            nth=Window(RowNumber(), partition_by=F("cell_key"), order_by=F("finished_at").desc())
+        )
+        .filter(nth__lte=DURATION_SAMPLE)
+        .values_list("cell_key", "started_at", "finished_at")
+    )
+    spans: dict[str, list[float]] = {}
+    for key, start, end in latest:
+        spans.setdefault(key, []).append((end - start).total_seconds())
+    return {key: sum(s) / len(s) for key, s in spans.items()}
+
+
+def _testbed_duration(testbed_id: int, tool: str) -> float | None:
+    """Mean duration (s) of the latest DURATION_SAMPLE succeeded runs of ``tool`` on the
+    testbed (exp_run_succeeded_testbed: a bounded index range)."""
+    spans = (
+        _succeeded(tool)
+        .filter(testbed_id=testbed_id)
+        .order_by("-finished_at")
+        .values_list("started_at", "finished_at")[:DURATION_SAMPLE]
+    )
+    seconds = [(end - start).total_seconds() for start, end in spans]
+    return sum(seconds) / len(seconds) if seconds else None
 
 
 def preview_command(adapter, launch: dict[str, Any], tool_params: dict[str, Any]):
@@ -143,9 +189,8 @@ def plan(matrix: Matrix) -> Plan:
     except ParamError as exc:
         raise MatrixError("tool", exc.message) from None
     all_cells = cells(matrix)
-    by_cell, by_testbed = _durations(
-        [c.key for c in all_cells], matrix.tool, list(matrix.testbeds.all())
-    )
+    by_cell = _cell_durations([c.key for c in all_cells if not c.excluded_by], matrix.tool)
+    by_testbed: dict[int, float | None] = {}
     planned = []
     for cell in all_cells:
         item = PlannedCell(cell)
@@ -160,11 +205,13 @@ def plan(matrix: Matrix) -> Plan:
             continue
         item.argv = command.argv
         item.data_bytes = command.data_bytes
-        item.estimate_s = (
-            by_cell.get(cell.key)
-            or _tool_estimate(cell.tool_params)
-            or by_testbed.get(cell.testbed.pk)
-        )
+        item.estimate_s = by_cell.get(cell.key) or _tool_estimate(cell.tool_params)
+        if not item.estimate_s:
+            # The testbed's recent runs of the tool, asked only for cells without an
+            # estimate of their own (once per testbed).
+            if cell.testbed.pk not in by_testbed:
+                by_testbed[cell.testbed.pk] = _testbed_duration(cell.testbed.pk, matrix.tool)
+            item.estimate_s = by_testbed[cell.testbed.pk]
     return Plan(matrix, planned)
 
 

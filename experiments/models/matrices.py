@@ -107,6 +107,10 @@ class Matrix(OwnedModel):
     class Meta:
         ordering = ["-created"]
         verbose_name_plural = "matrices"
+        indexes = [
+            # The matrix list, newest first, paged by a keyset cursor (ties by id).
+            models.Index(fields=["-created", "-id"], name="exp_matrix_created_id"),
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -169,7 +169,7 @@ class Run(OwnedModel, PublishedModel):
     notes = models.TextField(blank=True)
 
     # Execution (runs of a matrix). The Run row exists before its task is queued.
-    # No index of its own: exp_run_matrix_status (matrix, status) leads with it (a matrix's
+    # No index of its own: exp_run_matrix_status (matrix, status, …) leads with it (a matrix's
     # runs, its delete's cascade).
     matrix = models.ForeignKey(
         "experiments.Matrix",
@@ -300,9 +300,36 @@ class Run(OwnedModel, PublishedModel):
             models.Index(fields=["testbed", "-created", "-id"], name="exp_run_testbed_created_id"),
             # Run list (page and API) filtered by tool, newest first.
             models.Index(fields=["tool", "-created", "-id"], name="exp_run_tool_created"),
-            # Janitor: running runs by heartbeat; matrix progress counts by status.
+            # Janitor: running runs by heartbeat.
             models.Index(fields=["status", "heartbeat_at"], name="exp_run_status_heartbeat"),
-            models.Index(fields=["matrix", "status"], name="exp_run_matrix_status"),
+            # A matrix's runs: its progress counts by status (an index-only scan), the matrix
+            # list's counts of one page of matrices, and the progress table's runs of one
+            # status latest finished first (or queued ones in id order) without sorting the
+            # matrix's runs (issue 30).
+            models.Index(
+                fields=["matrix", "status", "finished_at", "id"], name="exp_run_matrix_status"
+            ),
+            # The matrix preview's duration estimates: the latest succeeded runs of a cell, or
+            # of a testbed, with the tool (experiments.matrices.preview). Partial: runs executed
+            # here succeed; ingested ones are imported unless their client says otherwise, so
+            # bulk ingest (bench/ingest.py) writes neither.
+            models.Index(
+                fields=["tool", "cell_key", "finished_at"],
+                condition=models.Q(status="succeeded"),
+                name="exp_run_succeeded_cell",
+            ),
+            models.Index(
+                fields=["tool", "testbed", "finished_at"],
+                condition=models.Q(status="succeeded"),
+                name="exp_run_succeeded_testbed",
+            ),
+            # The dashboard's published studies (and whether any are loaded): the published
+            # runs alone, a few thousand at most, never the user's million.
+            models.Index(
+                fields=["source"],
+                condition=models.Q(published=True),
+                name="exp_run_published_source",
+            ),
             # Configuration summaries: the runs of the configurations a change touches.
             models.Index(fields=["config_key"], name="exp_run_config_key"),
             # Comparison filtered by a stored verdict (run__bottleneck=…).

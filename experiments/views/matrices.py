@@ -7,7 +7,7 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, Count, Q, Value, When
+from django.db.models import Count, prefetch_related_objects
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -20,7 +20,7 @@ from experiments.comparison import latency_sweep, parcoords
 from experiments.comparison.charts import display_unit
 from experiments.execution import dispatch as dispatching
 from experiments.inventory import localhost
-from experiments.matrices import adaptive, livecheck
+from experiments.matrices import adaptive, livecheck, sampling
 from experiments.matrices.axes import MatrixError
 from experiments.matrices.comparing import compare_query
 from experiments.matrices.expansion import (
@@ -39,6 +39,7 @@ from experiments.matrices.forms import MatrixForm, MatrixImportForm, format_axes
 from experiments.matrices.launching import check_nodes, launch_refused
 from experiments.matrices.preview import plan
 from experiments.models import Matrix, Metric, Run, Worker
+from experiments.shared import keyset
 from experiments.templatetags.beeweb import num
 from experiments.views.alerts import schedule_context
 from experiments.views.common import (
@@ -55,18 +56,60 @@ from runners.tools import ADAPTERS
 
 TAIL_LINES = 25
 # Above this many runs the progress table lists the unfinished and failed runs and the most
-# recent others, so polling stays cheap on a 20,000-run matrix.
-TABLE_LIMIT = 300
+# recent others (and links to the runs table of every run), so that the page and its polling
+# cost the same on a matrix of 10,000 runs as on one of 100.
+TABLE_LIMIT = 25
+# The adaptive cells' table lists at most this many cells (they grow with the definition,
+# not with the runs).
+CELL_LIMIT = 300
+
+
+# The matrix list: newest first, ties (matrices created in one bulk insert) by id; paged by
+# a keyset cursor (experiments.shared.keyset), served by exp_matrix_created_id.
+MATRIX_LIST_KEY = keyset.Key.of(("-created", "-id"))
+MATRIX_LIST_PAGE = 50
+ACTIVE_STATUSES = (Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+def run_counts(matrix_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Each matrix's runs by status, counted exactly in one grouped query over only these
+    matrices' runs (an index-only scan of exp_run_matrix_status): the list's columns cost
+    what the page's matrices hold, never every run of every matrix."""
+    counts: dict[int, dict[str, int]] = {pk: {} for pk in matrix_ids}
+    rows = (
+        Run.objects.filter(matrix_id__in=matrix_ids)
+        .values_list("matrix_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for matrix_id, status, n in rows:
+        counts[matrix_id][status] = n
+    return counts
 
 
 def matrix_list(request: HttpRequest) -> HttpResponse:
-    rows = Matrix.objects.select_related("owner").annotate(
-        n_runs=Count("runs"),
-        n_done=Count("runs", filter=Q(runs__status=Run.Status.SUCCEEDED)),
-        n_failed=Count("runs", filter=Q(runs__status=Run.Status.FAILED)),
-        n_active=Count("runs", filter=Q(runs__status__in=[Run.Status.QUEUED, Run.Status.RUNNING])),
-    )
-    return render(request, "experiments/matrix_list.html", {"matrices": rows})
+    matrices = Matrix.objects.select_related("owner")
+    cursor = request.GET.get("cursor", "")
+    try:
+        page = keyset.page(matrices, MATRIX_LIST_KEY, MATRIX_LIST_PAGE, cursor)
+    except keyset.BadCursor as exc:
+        context = {"error": f"cursor: {exc} (follow the newer and older links)"}
+        return render(request, "experiments/matrix_list.html", context, status=400)
+    counts = run_counts([m.pk for m in page.rows])
+    for matrix in page.rows:
+        by_status = counts[matrix.pk]
+        matrix.n_runs = sum(by_status.values())
+        matrix.n_done = by_status.get(Run.Status.SUCCEEDED, 0)
+        matrix.n_failed = by_status.get(Run.Status.FAILED, 0)
+        matrix.n_active = sum(by_status.get(s, 0) for s in ACTIVE_STATUSES)
+    context = {
+        "matrices": page.rows,
+        "total": keyset.total(matrices, MATRIX_LIST_KEY),
+        "newer_href": f"?{urlencode({'cursor': page.previous})}" if page.previous else "",
+        "older_href": f"?{urlencode({'cursor': page.next})}" if page.next else "",
+        "newest_href": "?" if cursor else "",
+    }
+    return render(request, "experiments/matrix_list.html", context)
 
 
 # The first matrix the dashboard offers a new user: fio writing then reading 16 MiB per job
@@ -179,9 +222,31 @@ def matrix_export(request: HttpRequest, uuid: UUID) -> HttpResponse:
 
 
 def _runs(matrix: Matrix):
-    return matrix.runs.select_related("testbed", "tuning_set", "target").order_by(
-        "cell_key", "repetition"
+    """The matrix's runs with what the progress table shows of them, by cell."""
+    return (
+        matrix.runs.select_related("testbed").only(*TABLE_FIELDS).order_by("cell_key", "repetition")
     )
+
+
+# What the progress table reads of a run (templates/experiments/_matrix_progress.html).
+TABLE_FIELDS = (
+    "uuid",
+    "label",
+    "tool",
+    "matrix",
+    "testbed__name",
+    "status",
+    "cell_key",
+    "repetition",
+    "attempts",
+    "launch",
+    "queue",
+    "started_at",
+    "finished_at",
+    "waiting_for",
+    "error",
+    "parse_error",
+)
 
 
 def _results(run_ids: list[int]) -> dict[int, str]:
@@ -203,32 +268,45 @@ def _results(run_ids: list[int]) -> dict[int, str]:
     return results
 
 
+# The order the progress table lists a large matrix's runs in: what needs attention first,
+# each status in an order its index (exp_run_matrix_status: matrix, status, finished_at, id)
+# reads without sorting the matrix's runs: running runs by cell (they are few: one per busy
+# worker), failed and cancelled ones latest first, queued and planned ones in the order they
+# are sent; then the most recently finished succeeded runs.
+ATTENTION = (
+    (Run.Status.RUNNING, ("cell_key", "repetition")),
+    (Run.Status.FAILED, ("-finished_at", "-id")),
+    (Run.Status.QUEUED, ("finished_at", "id")),
+    (Run.Status.CANCELLED, ("-finished_at", "-id")),
+    (Run.Status.PLANNED, ("finished_at", "id")),
+    (Run.Status.IMPORTED, ("-finished_at", "-id")),
+    (Run.Status.PUBLISHED, ("-finished_at", "-id")),
+    (Run.Status.SUCCEEDED, ("-finished_at", "-id")),
+)
+
+
+def _table_runs(matrix: Matrix, counts: dict[str, int], total: int) -> list[Run]:
+    """The runs the progress table lists: every run of a matrix of up to TABLE_LIMIT runs (by
+    cell and repetition); of a larger one, up to TABLE_LIMIT runs in ATTENTION's order, one
+    bounded query per status the matrix has runs of, so that a matrix of 10,000 runs costs
+    what one of 300 does."""
+    runs_qs = _runs(matrix)
+    if total <= TABLE_LIMIT:
+        return list(runs_qs)
+    runs: list[Run] = []
+    for status, order in ATTENTION:
+        room = TABLE_LIMIT - len(runs)
+        if room <= 0:
+            break
+        if counts.get(status):
+            runs += list(runs_qs.filter(status=status).order_by(*order)[:room])
+    return runs
+
+
 def _progress_context(matrix: Matrix) -> dict:
     state = progress(matrix)
-    runs_qs = _runs(matrix).defer("raw_output", "effective_config", "params", "argv")
-    hidden = 0
-    if state["total"] > TABLE_LIMIT:
-        urgency = Case(
-            *[
-                When(status=s, then=Value(i))
-                for i, s in enumerate(
-                    (Run.Status.RUNNING, Run.Status.FAILED, Run.Status.QUEUED, Run.Status.CANCELLED)
-                )
-            ],
-            default=Value(9),
-        )
-        runs = list(
-            runs_qs.exclude(status=Run.Status.SUCCEEDED).order_by(
-                urgency, "cell_key", "repetition"
-            )[:TABLE_LIMIT]
-        )
-        recent = runs_qs.filter(status=Run.Status.SUCCEEDED).order_by("-finished_at")[
-            : max(0, TABLE_LIMIT - len(runs))
-        ]
-        runs += list(recent)
-        hidden = state["total"] - len(runs)
-    else:
-        runs = list(runs_qs)
+    runs = _table_runs(matrix, state["counts"], state["total"])
+    hidden = state["total"] - len(runs)
     running = [r for r in runs if r.status == Run.Status.RUNNING]
     tails = {}
     live = {}
@@ -258,12 +336,14 @@ def _progress_context(matrix: Matrix) -> dict:
         "progress": state,
         "hidden": hidden,
         "waiting_queues": sorted(q for q in queues if q not in online),
-        "adaptive": adaptive.cell_summary(matrix, TABLE_LIMIT),
+        "adaptive": adaptive.cell_summary(matrix, CELL_LIMIT),
     }
 
 
 def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
     matrix = get_for_user(request, Matrix, uuid)
+    # Read once for the facts, the comparison link's series and the table link's columns.
+    prefetch_related_objects([matrix], "testbeds", "tuning_sets")
     context = _progress_context(matrix)
     try:
         context["plan"] = plan(matrix)
@@ -282,12 +362,25 @@ def matrix_detail(request: HttpRequest, uuid: UUID) -> HttpResponse:
         context["launch_refused"] = refused
     context["schedule_part"] = schedule_context(request, matrix)
     context["yaml"] = to_yaml(matrix)
-    context["compare_query"] = compare_query(matrix)
+    # A large matrix's charts draw a sample of its runs, read in bounded time: the first
+    # repetitions of every cell (experiments.matrices.sampling).
+    drawn = sampling.sample(matrix, context["progress"]["total"])
+    run_ids = None
+    if drawn.partial:
+        run_ids = list(
+            drawn.runs().filter(status__in=Run.DATA).values_list("pk", flat=True)[: drawn.limit]
+        )
+    context["sample"] = drawn
+    context["compare_query"] = compare_query(matrix, run_ids)
     # The sweep at a glance (parallel coordinates) and its runs as a table, both of the
     # metric the comparison link opens on.
     metric = QueryDict(context["compare_query"]).get("metric", "")
-    context["parcoords"] = parcoords.matrix_figure(matrix, metric)
-    context["latency_sweep"] = latency_sweep.matrix_context(matrix)
+    context["parcoords"] = parcoords.matrix_figure(matrix, metric, run_ids=run_ids)
+    context["latency_sweep"] = latency_sweep.matrix_context(
+        matrix,
+        run_ids,
+        of=f"the finished runs of {drawn.describe()}" if drawn.partial else "the finished runs",
+    )
     context["beegfs_changes"] = beegfs_changes(matrix)
     axes = [a["param"] for a in matrix.axes if ":" not in a.get("param", ":")]
     cols = [f"param:{a}" for a in axes]

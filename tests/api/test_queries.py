@@ -104,3 +104,20 @@ def test_run_list_page_has_a_constant_query_count(
         response = alice_client.get("/runs/")
     assert response.status_code == 200
     assert response.content.decode().count("<tr>") >= 50
+
+
+@pytest.mark.parametrize("url", ["/", "/matrices/"])
+def test_dashboard_and_matrix_list_have_a_constant_query_count(
+    alice_client, world, url, django_assert_max_num_queries
+):
+    """Neither grows with the runs or the matrices (issue 30): the dashboard counts runs
+    by a bounded count, the matrix list counts the runs of its page's matrices only."""
+    world(2, "a")
+    reset_queries()
+    with CaptureQueriesContext(connection) as few:
+        assert alice_client.get(url).status_code == 200
+    baseline = len(few.captured_queries)
+    world(8, "b")
+    with django_assert_max_num_queries(baseline):
+        response = alice_client.get(url)
+    assert response.status_code == 200

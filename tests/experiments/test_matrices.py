@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -360,7 +361,13 @@ def test_progress_of_a_large_matrix_lists_what_needs_attention(
         part = alice_client.get(reverse("experiments:matrix_progress", args=[fio_matrix.uuid]))
     text = part.content.decode()
     assert text.count('<tr id="run-') == 5
-    assert "dd exited with 1" in text and "19 more succeeded runs are not listed" in text
+    # The failed run first, then unsent ones in the order they are sent; the rest is one
+    # link away (the runs table of the matrix lists every run).
+    unsent = fio_matrix.runs.filter(repetition=1).exclude(pk=failed.pk).order_by("pk")[:4]
+    listed = re.findall(r'<tr id="run-([0-9a-f-]+)">', text)
+    assert listed == [str(failed.uuid), *(str(r.uuid) for r in unsent)]
+    assert "dd exited with 1" in text and "19 more runs are not listed here" in text
+    assert f'href="/runs/table/?matrix={fio_matrix.uuid}"' in text
 
 
 def test_rerun_failed_queues_only_failed_and_cancelled_runs(
