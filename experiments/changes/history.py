@@ -31,26 +31,40 @@ class Line:
     points: list[Point]
     changes: list[ChangePoint] = field(default_factory=list)
     total: int = 0
+    # The drawn runs' UUIDs by id (a point's link to its run).
+    uuids: dict[int, str] = field(default_factory=dict)
 
 
-def line(config_key: str, metric: str, name: str = "", points: int = MAX_POINTS) -> Line:
-    """One configuration's ``metric``: its newest ``points`` runs and its change points."""
-    points_ = series(config_key, metric, newest=points)
-    # The runs with the metric (its summary's count), not only those drawn.
-    total = (
-        ConfigSummary.objects.filter(config_key=config_key, name=metric)
-        .values_list("n", flat=True)
-        .first()
-    )
+def line(
+    config_key: str,
+    metric: str,
+    name: str = "",
+    points: int = MAX_POINTS,
+    *,
+    total: int | None = None,
+    changes: list[ChangePoint] | None = None,
+) -> Line:
+    """One configuration's ``metric``: its newest ``points`` runs and its change points
+    (``total``, ``changes``: already read, for several lines at once)."""
+    uuids: dict[int, str] = {}
+    points_ = series(config_key, metric, newest=points, uuids=uuids)
+    if total is None:
+        # The runs with the metric (its summary's count), not only those drawn.
+        total = (
+            ConfigSummary.objects.filter(config_key=config_key, name=metric)
+            .values_list("n", flat=True)
+            .first()
+        )
     if total is None:
         total = len(points_)
-    changes = list(
-        ChangePoint.objects.filter(config_key=config_key, metric=metric)
-        .select_related("run", "previous_run")
-        .order_by("at")
-    )
+    if changes is None:
+        changes = list(
+            ChangePoint.objects.filter(config_key=config_key, metric=metric)
+            .select_related("run", "previous_run")
+            .order_by("at")
+        )
     unit = changes[0].unit if changes else "B/s" if metric.endswith("_bw") else ""
-    return Line(name or metric, config_key, metric, unit, points_[-points:], changes, total)
+    return Line(name or metric, config_key, metric, unit, points_[-points:], changes, total, uuids)
 
 
 def _headline(name: str) -> int:
@@ -89,22 +103,55 @@ def testbed_lines(testbed_id: int, metric: str | None = None) -> list[Line]:
         rows.values_list("config_key", "name", "n"),
         key=lambda r: (-r[2], r[0], _headline(r[1]), r[1]),
     )
-    chosen: dict[str, str] = {}
-    for key, name, _n in ranked:
+    chosen: dict[str, tuple[str, int]] = {}
+    for key, name, n in ranked:
         if key not in chosen:
-            chosen[key] = name
+            chosen[key] = (name, n)
         if len(chosen) >= MAX_CONFIGS:
             break
-    texts = dict(
+    # The chosen lines' change points and descriptions, read for all of them at once.
+    changes: dict[str, list[ChangePoint]] = {}
+    for cp in (
         ChangePoint.objects.filter(config_key__in=chosen)
-        .order_by()
-        .values_list("config_key", "configuration")
-    )
+        .select_related("run", "previous_run")
+        .order_by("at")
+    ):
+        if chosen[cp.config_key][0] == cp.metric:
+            changes.setdefault(cp.config_key, []).append(cp)
+    texts = {cps[0].config_key: cps[0].configuration for cps in changes.values()}
+    texts.update(_texts_of([key for key in chosen if key not in texts]))
     out = []
-    for key, name in chosen.items():
-        text = texts.get(key) or _text_of(key)
-        out.append(line(key, name, f"{name}: {text}", TESTBED_POINTS))
+    for key, (name, n) in chosen.items():
+        text = texts.get(key) or key
+        out.append(
+            line(
+                key,
+                name,
+                f"{name}: {text}",
+                TESTBED_POINTS,
+                total=n,
+                changes=changes.get(key, []),
+            )
+        )
     return out
+
+
+def _texts_of(config_keys: list[str]) -> dict[str, str]:
+    """Each configuration's description from its lowest run (its summaries' ``run``): two
+    queries, whatever the number of configurations."""
+    from experiments.changes.scan import configuration_text
+
+    if not config_keys:
+        return {}
+    firsts = dict(
+        ConfigSummary.objects.filter(config_key__in=config_keys)
+        .order_by()
+        .values_list("config_key", "run_id")
+    )
+    runs = Run.objects.select_related("testbed", "target", "tuning_set").in_bulk(
+        set(firsts.values())
+    )
+    return {key: configuration_text(runs[pk]) for key, pk in firsts.items() if pk in runs}
 
 
 def _text_of(config_key: str) -> str:
@@ -123,12 +170,11 @@ def _text_of(config_key: str) -> str:
     return configuration_text(run) if run else config_key
 
 
-def figure(lines: list[Line], uuids: dict[int, str] | None = None) -> dict[str, Any]:
+def figure(lines: list[Line]) -> dict[str, Any]:
     """The plotly figure: one line per configuration (its values in time order, to the second
     and six significant digits: what a chart can show; a point's ``customdata`` is its run's
     UUID, which static/history.js opens), each change point a vertical dotted line with the
     shift written at its top."""
-    uuids = uuids or {}
     data, shapes, notes = [], [], []
     for ln in lines:
         data.append(
@@ -138,7 +184,7 @@ def figure(lines: list[Line], uuids: dict[int, str] | None = None) -> dict[str, 
                 "name": ln.name[:80],
                 "x": [p.at.isoformat(timespec="seconds") for p in ln.points],
                 "y": [float(f"{p.value:.6g}") for p in ln.points],
-                "customdata": [uuids.get(p.run_id, "") for p in ln.points],
+                "customdata": [ln.uuids.get(p.run_id, "") for p in ln.points],
                 "hovertemplate": "%{x}<br>%{y:.4s}" + (ln.unit or "") + "<extra></extra>",
                 "marker": {"size": 5},
             }

@@ -46,11 +46,14 @@ class Point:
     at: datetime
 
 
-def series(config_key: str, metric: str, newest: int | None = None) -> list[Point]:
+def series(
+    config_key: str, metric: str, newest: int | None = None, uuids: dict | None = None
+) -> list[Point]:
     """The configuration's values of ``metric``, one per run (the mean of a run's primary
     rows of that name), in the order the runs started (created, for runs never started);
     ``newest``: only among the configuration's newest runs (a history chart: its metric rows
-    are read for those runs alone, whatever the configuration's history).
+    are read for those runs alone, whatever the configuration's history); ``uuids``: filled
+    with the runs' UUIDs by id (read with them).
 
     Two indexed reads: the configuration's runs (their key's index), then their metric rows
     (the run index). One join let PostgreSQL walk every primary row of the metric at a
@@ -61,12 +64,17 @@ def series(config_key: str, metric: str, newest: int | None = None) -> list[Poin
         .order_by()
         .values_list("pk", "_at")
     )
-    at = dict(runs)
-    sums: dict[int, list[float]] = {}
-    if newest is not None:
-        ids = sorted(sorted(at, key=lambda pk: (at[pk], pk))[-newest:])
+    if newest is not None:  # sorted and cut by PostgreSQL: only those rows come back
+        runs = runs.order_by("-_at", "-pk")[:newest]
+    if uuids is not None:
+        at = {}
+        for pk, when, uuid in runs.values_list("pk", "_at", "uuid"):
+            at[pk] = when
+            uuids[pk] = str(uuid)
     else:
-        ids = sorted(at)
+        at = dict(runs)
+    sums: dict[int, list[float]] = {}
+    ids = sorted(at)
     for start in range(0, len(ids), 5000):
         rows = (
             Metric.objects.filter(run_id__in=ids[start : start + 5000], name=metric, primary=True)

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from experiments.api.changes import NOTE_MAX, may_change, set_state
 from experiments.changes import history
-from experiments.models import ChangePoint, Run, Testbed
+from experiments.models import ChangePoint, Testbed
 from experiments.shared import keyset
 from experiments.views.common import get_for_user, safe_next
 
@@ -135,18 +135,6 @@ def change_state(request: HttpRequest, uuid: UUID) -> HttpResponse:
     return redirect(safe_next(request, cp.get_absolute_url()))
 
 
-def _run_uuids(lines: list[history.Line]) -> dict[int, str]:
-    """Each drawn run's UUID, by id (a query per 1,000 runs drawn)."""
-    ids = [p.run_id for ln in lines for p in ln.points]
-    out: dict[int, str] = {}
-    for start in range(0, len(ids), 1000):
-        for pk, uuid in Run.objects.filter(pk__in=ids[start : start + 1000]).values_list(
-            "pk", "uuid"
-        ):
-            out[pk] = str(uuid)
-    return out
-
-
 @require_safe
 def config_history(request: HttpRequest, key: str) -> HttpResponse:
     """One configuration's metric over time, its change points marked and listed."""
@@ -170,7 +158,7 @@ def config_history(request: HttpRequest, key: str) -> HttpResponse:
             "metrics": metrics,
             "text": text,
             "line": ln,
-            "figure": history.figure([ln], _run_uuids([ln])),
+            "figure": history.figure([ln]),
             "rows": _rows(request, list(reversed(ln.changes))),
             "shown": len(ln.points),
             "total": ln.total,
@@ -199,7 +187,7 @@ def testbed_history(request: HttpRequest, uuid: UUID) -> HttpResponse:
             "testbed": testbed,
             "metric": metric or "",
             "lines": lines,
-            "figure": history.figure(lines, _run_uuids(lines)) if lines else None,
+            "figure": history.figure(lines) if lines else None,
             "rows": _rows(request, found.rows),
             "next_cursor": found.next,
             "previous_cursor": found.previous,
