@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
+
 from experiments.models import Run
 from experiments.models.runs import update_row
-from experiments.shared import clock
+from experiments.shared import clock, prepared
 
 # What a step of an attempt ends with: (status, output, exit code, error).
 Outcome = tuple[str, str, int | None, str]
@@ -83,12 +85,16 @@ class Attempt:
 
     def current(self) -> bool:
         """Whether the run is still running this attempt, its row locked until the end of the
-        transaction (so nothing takes it meanwhile): what storing the outcome checks first."""
-        return (
-            Run.objects.select_for_update()
-            .filter(pk=self.run.pk, status=Run.Status.RUNNING, attempts=self.run.attempts)
-            .exists()
-        )
+        transaction (so nothing takes it meanwhile): what storing the outcome checks first.
+        One plain statement (the ORM compiled it for every run)."""
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        with prepared.cursor() as cursor:
+            cursor.execute(
+                f'SELECT 1 FROM "{Run._meta.db_table}" WHERE id = %s AND status = %s '
+                f"AND attempts = %s{lock}",
+                [self.run.pk, Run.Status.RUNNING.value, self.run.attempts],
+            )
+            return cursor.fetchone() is not None
 
     def keep_telemetry(self, doc: dict[str, Any]) -> None:
         """Keep this node's document until the outcome stores it (``telemetry.recording``'s

@@ -42,12 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q
 
 from experiments.execution import nodepolicy
 from experiments.execution.answers import await_answers
-from experiments.models import BeegfsConfigChange, NodeLease, Run, TestbedNode
-from experiments.shared import clock, tuning_keys
+from experiments.models import BeegfsConfigChange, Node, NodeLease, Run, TestbedNode
+from experiments.shared import clock, prepared, tuning_keys
 from runners import beegfs_config as bc
 
 log = logging.getLogger(__name__)
@@ -388,17 +387,26 @@ class BeegfsTuning:
 
 def roles(run: Run) -> dict[str, tuple[list[str], bool]]:
     """The held servers of the run's testbed: {hostname: (its services, whether beeweb
-    changed a config of it that is not restored yet)}, in one query."""
+    changed a config of it that is not restored yet)}, in one plain query (every run asks
+    it before its tool starts: the ORM compiled its join and subquery on every run, ~1 ms of
+    CPU)."""
     held = list(run.nodes_held or [])
-    changed = BeegfsConfigChange.objects.filter(
-        hostname=OuterRef("node__hostname"), restored_at__isnull=True
+    if not held:
+        return {}
+    member = TestbedNode._meta.db_table
+    node = Node._meta.db_table
+    change = BeegfsConfigChange._meta.db_table
+    placeholders = ", ".join(["%s"] * len(held))
+    sql = (
+        f'SELECT n.hostname, m.storage, m.metadata, EXISTS(SELECT 1 FROM "{change}" c '
+        "WHERE c.hostname = n.hostname AND c.restored_at IS NULL) "
+        f'FROM "{member}" m INNER JOIN "{node}" n ON n.id = m.node_id '
+        f"WHERE m.testbed_id = %s AND n.hostname IN ({placeholders}) "
+        "AND (m.storage OR m.metadata) ORDER BY n.hostname"
     )
-    rows = (
-        TestbedNode.objects.filter(testbed_id=run.testbed_id, node__hostname__in=held)
-        .filter(Q(storage=True) | Q(metadata=True))
-        .annotate(changed=Exists(changed))
-        .values_list("node__hostname", "storage", "metadata", "changed")
-    )
+    with prepared.cursor() as cursor:
+        cursor.execute(sql, [run.testbed_id, *held])
+        rows = cursor.fetchall()
     out: dict[str, tuple[list[str], bool]] = {}
     for hostname, storage, metadata, was_changed in rows:
         scopes = (["storage"] if storage else []) + (["meta"] if metadata else [])

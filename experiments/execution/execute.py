@@ -55,7 +55,7 @@ from experiments.models import NodeLease, Run, Worker
 from experiments.models.runs import update_row
 from experiments.results import telemetry
 from experiments.results.store import MAX_OUTPUT_BYTES, parse_stored, record_launch
-from experiments.shared import clock
+from experiments.shared import clock, prepared
 from runners import nodeconfig, reaper, slurm
 from runners.launch import LaunchError, LaunchSpec, tool_params
 from runners.tools import get_adapter
@@ -193,7 +193,7 @@ def _locked_run(run_id: int) -> Run | None:
     process (``_read_plan``): the ORM compiled this query of ~60 columns for every run, and
     a raw queryset works out its column mapping and converters for every run too."""
     sql, names, converters = _read_plan(connection.vendor)
-    with connection.cursor() as cursor:
+    with prepared.cursor() as cursor:
         cursor.execute(sql, [run_id])
         row = cursor.fetchone()
     if row is None:

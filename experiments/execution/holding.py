@@ -31,7 +31,7 @@ from django.db.models import Q
 from django.db.models.signals import post_delete, post_save
 
 from experiments.models import Node, NodeLease, Run, Target, Testbed, TestbedNode
-from experiments.shared import clock
+from experiments.shared import clock, prepared
 from runners import registry
 from runners.launch import LaunchError, LaunchSpec
 
@@ -158,7 +158,7 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
     # No savepoint inside the claim's transaction: a node taken meanwhile (no row lock on
     # SQLite, or a node without a Node row) shows as a conflict the insert skips, not as an
     # error to roll back.
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), prepared.cursor() as cursor:
         # Lock the nodes in pk order: acquirers of overlapping nodes take turns.
         lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
         cursor.execute(
@@ -253,7 +253,7 @@ def _busy(holders: dict[str, int], waiters: list, wanted: set[str]) -> dict[str,
 def release(run: Run) -> int:
     """Free the nodes this attempt of ``run`` holds; how many. (One DELETE: nothing refers
     to a lease, so the ORM's delete would add only its collector's work.)"""
-    with connection.cursor() as cursor:
+    with prepared.cursor() as cursor:
         cursor.execute(
             f"DELETE FROM {connection.ops.quote_name(NodeLease._meta.db_table)} "
             "WHERE run_id = %s AND attempt = %s",

@@ -42,6 +42,7 @@ executor checks every run against this policy before anything is created or star
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shlex
@@ -150,6 +151,14 @@ def parse(
 
 def _parse_beegfs(texts: dict[str, str]) -> dict:
     """The BeeGFS service settings (``texts`` by variable name; absent: the defaults)."""
+    return dict(_beegfs_settings(tuple(sorted(texts.items()))))
+
+
+@functools.lru_cache(maxsize=16)
+def _beegfs_settings(items: tuple[tuple[str, str], ...]) -> dict:
+    """``_parse_beegfs`` of ``items``: text alone decides it (no file is read), so a worker,
+    which works out its policy for every run, splits the same commands once."""
+    texts = dict(items)
     out: dict = {"beegfs": _parse_flag(texts.get(BEEGFS_VAR, "false") or "false", BEEGFS_VAR)}
     confs, restarts = [], []
     for scope, conf_default, unit in (
@@ -200,6 +209,7 @@ def _parse_flag(text: str, var: str) -> bool:
     raise ImproperlyConfigured(f"{var}: {text!r} is neither true nor false")
 
 
+@functools.lru_cache(maxsize=16)
 def _parse_tuning(text: str) -> frozenset[str]:
     value = (text or "").strip()
     if value.lower() in ("", "false", "no", "0", "off"):

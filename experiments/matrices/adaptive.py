@@ -45,6 +45,7 @@ from django.utils import timezone
 from experiments.execution.dispatch import BrokerUnavailable, dispatch
 from experiments.matrices.preview import preview_command
 from experiments.models import CellState, Matrix, Metric, Run
+from experiments.shared import prepared
 from runners import registry
 from runners.launch import LaunchError, tool_params
 from runners.params import normalise
@@ -174,7 +175,7 @@ def after_run(run_id: int) -> Decision | None:
     # One plain SELECT: it runs after every run of every matrix, and the ORM's compilation
     # of the join cost more than the database spends on it.
     ops = connection.ops
-    with connection.cursor() as cursor:
+    with prepared.cursor() as cursor:
         cursor.execute(
             f"SELECT r.matrix_id, r.cell_key, r.status, r.tool, m.max_repetitions, "
             f"m.target_cv FROM {ops.quote_name(Run._meta.db_table)} r LEFT JOIN "

@@ -12,6 +12,7 @@ from django.urls import reverse
 from experiments.models.common import OwnedModel, PublishedModel, published_key_constraint
 from experiments.models.inventory import Node, Target, Testbed
 from experiments.models.tuning import TuningSet
+from experiments.shared import prepared
 from experiments.shared.bottleneck import KINDS
 from runners import registry
 
@@ -770,12 +771,12 @@ def update_row(run_id: int, fields: dict, attempt: int | None = None) -> int:
         params += [Run.Status.RUNNING, attempt]
     summarised = bool(SUMMARY_FIELDS.intersection(fields))
     if not summarised and "status" not in fields:
-        with connection.cursor() as cursor:  # one statement: autocommit needs no BEGIN
+        with prepared.cursor() as cursor:  # one statement: autocommit needs no BEGIN
             cursor.execute(sql, params)
             return cursor.rowcount
     # A new status of a run with metric rows may move it in or out of the data
     # (``data_changed``: its headline metrics are marked again).
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), prepared.cursor() as cursor:
         cursor.execute(
             f"{sql} RETURNING {_has_metric(primary=True)}, {_has_metric(primary=False)}",
             params,
@@ -820,7 +821,7 @@ def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
             quote("status"),
         ]
     )
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), prepared.cursor() as cursor:
         cursor.execute(
             f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s "
             f"RETURNING {returning}",

@@ -54,6 +54,7 @@ from django.utils import timezone
 from experiments.models import Metric, Run
 from experiments.models.runs import Tool, store_row, update_row
 from experiments.results import summaries
+from experiments.shared import prepared
 from experiments.shared.input_checks import json_problem
 from runners.params import normalise
 from runners.parsers import ParseError, ParseResult, describe_parts, parse, parse_parts
@@ -679,7 +680,7 @@ def _insert_few(model, rows: list, values_of: Any, json_at: list[int]) -> None:
             values[n] = json_field.get_db_prep_save(values[n], connection)
         params.extend(values)
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    with connection.cursor() as cursor:
+    with prepared.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {quote(model._meta.db_table)} "
             f"({', '.join(quote(f.column) for f in fields)}) "

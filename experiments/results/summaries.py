@@ -75,6 +75,7 @@ from experiments.models.runs import (
     SUMMARY_KEY_COLUMNS,
     summaries_stale,
 )
+from experiments.shared import prepared
 from experiments.shared.bottleneck import KINDS
 
 # The run columns a summary reads (defined beside the model, whose updates refresh them).
@@ -670,7 +671,7 @@ def _append(run_ids: set[int]) -> None:
         else:
             for position, pk in zip(positions, chunk, strict=True):
                 params[position] = pk
-        with connection.cursor() as cursor:
+        with prepared.cursor() as cursor:
             cursor.execute(sql, params)
 
 
