@@ -426,6 +426,7 @@ def main() -> None:
             ).read()
         servers, databases = process_tree(proc.pid), backends()
         cpu_before = cpu_seconds(servers), cpu_seconds(databases)
+        client_before = time.process_time()
         started = time.perf_counter()
         threads = [threading.Thread(target=client) for _ in range(args.threads)]
         for t in threads:
@@ -433,6 +434,7 @@ def main() -> None:
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - started
+        cpu_client = time.process_time() - client_before
         cpu_web = cpu_seconds(servers) - cpu_before[0]
         # A worker that served no warm-up request connected during the load: all its CPU.
         cpu_db = cpu_seconds(set(databases) | set(backends())) - cpu_before[1]
@@ -452,6 +454,10 @@ def main() -> None:
         f"PostgreSQL {cpu_db / requests * 1000:.0f} ms = {per_request * 1000:.0f} ms; "
         f"on 2 idle cores: {2 / per_request * args.batch:,.0f} runs/s; "
         f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"CPU per request of this script's client threads (HTTP, the answer's JSON): "
+        f"{cpu_client / requests * 1000:.1f} ms"
     )
     print(f"gunicorn RSS after the load: {rss:.0f} MB (master + {args.workers} workers)")
     copy_floor(tag, args.batch, args.threads)
