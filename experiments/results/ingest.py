@@ -891,11 +891,12 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> list[list[tuple]]:
                     not_data(rows)
                 metrics.extend(_metric_lines(pk, rows, texts))
                 primaries.append([(m.name, m.value, m.extra) for m in rows if m.primary])
-        with cursor.cursor.copy(f"COPY {plan.target} FROM STDIN") as copy:
-            copy.write("\n".join(lines) + "\n")
-        if metrics:
-            with cursor.cursor.copy(f"COPY {plan.metrics} FROM STDIN") as copy:
-                copy.write("\n".join(metrics) + "\n")
+        # One COPY per table, in the order of their foreign keys (a table written per run,
+        # such as another of the run's rows, is one more pair here, its lines made above).
+        for target, table_lines in ((plan.target, lines), (plan.metrics, metrics)):
+            if table_lines:
+                with cursor.cursor.copy(f"COPY {target} FROM STDIN") as copy:
+                    copy.write("\n".join(table_lines) + "\n")
     return primaries
 
 
