@@ -2,8 +2,15 @@
 4 client threads POSTing JSON batches of completed runs (7 metrics and 10 parameters each) to
 /api/runs/bulk/ with a token. Target: >= 10,000 runs/s (issue 17).
 
-    .venv/bin/python bench/ingest.py [--runs 40000] [--batch 500] [--threads 4] [--workers 2]
+    .venv/bin/python bench/ingest.py [--runs 40000] [--batch 500] [--threads 4] [--workers 3]
     .venv/bin/python bench/ingest.py --profile [--requests 20] [--without-summaries]
+
+gunicorn runs as production runs it (docker/compose.yaml and docker/Dockerfile: 3 sync
+workers). With 2 workers (as scripts/run-local.sh, on a laptop) at most two requests are in
+progress for the 4 clients: while a worker runs Python its PostgreSQL backend waits and the
+other way round, so the 2 cores idle at every round trip, and on a shared machine the 2
+workers' pairs get a smaller share of the cores than the floor's 4 connections (issue 30:
+1,498-1,781 runs/s with 2 workers, 2,093-2,319 with 3, at load 4-7).
 
 Request bodies are encoded before the clock starts, so the figure is the server's. The
 ingested runs are deleted afterwards (they carry client keys "bench-ingest-…"), leaving the
@@ -362,7 +369,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=3, help="as docker/ runs gunicorn")
     parser.add_argument("--profile", action="store_true", help="in-process CPU and cProfile")
     parser.add_argument("--requests", type=int, default=20, help="with --profile")
     parser.add_argument("--without-summaries", action="store_true", help="with --profile")
