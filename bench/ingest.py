@@ -2,8 +2,15 @@
 4 client threads POSTing JSON batches of completed runs (7 metrics and 10 parameters each) to
 /api/runs/bulk/ with a token. Target: >= 10,000 runs/s (issue 17).
 
-    .venv/bin/python bench/ingest.py [--runs 40000] [--batch 500] [--threads 4] [--workers 2]
+    .venv/bin/python bench/ingest.py [--runs 40000] [--batch 500] [--threads 4] [--workers 3]
     .venv/bin/python bench/ingest.py --profile [--requests 20] [--without-summaries]
+
+gunicorn runs as production runs it (docker/compose.yaml and docker/Dockerfile: 3 sync
+workers). With 2 workers (as scripts/run-local.sh, on a laptop) at most two requests are in
+progress for the 4 clients: while a worker runs Python its PostgreSQL backend waits and the
+other way round, so the 2 cores idle at every round trip, and on a shared machine the 2
+workers' pairs get a smaller share of the cores than the floor's 4 connections (issue 30:
+1,498-1,781 runs/s with 2 workers, 2,093-2,319 with 3, at load 4-7).
 
 Request bodies are encoded before the clock starts, so the figure is the server's. The
 ingested runs are deleted afterwards (they carry client keys "bench-ingest-…"), leaving the
@@ -362,7 +369,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=3, help="as docker/ runs gunicorn")
     parser.add_argument("--profile", action="store_true", help="in-process CPU and cProfile")
     parser.add_argument("--requests", type=int, default=20, help="with --profile")
     parser.add_argument("--without-summaries", action="store_true", help="with --profile")
@@ -426,6 +433,7 @@ def main() -> None:
             ).read()
         servers, databases = process_tree(proc.pid), backends()
         cpu_before = cpu_seconds(servers), cpu_seconds(databases)
+        client_before = time.process_time()
         started = time.perf_counter()
         threads = [threading.Thread(target=client) for _ in range(args.threads)]
         for t in threads:
@@ -433,6 +441,7 @@ def main() -> None:
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - started
+        cpu_client = time.process_time() - client_before
         cpu_web = cpu_seconds(servers) - cpu_before[0]
         # A worker that served no warm-up request connected during the load: all its CPU.
         cpu_db = cpu_seconds(set(databases) | set(backends())) - cpu_before[1]
@@ -452,6 +461,10 @@ def main() -> None:
         f"PostgreSQL {cpu_db / requests * 1000:.0f} ms = {per_request * 1000:.0f} ms; "
         f"on 2 idle cores: {2 / per_request * args.batch:,.0f} runs/s; "
         f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"CPU per request of this script's client threads (HTTP, the answer's JSON): "
+        f"{cpu_client / requests * 1000:.1f} ms"
     )
     print(f"gunicorn RSS after the load: {rss:.0f} MB (master + {args.workers} workers)")
     copy_floor(tag, args.batch, args.threads)

@@ -143,10 +143,20 @@ def normal(name: str, value: Any) -> Any:
 
 def normalise(params: Any) -> Any:
     """A run's parameters with every value in its normal form (a new dict); anything but a
-    mapping as given."""
+    mapping as given. (A copy when every value is ``normal``'s own already, found without a
+    call per value: nearly always so, and half the time; the bulk ingest normalises 500
+    runs' parameters per request.)"""
     if not isinstance(params, Mapping):
         return params
-    return {name: normal(name, value) for name, value in params.items()}
+    kinds = KINDS
+    for name, value in params.items():
+        kind_ = kinds.get(name)
+        if kind_ is not None and not (
+            (type(value) is int and kind_ != "bool" and value >= 0)
+            or (type(value) is bool and kind_ == "bool")
+        ):
+            return {name: normal(name, value) for name, value in params.items()}
+    return dict(params)
 
 
 def parse(name: str, text: str) -> Any:

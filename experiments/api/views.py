@@ -22,7 +22,12 @@ from rest_framework.response import Response
 
 from experiments.api import filters, serializers
 from experiments.api.pagination import RunCursorPagination
-from experiments.api.parsers import JSONLinesParser, StrictJSONParser
+from experiments.api.parsers import (
+    BulkJSONParser,
+    JSONLinesParser,
+    StrictJSONParser,
+    UncheckedJSON,
+)
 from experiments.api.permissions import StaffWrites
 from experiments.comparison import reports as report_ops
 from experiments.execution import dispatch as dispatching
@@ -635,13 +640,17 @@ class RunViewSet(
             413: OpenApiTypes.OBJECT,
         },
     )
-    @action(detail=False, methods=["post"])
+    @action(detail=False, methods=["post"], parser_classes=[BulkJSONParser, JSONLinesParser])
     def bulk(self, request):
         try:
             with gc_paused():  # the parse of the body (request.data) too
                 try:
-                    results = ingest(request.data, request.user)
+                    data, check = request.data, None
+                    if isinstance(data, UncheckedJSON):  # checked by the ingest (BulkJSONParser)
+                        data, check = data.value, data.check
+                    results = ingest(data, request.user, check)
                 finally:
+                    data = check = None
                     _drop_body(request)
         except IngestError as exc:
             if exc.status == status.HTTP_400_BAD_REQUEST:

@@ -29,7 +29,7 @@ import os
 import re
 import threading
 import uuid as uuidlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -57,6 +57,7 @@ from experiments.results.store import (
     derive_parts,
     insert,
     metric_rows,
+    next_ids,
     not_data,
     parse_options,
     part_key,
@@ -165,6 +166,9 @@ class Item:
     # the output holds ("15 independent jobs (bs 1k … 16M)").
     parts: list = field(default_factory=list)
     held: str = ""
+    # Whether the item's own checks (``_validate``'s fast paths) looked at every value it
+    # holds, as the parser's walk would have (see ``ingest``'s ``check``).
+    covered: bool = True
 
 
 def _has_nul(value: Any) -> bool:
@@ -215,11 +219,18 @@ def _when(item: Item, name: str) -> datetime | None:
     return parsed
 
 
+# The magnitude from which a float orjson read may be an integer of the body's text (orjson
+# reads an integer beyond 64 bits as a float; experiments.api.parsers): the fast checks
+# below leave such numbers to the slower ones, which accept or refuse them as before, and
+# the item is then not ``covered``.
+_FLOAT_BOUND = 2.0**63
+
+
 def _flat_storable(params: dict) -> bool:
-    """True when ``params`` is flat (text keys; text, finite numbers, 64-bit integers,
-    booleans, nulls as values) and its text holds neither NUL nor a lone surrogate: what
-    ``_unstorable`` finds nothing in, with one search over all its text (nearly all
-    parameters; False sends the others to ``_unstorable``)."""
+    """True when ``params`` is flat (text keys; text, finite numbers below 2**63 in
+    magnitude, 64-bit integers, booleans, nulls as values) and its text holds neither NUL
+    nor a lone surrogate: what ``_unstorable`` finds nothing in, with one search over all its
+    text (nearly all parameters; False sends the others to ``_unstorable``)."""
     texts = []
     for value in params.values():
         kind = type(value)
@@ -229,7 +240,7 @@ def _flat_storable(params: dict) -> bool:
             if not -INT_MAX - 1 <= value <= INT_MAX:
                 return False
         elif kind is float:
-            if value - value != 0.0:  # NaN or an infinity
+            if not -_FLOAT_BOUND < value < _FLOAT_BOUND:  # NaN, an infinity, or large
                 return False
         elif value is not None and kind is not bool:
             return False
@@ -251,9 +262,10 @@ UNIT_OF = {(name, stat): unit for name, unit in METRIC_UNITS.items() for stat in
 
 def _plain_metrics(raw: list) -> list[tuple] | None:
     """``_metrics`` of a list whose every metric is plain (nearly all): an object of name,
-    value, optionally unit and statistic, all valid, the value a finite number; None when
-    one is not, for ``_metrics`` to check one by one (and word the error). A few dictionary
-    reads per metric instead of ``_metrics``' ~20 (a bulk request holds thousands)."""
+    value, optionally unit and statistic, all valid, the value a finite number below 2**63
+    in magnitude; None when one is not, for ``_metrics`` to check one by one (and word the
+    error). A few dictionary reads per metric instead of ``_metrics``' ~20 (a bulk request
+    holds thousands)."""
     out = []
     append = out.append
     unit_of = UNIT_OF
@@ -272,7 +284,7 @@ def _plain_metrics(raw: list) -> list[tuple] | None:
                 if type(value) is not int:  # (bool is not int here)
                     return None
                 value = float(value)
-            if not -1e300 <= value <= 1e300:  # NaN, an infinity, or near it
+            if not -_FLOAT_BOUND < value < _FLOAT_BOUND:  # NaN, an infinity, or large
                 return None
             if "unit" in m and m["unit"] != unit:
                 return None
@@ -294,6 +306,7 @@ def _metrics(item: Item, raw: Any) -> list[tuple]:
     plain = _plain_metrics(raw)
     if plain is not None:
         return plain
+    item.covered = False
     out = []
     append = out.append
     units = METRIC_UNITS
@@ -455,7 +468,10 @@ def _validate(item: Item) -> dict[str, Any]:
     if not isinstance(params, dict):
         errors["params"] = "must be an object"
         params = {}
-    problem = None if _flat_storable(params) else _unstorable(params, "params")
+    problem = None
+    if not _flat_storable(params):
+        item.covered = False
+        problem = _unstorable(params, "params")
     if problem:
         errors["params"] = problem
         params = {}
@@ -478,6 +494,7 @@ def _validate(item: Item) -> dict[str, Any]:
         errors.setdefault("tool", "required with explicit metrics")
     clean["telemetry"] = None
     if get("telemetry") is not None:
+        item.covered = False
         try:
             clean["telemetry"] = telemetry.validate(data["telemetry"])
         except telemetry.TelemetryInvalid as exc:
@@ -837,11 +854,7 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> list[list[tuple]]:
     plan = _copy_text()
     # wrap_database_errors: a unique violation inside COPY is Django's IntegrityError.
     with connection.cursor() as cursor, connection.wrap_database_errors:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-            [Run._meta.db_table, len(new)],
-        )
-        ids = [pk for (pk,) in cursor.fetchall()]
+        ids = next_ids(cursor, Run._meta.db_table, len(new))
         lines = []
         metrics = []
         primaries: list[list[tuple]] = []
@@ -878,11 +891,12 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> list[list[tuple]]:
                     not_data(rows)
                 metrics.extend(_metric_lines(pk, rows, texts))
                 primaries.append([(m.name, m.value, m.extra) for m in rows if m.primary])
-        with cursor.cursor.copy(f"COPY {plan.target} FROM STDIN") as copy:
-            copy.write("\n".join(lines) + "\n")
-        if metrics:
-            with cursor.cursor.copy(f"COPY {plan.metrics} FROM STDIN") as copy:
-                copy.write("\n".join(metrics) + "\n")
+        # One COPY per table, in the order of their foreign keys (a table written per run,
+        # such as another of the run's rows, is one more pair here, its lines made above).
+        for target, table_lines in ((plan.target, lines), (plan.metrics, metrics)):
+            if table_lines:
+                with cursor.cursor.copy(f"COPY {target} FROM STDIN") as copy:
+                    copy.write("\n".join(table_lines) + "\n")
     return primaries
 
 
@@ -956,13 +970,22 @@ class _KeyMemo:
         return key
 
 
-def ingest(items: Any, user) -> list[dict[str, Any]]:
+def ingest(items: Any, user, check: Callable[[], None] | None = None) -> list[dict[str, Any]]:
     """Create the runs of ``items`` for ``user``; one result per item, in order:
     ``{"index", "status": "created"|"existing"|"invalid", "uuid", "errors", "parse_error"}``.
-    Invalid items are reported and skipped; the others are stored."""
+    Invalid items are reported and skipped; the others are stored.
+
+    ``check``: ``items`` is a body parsed but not checked yet for values no column stores
+    (``experiments.api.parsers.BulkJSONParser``), and ``check`` raises when it holds one
+    (the parser's refusal). It is called before anything else is refused or stored unless
+    every item is ``covered``: its own checks looked at each of its values."""
     if not isinstance(items, list):
+        if check is not None:
+            check()
         raise IngestError("expected a JSON array of runs (or JSON lines)")
     if len(items) > MAX_ITEMS:
+        if check is not None:
+            check()
         raise TooLarge(f"at most {MAX_ITEMS} runs per request (got {len(items)}): split the upload")
     metrics = sum(
         len(item["metrics"])
@@ -970,14 +993,16 @@ def ingest(items: Any, user) -> list[dict[str, Any]]:
         if isinstance(item, dict) and isinstance(item.get("metrics"), list)
     )
     if metrics > MAX_METRICS:
+        if check is not None:
+            check()
         raise TooLarge(
             f"at most {MAX_METRICS} explicit metrics per request (got {metrics}): split the upload"
         )
     try:
-        return _ingest(items, user)
+        return _ingest(items, user, check)
     except IntegrityError:
         # A concurrent request created one of these keys first: the second pass finds it.
-        return _ingest(items, user)
+        return _ingest(items, user, None)
 
 
 def _existing(user, keys: set[str]) -> dict[str, uuidlib.UUID]:
@@ -1017,7 +1042,7 @@ def _resolved(item: Item, field: str, clean: dict, known: dict, lookup) -> int |
     return pk
 
 
-def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
+def _ingest(raw_items: list, user, check: Callable[[], None] | None) -> list[dict[str, Any]]:
     items = [Item(i, d if isinstance(d, dict) else {}) for i, d in enumerate(raw_items)]
     cleaned: list[dict[str, Any]] = []
     for item, raw in zip(items, raw_items, strict=True):
@@ -1026,6 +1051,8 @@ def _ingest(raw_items: list, user) -> list[dict[str, Any]]:
             cleaned.append({})
             continue
         cleaned.append(_validate(item))
+    if check is not None and not all(item.covered and not item.errors for item in items):
+        check()  # (a body the parser would refuse is refused before anything is stored)
 
     testbeds = _resolve(Testbed, {c["testbed"] for c in cleaned if c.get("testbed")}, user, "name")
     tunings = _resolve(

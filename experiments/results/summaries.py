@@ -270,7 +270,8 @@ def add(runs: Iterable[Any], primaries: Iterable[list[tuple]] | None = None) -> 
     if _pending.depth:
         _pending.appends.update(ids)
     elif ids:
-        with transaction.atomic():
+        # No savepoint (two round trips): an error fails the caller's transaction anyway.
+        with transaction.atomic(savepoint=False):
             rows = None
             if primaries is not None and connection.vendor == "postgresql":
                 rows = batch_rows(runs, primaries)

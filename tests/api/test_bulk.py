@@ -222,15 +222,19 @@ def test_the_collector_runs_again_after_a_bulk_request(api, testbed, monkeypatch
     seen = []
     real = views.ingest
 
-    def ingest(items, user):
+    def ingest(items, user, check=None):
         assert not gc.isenabled()
         seen.append(weakref.ref(items))
         if len(items) > 1:
             raise RuntimeError("inside")
-        return real(items, user)
+        return real(items, user, check)
 
     monkeypatch.setattr(views, "ingest", ingest)
-    monkeypatch.setattr(views.StrictJSONParser, "parse", lambda self, *a, **k: Items(body))
+    monkeypatch.setattr(
+        views.BulkJSONParser,
+        "parse",
+        lambda self, *a, **k: views.UncheckedJSON(Items(body), json.dumps(body)),
+    )
     body = [metric_item(1)]
     gc.disable()  # no collection may free the body: only its reference count
     try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runners import params
 from runners.parsers.base import PARAM_KINDS, PARAMS_DOC
@@ -113,3 +115,26 @@ def test_the_argv_from_the_normal_form_is_the_argv_from_the_typed_spelling(tool,
     ctx = LaunchContext(workdir=tmp_path, scratch=tmp_path / "scratch")
     adapter = ADAPTERS[tool]
     assert adapter.build(params.normalise(typed), ctx).argv == adapter.build(typed, ctx).argv
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.dictionaries(
+        st.one_of(st.sampled_from(sorted(params.KINDS)), st.text(max_size=3), st.integers()),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(min_value=-(2**64), max_value=2**64),
+            st.floats(),
+            st.sampled_from(["4k", "yes", "1m", "16", "-3", "1.5", "x", "true", " 2 "]),
+            st.lists(st.integers(), max_size=2),
+        ),
+        max_size=6,
+    )
+)
+def test_normalise_is_normal_of_each_value(given_params):
+    """The copy without a call per value gives what ``normal`` gives for each (types too),
+    in a new dict."""
+    expected = {name: params.normal(name, value) for name, value in given_params.items()}
+    result = params.normalise(given_params)
+    assert repr(result) == repr(expected) and result is not given_params
