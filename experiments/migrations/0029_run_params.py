@@ -1,0 +1,94 @@
+"""Runs' parameters as typed rows (experiments.models.params, issue 30): the table, its rows
+for the runs stored so far, then its indexes (built once over the filled table, faster than
+kept up row by row) and the triggers that keep it true."""
+
+from django.db import migrations, models
+
+
+def fill(apps, schema_editor):
+    from experiments.models import params
+
+    params.backfill(schema_editor.connection)
+    if schema_editor.connection.vendor == "postgresql":
+        with schema_editor.connection.cursor() as cursor:
+            # Which values a parameter takes: without it the planner multiplies the shares of
+            # the name and of the value as if they were independent.
+            cursor.execute(
+                "CREATE STATISTICS IF NOT EXISTS exp_runparam_name_value (mcv) "
+                "ON name, num, text FROM experiments_runparam"
+            )
+
+
+def install(apps, schema_editor):
+    from experiments.models import params
+
+    params.install(schema_editor.connection)
+
+
+def uninstall(apps, schema_editor):
+    from experiments.models import params
+
+    params.uninstall(schema_editor.connection)
+
+
+def analyze(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        with schema_editor.connection.cursor() as cursor:
+            cursor.execute("ANALYZE experiments_runparam")
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("experiments", "0028_change_points"),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name="RunParam",
+            fields=[
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "run_id",
+                        "name",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
+                ("name", models.TextField()),
+                ("num", models.FloatField(null=True)),
+                ("text", models.TextField(null=True)),
+                ("created", models.DateTimeField()),
+                (
+                    "run",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        on_delete=models.deletion.DO_NOTHING,
+                        related_name="typed_params",
+                        to="experiments.run",
+                    ),
+                ),
+            ],
+        ),
+        migrations.RunPython(fill, migrations.RunPython.noop),
+        migrations.AddIndex(
+            model_name="runparam",
+            index=models.Index(
+                condition=models.Q(("num__isnull", False)),
+                fields=["name", "num", "created", "run"],
+                name="exp_runparam_num",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="runparam",
+            index=models.Index(
+                condition=models.Q(("text__isnull", False)),
+                fields=["name", "text", "created", "run"],
+                name="exp_runparam_text",
+            ),
+        ),
+        migrations.RunPython(install, uninstall),
+        migrations.RunPython(analyze, migrations.RunPython.noop),
+    ]
