@@ -200,9 +200,7 @@ def main() -> None:
             for m, matrix in enumerate(matrices)
         )
         Matrix.tuning_sets.through.objects.bulk_create(
-            Matrix.tuning_sets.through(
-                matrix_id=matrix.pk, tuningset_id=tunings[(m // 10) % 10].pk
-            )
+            Matrix.tuning_sets.through(matrix_id=matrix.pk, tuningset_id=tunings[(m // 10) % 10].pk)
             for m, matrix in enumerate(matrices)
         )
 

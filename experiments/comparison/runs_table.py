@@ -7,7 +7,10 @@ reproduces the view and can be shared; the CSV and JSON exports read the same sp
 - ``cols=param:numjobs,metric:write_bw,…``: the columns (``param:NAME``, ``metric:NAME`` or a
   run field: ``tool``, ``testbed``, ``status``, ``created``, ``started``). Without ``cols``
   the table picks the parameters that vary and the commonest metrics of the filtered runs.
-- ``sort=-metric:write_bw``: any column, ``-`` for descending; ties break on the run's id.
+- ``sort=-metric:write_bw``: any column, ``-`` for descending; ties break on the run's id
+  (for a parameter on its creation time, then id; for the testbed on the testbed, its
+  creation time, then id). A parameter sorts its numbers (numerically), then its other
+  values as text (strings, true/false, lists), then the runs without it.
 - filters: ``tool``, ``testbed`` (uuid), ``matrix`` (uuid), ``status``, ``owner=mine``,
   ``published=yes|no``, ``p.NAME=VALUE`` (parameter equals, in any spelling of its kind:
   ``p.bs=4k``, ``p.bs=4096``, ``p.bs=4 KiB``), ``m.NAME=LO..HI`` (the run's primary value
@@ -19,7 +22,8 @@ Keyset pagination instead of page numbers: a page is ``WHERE (sort key, id) afte
 cursor ORDER BY sort key, id LIMIT n+1``, so neither the page nor the "more" link counts the
 filtered runs (at a million runs, ``count(*)`` alone costs more than the page), and a page
 never repeats or skips a run when runs are added meanwhile. Missing values (a run without
-that metric or parameter) sort last in both directions.
+that metric or parameter) sort last in both directions. Every sort reads an index in order
+(experiments.models.params for parameters), so a page costs ~n index entries at any depth.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import (
     BooleanField,
@@ -293,7 +298,10 @@ class TableSpec:
                 ],
                 params=[testbed_id, created, last_id],
             )
-        inner_sql, inner_params = inner.values("id", "created")[:n].query.sql_with_params()
+        try:
+            inner_sql, inner_params = inner.values("id", "created")[:n].query.sql_with_params()
+        except EmptyResultSet:  # runs.none(): nothing visible
+            return []
         sql = (
             f"SELECT l.id, tb.name FROM (SELECT id, name FROM experiments_testbed {outer_where} "
             f"ORDER BY name {direction}, id {direction}) tb CROSS JOIN LATERAL ({inner_sql}) l "

@@ -65,6 +65,7 @@ class Migration(migrations.Migration):
                     "run",
                     models.ForeignKey(
                         db_constraint=False,
+                        db_index=False,
                         on_delete=models.deletion.DO_NOTHING,
                         related_name="typed_params",
                         to="experiments.run",

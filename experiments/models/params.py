@@ -43,8 +43,13 @@ class RunParam(models.Model):
     # No foreign-key constraint: the rows are written from the run's own row by a trigger and
     # deleted with it by another, and a constraint would cost a check per row (ten a run) on
     # every bulk ingest. DO_NOTHING: the delete trigger removes them, not the ORM's collector.
+    # No index of its own: the primary key (run, name) leads with it.
     run = models.ForeignKey(
-        Run, on_delete=models.DO_NOTHING, db_constraint=False, related_name="typed_params"
+        Run,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="typed_params",
     )
     name = models.TextField()
     num = models.FloatField(null=True)
