@@ -59,7 +59,7 @@ from django.db.models import (
 
 from experiments.comparison.charts import display_unit, metric_label
 from experiments.models import Metric, Run, RunParam
-from experiments.models.params import typed
+from experiments.models.params import NUMBER, TEXT, typed
 from experiments.models.runs import Tool
 from runners import metrics as vocabulary
 from runners import params as param_kinds
@@ -217,12 +217,12 @@ class TableSpec:
         return [F(name).desc() if self.descending else F(name).asc() for name in names]
 
     def _select_by_param(self, runs: QuerySet, n: int) -> list[Run]:
-        """Sorted by a parameter, from its typed rows (experiments.models.params): first the
-        runs whose value is a number, in numeric order, read from the index (name, num,
-        created, run) in order; then those whose value is text (a string, true/false, a
-        list), from (name, text, created, run); then the runs without it, by (created, id).
-        Ties break on (created, id), in the sort's direction, so that the index alone gives
-        the order; a page reads ~n index entries and n runs however deep it is."""
+        """Sorted by a parameter, from its typed rows (experiments.models.params) in the order
+        of their index (name, kind, num, text, created, run): first the runs whose value is a
+        number, in numeric order; then those whose value is text (a string, true/false, a
+        list); then the runs without it, by (created, id). Ties break on (created, id), in
+        the sort's direction, so that the index alone gives the order; a page reads ~n index
+        entries and n runs however deep it is."""
         name = self.sort.name
         op = "<" if self.descending else ">"
         # Where the cursor is: 0 among the numbers, 1 among the texts, 2 among the missing.
@@ -231,32 +231,48 @@ class TableSpec:
             value = self.after[0]
             start = 2 if value is None else 1 if isinstance(value, str) else 0
         found: list = []
-        for phase, column in enumerate(("num", "text", None)):
-            if phase < start or len(found) >= n:
+        for phase in (NUMBER, TEXT, None):
+            index = 2 if phase is None else phase
+            if index < start or len(found) >= n:
                 continue
-            after = self.after if phase == start else None
-            if column is None:
-                has = RunParam.objects.filter(run=OuterRef("pk"), name=name)
-                part = runs.filter(~Exists(has)).annotate(_sort=Value(None, FloatField()))
+            after = self.after if index == start else None
+            if phase is None:
+                part = runs.filter(_ParamMissing(name)).annotate(_sort=Value(None, FloatField()))
                 if after is not None:
                     part = part.filter(
-                        _Beyond(("created", "id"), (after[2], after[1]), op, DateTimeField())
+                        _Beyond(
+                            ("created", "id"),
+                            (after[2], after[1]),
+                            op,
+                            (DateTimeField(), IntegerField()),
+                        )
                     )
                 part = part.order_by(*self._order("created", "id"))
             else:
-                kind = FloatField() if column == "num" else TextField()
+                # The other half of the value is a constant: the index's order is the
+                # value's, then (created, run).
+                other = {"typed_params__text": ""} if phase == NUMBER else {"typed_params__num": 0}
                 part = runs.filter(
-                    typed_params__name=name, **{f"typed_params__{column}__isnull": False}
+                    typed_params__name=name, typed_params__kind=phase, **other
                 ).annotate(
-                    _sort=F(f"typed_params__{column}"),
+                    _num=F("typed_params__num"),
+                    _text=F("typed_params__text"),
                     _at=F("typed_params__created"),
                     _rid=F("typed_params__run_id"),
+                    _sort=F("typed_params__num" if phase == NUMBER else "typed_params__text"),
                 )
                 if after is not None:
+                    value = after[0]
+                    key = (value, "") if phase == NUMBER else (0.0, value)
                     part = part.filter(
-                        _Beyond(("_sort", "_at", "_rid"), (after[0], after[2], after[1]), op, kind)
+                        _Beyond(
+                            ("_num", "_text", "_at", "_rid"),
+                            (*key, after[2], after[1]),
+                            op,
+                            (FloatField(), TextField(), DateTimeField(), IntegerField()),
+                        )
                     )
-                part = part.order_by(*self._order("_sort", "_at", "_rid"))
+                part = part.order_by(*self._order("_num", "_text", "_at", "_rid"))
             found += _fetch(part, n - len(found), self.light)
         return found
 
@@ -277,7 +293,7 @@ class TableSpec:
                         ("_sort", "testbed_id", "created", "id"),
                         (value, testbed_id, created, last_id),
                         op,
-                        TextField(),
+                        (TextField(), IntegerField(), DateTimeField(), IntegerField()),
                     )
                 )
             part = part.order_by(*self._order("_sort", "testbed_id", "created", "id"))
@@ -438,20 +454,15 @@ def _is_int(value) -> bool:
 class _Beyond(Func):
     """``(a, b, c) > (x, y, z)`` (or ``<``): rows after a cursor in a keyset order, as one
     row comparison, which PostgreSQL's B-tree scans start from (an index condition) however
-    many rows tie on the first key; SQLite compares row values too. ``kind``: the output
-    field of the first value, the rest being a time and ids."""
+    many rows tie on the first key; SQLite compares row values too. ``fields``: the output
+    field of each value."""
 
     output_field = BooleanField()
 
-    def __init__(self, names, values, op: str, kind):
-        fields = [kind, DateTimeField(), IntegerField(), IntegerField()]
-        if len(names) == 2:  # (created, id)
-            fields = [DateTimeField(), IntegerField()]
-        elif len(names) == 4:  # (testbed name, testbed, created, id)
-            fields = [kind, IntegerField(), DateTimeField(), IntegerField()]
+    def __init__(self, names, values, op: str, fields):
         super().__init__(
             *(F(name) for name in names),
-            *(Value(v, output_field=f) for v, f in zip(values, fields, strict=False)),
+            *(Value(v, output_field=f) for v, f in zip(values, fields, strict=True)),
         )
         self.op = op
         self.width = len(names)
@@ -464,6 +475,30 @@ class _Beyond(Func):
             params.extend(p)
         left, right = ", ".join(parts[: self.width]), ", ".join(parts[self.width :])
         return f"({left}) {self.op} ({right})", params
+
+
+class _ParamMissing(Func):
+    """Whether a run has no typed row for parameter ``name`` (experiments.models.params): no
+    such key, a JSON null, or ``params`` not an object; read from ``params`` itself, as the
+    rows' index cannot say which runs are not in it."""
+
+    output_field = BooleanField()
+
+    def __init__(self, name: str):
+        super().__init__(F("params"))
+        self.name = name
+
+    def as_sql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        if connection.vendor == "postgresql":
+            return f"coalesce(jsonb_typeof({column} -> %s), 'null') = 'null'", [
+                *params,
+                self.name,
+            ]
+        return f"coalesce(json_type({column}, %s), 'null') = 'null'", [
+            *params,
+            f'$."{self.name}"',
+        ]
 
 
 def _filtered(query, user, binary: bool):
@@ -562,11 +597,13 @@ def _param_equals(name: str, value: str) -> Q:
         exact |= Q(**{f"params__{name}": candidate})
         found = typed(candidate)
         if found is not None:
-            num, text = found
-            rows |= Q(num=num) if num is not None else Q(text=text)
+            kind, num, text = found
+            rows |= Q(kind=kind, num=num, text=text)
     if not rows:
         return exact
-    return Q(Exists(RunParam.objects.filter(rows, run=OuterRef("pk"), name=name))) & exact
+    # The whole key of the row (the run's creation and id are the run's): one index probe.
+    has = RunParam.objects.filter(rows, name=name, created=OuterRef("created"), run=OuterRef("pk"))
+    return Q(Exists(has)) & exact
 
 
 def _range(key: str, text: str) -> tuple[float | None, float | None]:

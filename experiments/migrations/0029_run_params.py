@@ -1,6 +1,7 @@
 """Runs' parameters as typed rows (experiments.models.params, issue 30): the table, its rows
-for the runs stored so far, then its indexes (built once over the filled table, faster than
-kept up row by row) and the triggers that keep it true."""
+for the runs stored so far (on PostgreSQL before its primary key, which is then built once
+over the filled table, faster than kept up row by row), and the triggers that keep it
+true."""
 
 from django.db import migrations, models
 
@@ -8,15 +9,28 @@ from django.db import migrations, models
 def fill(apps, schema_editor):
     from experiments.models import params
 
-    params.backfill(schema_editor.connection)
-    if schema_editor.connection.vendor == "postgresql":
-        with schema_editor.connection.cursor() as cursor:
-            # Which values a parameter takes: without it the planner multiplies the shares of
-            # the name and of the value as if they were independent.
-            cursor.execute(
-                "CREATE STATISTICS IF NOT EXISTS exp_runparam_name_value (mcv) "
-                "ON name, num, text FROM experiments_runparam"
-            )
+    connection = schema_editor.connection
+    if connection.vendor != "postgresql":
+        params.backfill(connection)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conname FROM pg_constraint "
+            "WHERE conrelid = 'experiments_runparam'::regclass AND contype = 'p'"
+        )
+        (key,) = cursor.fetchone()
+        cursor.execute(f'ALTER TABLE experiments_runparam DROP CONSTRAINT "{key}"')
+        params.backfill(connection)
+        cursor.execute(
+            f'ALTER TABLE experiments_runparam ADD CONSTRAINT "{key}" '
+            "PRIMARY KEY (name, kind, num, text, created, run_id)"
+        )
+        # Which values a parameter takes: without it the planner multiplies the shares of
+        # the name and of the value as if they were independent.
+        cursor.execute(
+            "CREATE STATISTICS IF NOT EXISTS exp_runparam_name_value (mcv) "
+            "ON name, kind, num, text FROM experiments_runparam"
+        )
 
 
 def install(apps, schema_editor):
@@ -49,8 +63,12 @@ class Migration(migrations.Migration):
                 (
                     "pk",
                     models.CompositePrimaryKey(
-                        "run_id",
                         "name",
+                        "kind",
+                        "num",
+                        "text",
+                        "created",
+                        "run_id",
                         blank=True,
                         editable=False,
                         primary_key=True,
@@ -58,8 +76,9 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("name", models.TextField()),
-                ("num", models.FloatField(null=True)),
-                ("text", models.TextField(null=True)),
+                ("kind", models.SmallIntegerField()),
+                ("num", models.FloatField()),
+                ("text", models.TextField()),
                 ("created", models.DateTimeField()),
                 (
                     "run",
@@ -74,22 +93,6 @@ class Migration(migrations.Migration):
             ],
         ),
         migrations.RunPython(fill, migrations.RunPython.noop),
-        migrations.AddIndex(
-            model_name="runparam",
-            index=models.Index(
-                condition=models.Q(("num__isnull", False)),
-                fields=["name", "num", "created", "run"],
-                name="exp_runparam_num",
-            ),
-        ),
-        migrations.AddIndex(
-            model_name="runparam",
-            index=models.Index(
-                condition=models.Q(("text__isnull", False)),
-                fields=["name", "text", "created", "run"],
-                name="exp_runparam_text",
-            ),
-        ),
         migrations.RunPython(install, uninstall),
         migrations.RunPython(analyze, migrations.RunPython.noop),
     ]

@@ -4,24 +4,29 @@ from an index (issue 30).
 ``Run.params`` is a JSON object: sorting a million runs by ``params->'threads'`` or filtering
 them by ``params->'threads' = 16`` reads every run (400-500 ms at 1M runs), and no single
 index serves every parameter name. ``RunParam`` holds one row per (run, parameter) with the
-value typed: ``num`` for a JSON number (numeric order: 2 < 16), ``text`` for anything else
-(a string as itself, ``true``/``false``, a list or an object as JSON text), cut to
-``TEXT_PREFIX`` characters so that any value fits an index entry. A JSON null, a key longer
-than ``NAME_MAX`` (no table column can name it) and a ``params`` that is not an object make
-no row: the parameter is missing, as for a run without it. ``created`` is the run's, so that
-one index serves both a sort by the parameter and a filter on it shown newest first:
+value typed: ``kind`` 0 with ``num`` for a JSON number (numeric order: 2 < 16), ``kind`` 1
+with ``text`` for anything else (a string as itself, ``true``/``false``, a list or an object
+as JSON text), cut to ``TEXT_PREFIX`` characters so that any value fits an index entry. A
+JSON null, a key longer than ``NAME_MAX`` (no table column can name it) and a ``params``
+that is not an object make no row: the parameter is missing, as for a run without it.
 
-- ``exp_runparam_num`` (name, num, created, run) where num is not null, and
-- ``exp_runparam_text`` (name, text, created, run) where text is not null.
+One index, the primary key (name, kind, num, text, created, run), serves everything: a sort
+by the parameter (its numbers in order, then its texts; ties by the run's creation, then id),
+a filter on it shown newest first, a run's own row (every column of the key is known from the
+run: its id, creation and value), and the triggers' deletes. The unused half of the value is
+a constant (``num`` 0 for a text, ``text`` '' for a number), so no column is null. One index
+entry a parameter is what the rows cost a bulk ingest (``bench/params_ingest.py``).
 
 The rows are kept true by the database itself, whatever writes the run: triggers on
 ``experiments_run`` (``install``) write a run's rows when it is inserted (on PostgreSQL once
 per statement, from the statement's new rows: one ``INSERT … SELECT`` for a bulk ingest's
-whole COPY), rewrite them when its ``params`` or ``created`` change, and delete them with it.
-So the ORM, the bulk ingest's COPY, the executor, the importers, the published data loader,
-``bench/generate.py`` and plain SQL need do nothing. The migration that made the table filled
-it for the runs of the time (``backfill``); ``install`` runs again after every ``migrate``
-(post_migrate), since SQLite drops a table's triggers when a migration rebuilds the table.
+whole COPY), rewrite them when its ``params`` or ``created`` change, and delete them with it
+(by their keys, made again from the old row). So the ORM, the bulk ingest's COPY, the
+executor, the importers, the published data loader, ``bench/generate.py`` and plain SQL need
+do nothing. The migration that made the table filled it for the runs of the time
+(``backfill``); ``install`` runs again after every ``migrate`` (post_migrate), since SQLite
+drops a table's triggers when a migration rebuilds the table. Changing how a value is typed
+takes a migration that fills the table again (the deletes find rows by the keys made now).
 """
 
 from __future__ import annotations
@@ -36,14 +41,17 @@ TEXT_PREFIX = 256
 NAME_MAX = 64
 
 
+NUMBER, TEXT = 0, 1
+
+
 class RunParam(models.Model):
     """One parameter of one run, typed (see the module's docstring). Written by triggers only."""
 
-    pk = models.CompositePrimaryKey("run_id", "name")
+    pk = models.CompositePrimaryKey("name", "kind", "num", "text", "created", "run_id")
     # No foreign-key constraint: the rows are written from the run's own row by a trigger and
     # deleted with it by another, and a constraint would cost a check per row (ten a run) on
     # every bulk ingest. DO_NOTHING: the delete trigger removes them, not the ORM's collector.
-    # No index of its own: the primary key (run, name) leads with it.
+    # No index of its own: the rows of a run are found by their whole key.
     run = models.ForeignKey(
         Run,
         on_delete=models.DO_NOTHING,
@@ -52,42 +60,30 @@ class RunParam(models.Model):
         related_name="typed_params",
     )
     name = models.TextField()
-    num = models.FloatField(null=True)
-    text = models.TextField(null=True)
+    kind = models.SmallIntegerField()  # NUMBER or TEXT
+    num = models.FloatField()  # the number; 0 for a text
+    text = models.TextField()  # the text; '' for a number
     created = models.DateTimeField()
 
-    class Meta:
-        indexes = [
-            models.Index(
-                fields=["name", "num", "created", "run"],
-                condition=models.Q(num__isnull=False),
-                name="exp_runparam_num",
-            ),
-            models.Index(
-                fields=["name", "text", "created", "run"],
-                condition=models.Q(text__isnull=False),
-                name="exp_runparam_text",
-            ),
-        ]
-
     def __str__(self) -> str:
-        return f"run {self.run_id}: {self.name}={self.text if self.num is None else self.num:g}"
+        value = self.text if self.kind == TEXT else f"{self.num:g}"
+        return f"run {self.run_id}: {self.name}={value}"
 
 
-def typed(value) -> tuple[float | None, str | None] | None:
-    """(num, text) of a parameter value as the triggers type it, or None for no row: what
-    the filters compare with and the tests check the rows against."""
+def typed(value) -> tuple[int, float, str] | None:
+    """(kind, num, text) of a parameter value as the triggers type it, or None for no row:
+    what the filters look up and the tests check the rows against."""
     if value is None:
         return None
     if isinstance(value, bool):
-        return None, "true" if value else "false"
+        return TEXT, 0.0, "true" if value else "false"
     if isinstance(value, (int, float)):
         if value == 0 or 1e-300 <= abs(value) <= 1e300:
-            return float(value), None
-        return None, json.dumps(value)[:TEXT_PREFIX]
+            return NUMBER, float(value), ""
+        return TEXT, 0.0, json.dumps(value)[:TEXT_PREFIX]
     if isinstance(value, str):
-        return None, value[:TEXT_PREFIX]
-    return None, json.dumps(value, separators=(",", ":"))[:TEXT_PREFIX]
+        return TEXT, 0.0, value[:TEXT_PREFIX]
+    return TEXT, 0.0, json.dumps(value, separators=(",", ":"))[:TEXT_PREFIX]
 
 
 # -- the triggers -----------------------------------------------------------------------------
@@ -96,18 +92,30 @@ def typed(value) -> tuple[float | None, str | None] | None:
 # params (jsonb), created. A number outside float8's range goes to ``text`` (a cast would fail
 # the insert); PostgreSQL's JSON text of a list or an object spaces its items ("[1, 2]").
 _PG_ROWS = f"""
-    SELECT n.id, e.key,
-           CASE WHEN v.x = 0 OR abs(v.x) BETWEEN 1e-300 AND 1e300 THEN v.x::float8 END,
-           CASE WHEN jsonb_typeof(e.value) = 'string' THEN left(e.value #>> '{{}}', {TEXT_PREFIX})
-                WHEN v.x = 0 OR abs(v.x) BETWEEN 1e-300 AND 1e300 THEN NULL
-                ELSE left(e.value::text, {TEXT_PREFIX}) END,
-           n.created
+    SELECT n.id AS run_id, e.key AS name,
+           CASE WHEN w.number THEN 0 ELSE 1 END AS kind,
+           CASE WHEN w.number THEN v.x::float8 ELSE 0 END AS num,
+           CASE WHEN w.number THEN ''
+                WHEN jsonb_typeof(e.value) = 'string' THEN left(e.value #>> '{{}}', {TEXT_PREFIX})
+                ELSE left(e.value::text, {TEXT_PREFIX}) END AS text,
+           n.created AS created
       FROM __SRC__ n,
            jsonb_each(CASE WHEN jsonb_typeof(n.params) = 'object' THEN n.params
                            ELSE '{{}}'::jsonb END) e,
            LATERAL (SELECT CASE WHEN jsonb_typeof(e.value) = 'number'
-                                THEN e.value::numeric END AS x) v
+                                THEN e.value::numeric END AS x) v,
+           LATERAL (SELECT coalesce(v.x = 0 OR abs(v.x) BETWEEN 1e-300 AND 1e300, false)
+                               AS number) w
      WHERE jsonb_typeof(e.value) <> 'null' AND length(e.key) <= {NAME_MAX}
+"""
+
+_COLUMNS = "run_id, name, kind, num, text, created"
+# The rows of the runs of ``gone`` (their keys made again from the old rows), deleted.
+_PG_DELETE = """
+    DELETE FROM experiments_runparam p
+     USING (__ROWS__) g
+     WHERE (p.name, p.kind, p.num, p.text, p.created, p.run_id)
+         = (g.name, g.kind, g.num, g.text, g.created, g.run_id)
 """
 
 _PG_INSTALL = [
@@ -115,7 +123,7 @@ _PG_INSTALL = [
 CREATE OR REPLACE FUNCTION experiments_run_params_added() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO experiments_runparam (run_id, name, num, text, created)
+    INSERT INTO experiments_runparam ({_COLUMNS})
     {_PG_ROWS.replace("__SRC__", "added")};
     RETURN NULL;
 END $$
@@ -124,17 +132,17 @@ END $$
 CREATE OR REPLACE FUNCTION experiments_run_params_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM experiments_runparam WHERE run_id = OLD.id;
-    INSERT INTO experiments_runparam (run_id, name, num, text, created)
-    {_PG_ROWS.replace("__SRC__", "(SELECT NEW.id, NEW.params, NEW.created)")};
+    {_PG_DELETE.replace("__ROWS__", _PG_ROWS.replace("__SRC__", "(SELECT OLD.*)"))};
+    INSERT INTO experiments_runparam ({_COLUMNS})
+    {_PG_ROWS.replace("__SRC__", "(SELECT NEW.*)")};
     RETURN NULL;
 END $$
 """,
-    """
+    f"""
 CREATE OR REPLACE FUNCTION experiments_run_params_gone() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM experiments_runparam p USING gone g WHERE p.run_id = g.id;
+    {_PG_DELETE.replace("__ROWS__", _PG_ROWS.replace("__SRC__", "gone"))};
     RETURN NULL;
 END $$
 """,
@@ -175,22 +183,30 @@ FOR EACH STATEMENT EXECUTE FUNCTION experiments_run_params_truncated()
 # SQLite (the embedded default): row triggers with json_each. A list or an object is its JSON
 # text as SQLite writes it ("[1,2]").
 _SQLITE_ROWS = f"""
-    SELECT NEW.id, e.key,
-           CASE WHEN e.type IN ('integer', 'real') THEN e.value END,
-           CASE WHEN e.type = 'text' THEN substr(e.value, 1, {TEXT_PREFIX})
+    SELECT NEW.id AS run_id, e.key AS name,
+           CASE WHEN e.type IN ('integer', 'real') THEN 0 ELSE 1 END AS kind,
+           CASE WHEN e.type IN ('integer', 'real') THEN e.value ELSE 0 END AS num,
+           CASE WHEN e.type IN ('integer', 'real') THEN ''
+                WHEN e.type = 'text' THEN substr(e.value, 1, {TEXT_PREFIX})
                 WHEN e.type IN ('true', 'false') THEN e.type
-                WHEN e.type IN ('array', 'object') THEN substr(e.value, 1, {TEXT_PREFIX}) END,
-           NEW.created
+                ELSE substr(e.value, 1, {TEXT_PREFIX}) END AS text,
+           NEW.created AS created
       FROM json_each(CASE WHEN json_valid(NEW.params) AND json_type(NEW.params) = 'object'
                           THEN NEW.params ELSE '{{}}' END) e
-     WHERE e.type <> 'null' AND length(e.key) <= {NAME_MAX};
+     WHERE e.type <> 'null' AND length(e.key) <= {NAME_MAX}
+"""
+_SQLITE_DELETE = f"""
+    DELETE FROM experiments_runparam
+     WHERE (name, kind, num, text, created, run_id) IN (
+           SELECT name, kind, num, text, created, run_id FROM (
+           {_SQLITE_ROWS.replace("NEW.", "OLD.")}));
 """
 
 _SQLITE_INSTALL = [
     f"""
 CREATE TRIGGER IF NOT EXISTS experiments_run_params_added AFTER INSERT ON experiments_run
 BEGIN
-    INSERT INTO experiments_runparam (run_id, name, num, text, created) {_SQLITE_ROWS}
+    INSERT INTO experiments_runparam ({_COLUMNS}) {_SQLITE_ROWS};
 END
 """,
     f"""
@@ -198,14 +214,14 @@ CREATE TRIGGER IF NOT EXISTS experiments_run_params_changed
 AFTER UPDATE OF params, created ON experiments_run
 WHEN OLD.params IS NOT NEW.params OR OLD.created IS NOT NEW.created
 BEGIN
-    DELETE FROM experiments_runparam WHERE run_id = OLD.id;
-    INSERT INTO experiments_runparam (run_id, name, num, text, created) {_SQLITE_ROWS}
+    {_SQLITE_DELETE}
+    INSERT INTO experiments_runparam ({_COLUMNS}) {_SQLITE_ROWS};
 END
 """,
-    """
+    f"""
 CREATE TRIGGER IF NOT EXISTS experiments_run_params_gone AFTER DELETE ON experiments_run
 BEGIN
-    DELETE FROM experiments_runparam WHERE run_id = OLD.id;
+    {_SQLITE_DELETE}
 END
 """,
 ]
@@ -257,15 +273,13 @@ def backfill(connection) -> None:
         cursor.execute("DELETE FROM experiments_runparam")
         if connection.vendor == "postgresql":
             cursor.execute(
-                "INSERT INTO experiments_runparam (run_id, name, num, text, created) "
+                f"INSERT INTO experiments_runparam ({_COLUMNS}) "
                 + _PG_ROWS.replace("__SRC__", "experiments_run")
             )
         else:
-            rows = _SQLITE_ROWS.replace("NEW.", "n.").rstrip().rstrip(";")
+            rows = _SQLITE_ROWS.replace("NEW.", "n.")
             rows = rows.replace("FROM json_each(", "FROM experiments_run n, json_each(", 1)
-            cursor.execute(
-                "INSERT INTO experiments_runparam (run_id, name, num, text, created) " + rows
-            )
+            cursor.execute(f"INSERT INTO experiments_runparam ({_COLUMNS}) " + rows)
 
 
 def installed(connection) -> set[str]:

@@ -48,13 +48,13 @@ def expected() -> set[tuple]:
         for name, value in (params if isinstance(params, dict) else {}).items():
             row = typed(value)
             if row is not None and len(name) <= typed_params.NAME_MAX:
-                out.add((run_id, name, row[0], canonical(row[1]), created))
+                out.add((run_id, name, row[0], row[1], canonical(row[2]), created))
     return out
 
 
 def stored() -> set[tuple]:
-    rows = RunParam.objects.values_list("run_id", "name", "num", "text", "created")
-    return {(r, n, num, canonical(text), c) for r, n, num, text, c in rows}
+    rows = RunParam.objects.values_list("run_id", "name", "kind", "num", "text", "created")
+    return {(r, n, k, num, canonical(text), c) for r, n, k, num, text, c in rows}
 
 
 def assert_true() -> None:
@@ -81,12 +81,14 @@ VALUES = {
 
 def test_every_orm_write_keeps_the_rows_true(testbed):
     run = Run.objects.create(testbed=testbed, tool="fio", params=VALUES)
-    rows = {r.name: (r.num, r.text) for r in RunParam.objects.filter(run=run)}
-    assert rows["threads"] == (16.0, None) and rows["bs"] == (None, "4k")
-    assert rows["direct"] == (None, "true") and rows["sync"] == (None, "false")
-    assert rows["long"] == (None, "x" * typed_params.TEXT_PREFIX)
+    rows = {r.name: (r.kind, r.num, r.text) for r in RunParam.objects.filter(run=run)}
+    number, text = typed_params.NUMBER, typed_params.TEXT
+    assert rows["threads"] == (number, 16.0, "") and rows["bs"] == (text, 0, "4k")
+    assert rows["direct"] == (text, 0, "true") and rows["sync"] == (text, 0, "false")
+    assert rows["zero"] == (number, 0, "")
+    assert rows["long"] == (text, 0, "x" * typed_params.TEXT_PREFIX)
     assert "none" not in rows and "k" * 65 not in rows  # missing, as without the key
-    assert rows["ops"][1] in ('["write","read"]', '["write", "read"]')  # SQLite, PostgreSQL
+    assert rows["ops"][2] in ('["write","read"]', '["write", "read"]')  # SQLite, PostgreSQL
     other = Run.objects.create(testbed=testbed, tool="ior", params={"threads": 2})
     assert_true()
     run.params = {"threads": 32, "extra": "new"}
@@ -136,9 +138,9 @@ def test_a_number_beyond_floats_is_text_and_fails_no_write(testbed):
             'UPDATE experiments_run SET params = \'{"huge": 1e400, "tiny": 1e-400}\' WHERE id = %s',
             [run.pk],
         )
-    rows = {r.name: (r.num, r.text) for r in RunParam.objects.filter(run=run)}
-    assert rows["huge"][0] is None and rows["huge"][1].startswith("1000")
-    assert rows["tiny"][0] is None
+    rows = {r.name: (r.kind, r.text) for r in RunParam.objects.filter(run=run)}
+    assert rows["huge"][0] == typed_params.TEXT and rows["huge"][1].startswith("1000")
+    assert rows["tiny"][0] == typed_params.TEXT
 
 
 def test_bulk_ingest_keeps_the_rows_true(alice, testbed):
