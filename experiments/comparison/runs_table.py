@@ -300,13 +300,19 @@ class TableSpec:
             return _fetch(part, n, self.light)
         direction = "DESC" if self.descending else "ASC"
         run = Run._meta.db_table
-        outer_where, outer_params, inner = "", [], runs.order_by(*self._order("created", "id"))
+        inner = runs.order_by(*self._order("created", "id"))
+        # The testbeds walked: filtered by one, that one only (the others' runs would be
+        # read to find none); after a cursor, from the cursor's testbed on.
+        conditions, outer_params = ["TRUE"], []
+        if "testbed" in self.filters:
+            conditions.append("uuid = %s")
+            outer_params.append(self.filters["testbed"])
         if self.after is None:
             inner = inner.extra(where=[f'"{run}"."testbed_id" = tb.id'])
         else:
             value, last_id, testbed_id, created = self.after
-            outer_where = f"WHERE (name, id) {op}= (%s, %s)"
-            outer_params = [value, testbed_id]
+            conditions.append(f"(name, id) {op}= (%s, %s)")
+            outer_params += [value, testbed_id]
             inner = inner.extra(
                 where=[
                     f'"{run}"."testbed_id" = tb.id AND (tb.id <> %s OR '
@@ -318,6 +324,7 @@ class TableSpec:
             inner_sql, inner_params = inner.values("id", "created")[:n].query.sql_with_params()
         except EmptyResultSet:  # runs.none(): nothing visible
             return []
+        outer_where = "WHERE " + " AND ".join(conditions)
         sql = (
             f"SELECT l.id, tb.name FROM (SELECT id, name FROM experiments_testbed {outer_where} "
             f"ORDER BY name {direction}, id {direction}) tb CROSS JOIN LATERAL ({inner_sql}) l "

@@ -1,5 +1,5 @@
 """Runs' parameters as typed rows (experiments.models.params, issue 30): the table, its rows
-for the runs stored so far (on PostgreSQL before its primary key, which is then built once
+for the runs stored so far (on PostgreSQL before its indexes, which are then built once
 over the filled table, faster than kept up row by row), and the triggers that keep it
 true."""
 
@@ -19,12 +19,22 @@ def fill(apps, schema_editor):
             "WHERE conrelid = 'experiments_runparam'::regclass AND contype = 'p'"
         )
         (key,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes "
+            "WHERE tablename = 'experiments_runparam' AND indexname <> %s",
+            [key],
+        )
+        indexes = cursor.fetchall()
+        for name, _ in indexes:
+            cursor.execute(f'DROP INDEX "{name}"')
         cursor.execute(f'ALTER TABLE experiments_runparam DROP CONSTRAINT "{key}"')
         params.backfill(connection)
         cursor.execute(
             f'ALTER TABLE experiments_runparam ADD CONSTRAINT "{key}" '
             "PRIMARY KEY (name, kind, num, text, created, run_id)"
         )
+        for _, definition in indexes:
+            cursor.execute(definition)
         # Which values a parameter takes: without it the planner multiplies the shares of
         # the name and of the value as if they were independent.
         cursor.execute(
@@ -84,7 +94,6 @@ class Migration(migrations.Migration):
                     "run",
                     models.ForeignKey(
                         db_constraint=False,
-                        db_index=False,
                         on_delete=models.deletion.DO_NOTHING,
                         related_name="typed_params",
                         to="experiments.run",

@@ -14,8 +14,9 @@ One index, the primary key (name, kind, num, text, created, run), serves everyth
 by the parameter (its numbers in order, then its texts; ties by the run's creation, then id),
 a filter on it shown newest first, a run's own row (every column of the key is known from the
 run: its id, creation and value), and the triggers' deletes. The unused half of the value is
-a constant (``num`` 0 for a text, ``text`` '' for a number), so no column is null. One index
-entry a parameter is what the rows cost a bulk ingest (``bench/params_ingest.py``).
+a constant (``num`` 0 for a text, ``text`` '' for a number), so no column is null. A second
+index, on ``run``, serves a filter that leaves few runs sorted by a parameter. What the rows
+cost a bulk ingest: ``bench/params_ingest.py``.
 
 The rows are kept true by the database itself, whatever writes the run: triggers on
 ``experiments_run`` (``install``) write a run's rows when it is inserted (on PostgreSQL once
@@ -51,12 +52,13 @@ class RunParam(models.Model):
     # No foreign-key constraint: the rows are written from the run's own row by a trigger and
     # deleted with it by another, and a constraint would cost a check per row (ten a run) on
     # every bulk ingest. DO_NOTHING: the delete trigger removes them, not the ORM's collector.
-    # No index of its own: the rows of a run are found by their whole key.
+    # Indexed on its own (an append at the index's end, the cheapest entry): a filter that
+    # leaves few runs (one matrix, a tool) and sorts them by a parameter reads those runs'
+    # rows rather than walk the parameter's whole index.
     run = models.ForeignKey(
         Run,
         on_delete=models.DO_NOTHING,
         db_constraint=False,
-        db_index=False,
         related_name="typed_params",
     )
     name = models.TextField()
