@@ -53,6 +53,7 @@ from django.db.models import (
     OuterRef,
     Q,
     QuerySet,
+    Subquery,
     TextField,
     Value,
 )
@@ -61,10 +62,14 @@ from experiments.comparison.charts import display_unit, metric_label
 from experiments.models import Metric, Run, RunParam
 from experiments.models.params import NUMBER, TEXT, typed
 from experiments.models.runs import Tool
+from experiments.shared import keyset
 from runners import metrics as vocabulary
 from runners import params as param_kinds
 
 PAGE_SIZE = 50
+# Up to this many filtered runs (the planner's estimate), a parameter sort sorts them rather
+# than walk the parameter's index (``TableSpec._select_by_param``).
+FEW = 5000
 MAX_COLUMNS = 24
 MAX_FILTERS = 20
 # Default columns are chosen from the newest runs that pass the filters: enough to see which
@@ -230,6 +235,10 @@ class TableSpec:
         if self.after is not None:
             value = self.after[0]
             start = 2 if value is None else 1 if isinstance(value, str) else 0
+        # A filter that leaves few runs (one matrix, a tool): sort those, each one's value
+        # read by its run (the rows' index on run), rather than walk the parameter's whole
+        # index for the few that pass (the planner cannot tell how far that walk goes).
+        few = bool(self.filters) and (keyset.estimate(runs) or FEW + 1) <= FEW
         found: list = []
         for phase in (NUMBER, TEXT, None):
             index = 2 if phase is None else phase
@@ -248,6 +257,28 @@ class TableSpec:
                         )
                     )
                 part = part.order_by(*self._order("created", "id"))
+            elif few:
+                mine = RunParam.objects.filter(run=OuterRef("pk"), name=name)
+                part = runs.annotate(
+                    _kind=Subquery(mine.values("kind")[:1]),
+                    _num=Subquery(mine.values("num")[:1]),
+                    _text=Subquery(mine.values("text")[:1]),
+                    _at=F("created"),
+                    _rid=F("id"),
+                ).filter(_kind=phase)
+                part = part.annotate(_sort=F("_num" if phase == NUMBER else "_text"))
+                if after is not None:
+                    value = after[0]
+                    key = (value, "") if phase == NUMBER else (0.0, value)
+                    part = part.filter(
+                        _Beyond(
+                            ("_num", "_text", "_at", "_rid"),
+                            (*key, after[2], after[1]),
+                            op,
+                            (FloatField(), TextField(), DateTimeField(), IntegerField()),
+                        )
+                    )
+                part = part.order_by(*self._order("_num", "_text", "_at", "_rid"))
             else:
                 # The other half of the value is a constant: the index's order is the
                 # value's, then (created, run).

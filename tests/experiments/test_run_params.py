@@ -261,11 +261,19 @@ def key_of(run: Run):
     return (1, 0, "true" if value is True else value)
 
 
+@pytest.mark.parametrize("filtered", [False, True])
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("size", [1, 2, 3, 50])
-def test_a_parameter_sort_orders_numbers_then_texts_then_missing(alice, mixed, descending, size):
+def test_a_parameter_sort_orders_numbers_then_texts_then_missing(
+    alice, mixed, descending, size, filtered
+):
+    """Alike through the parameter's index and, filtered to few runs (on PostgreSQL), by
+    sorting those runs (runs_table.FEW)."""
     sort = ("-" if descending else "") + "param:threads"
-    got, _ = walk(alice, {"cols": "param:threads", "sort": sort}, size)
+    query = {"cols": "param:threads", "sort": sort}
+    if filtered:
+        query["status"] = "succeeded"  # every run of ``mixed``
+    got, _ = walk(alice, query, size)
     assert len(got) == len(mixed) and len({r.pk for r in got}) == len(mixed)
     runs = {r.pk: r for r in Run.objects.all()}
     got = [runs[r.pk] for r in got]
