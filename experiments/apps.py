@@ -1,6 +1,7 @@
 """App configuration for the experiments domain."""
 
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class ExperimentsConfig(AppConfig):
@@ -23,3 +24,14 @@ class ExperimentsConfig(AppConfig):
         summaries.connect()
         data_changed.connect(store.on_data_changed, dispatch_uid="experiments.results.store")
         runs_ended.connect(adaptive.on_runs_ended, dispatch_uid="experiments.matrices.adaptive")
+        # The triggers that keep runs' typed parameters true (experiments.models.params), again
+        # after every migrate: SQLite drops them with a table a migration rebuilds.
+        post_migrate.connect(_install_param_triggers, sender=self, dispatch_uid="run-params")
+
+
+def _install_param_triggers(using="default", **kwargs) -> None:
+    from django.db import connections
+
+    from experiments.models import params
+
+    params.install(connections[using])

@@ -7,7 +7,10 @@ reproduces the view and can be shared; the CSV and JSON exports read the same sp
 - ``cols=param:numjobs,metric:write_bw,…``: the columns (``param:NAME``, ``metric:NAME`` or a
   run field: ``tool``, ``testbed``, ``status``, ``created``, ``started``). Without ``cols``
   the table picks the parameters that vary and the commonest metrics of the filtered runs.
-- ``sort=-metric:write_bw``: any column, ``-`` for descending; ties break on the run's id.
+- ``sort=-metric:write_bw``: any column, ``-`` for descending; ties break on the run's id
+  (for a parameter on its creation time, then id; for the testbed on the testbed, its
+  creation time, then id). A parameter sorts its numbers (numerically), then its other
+  values as text (strings, true/false, lists), then the runs without it.
 - filters: ``tool``, ``testbed`` (uuid), ``matrix`` (uuid), ``status``, ``owner=mine``,
   ``published=yes|no``, ``p.NAME=VALUE`` (parameter equals, in any spelling of its kind:
   ``p.bs=4k``, ``p.bs=4096``, ``p.bs=4 KiB``), ``m.NAME=LO..HI`` (the run's primary value
@@ -19,7 +22,8 @@ Keyset pagination instead of page numbers: a page is ``WHERE (sort key, id) afte
 cursor ORDER BY sort key, id LIMIT n+1``, so neither the page nor the "more" link counts the
 filtered runs (at a million runs, ``count(*)`` alone costs more than the page), and a page
 never repeats or skips a run when runs are added meanwhile. Missing values (a run without
-that metric or parameter) sort last in both directions.
+that metric or parameter) sort last in both directions. Every sort reads an index in order
+(experiments.models.params for parameters), so a page costs ~n index entries at any depth.
 """
 
 from __future__ import annotations
@@ -36,16 +40,36 @@ from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Exists, F, FloatField, OuterRef, Q, QuerySet, Value
-from django.db.models.fields.json import KeyTransform
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
+from django.db.models import (
+    BooleanField,
+    DateTimeField,
+    Exists,
+    F,
+    FloatField,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    TextField,
+    Value,
+)
 
 from experiments.comparison.charts import display_unit, metric_label
-from experiments.models import Metric, Run
+from experiments.models import Metric, Run, RunParam
+from experiments.models.params import NUMBER, TEXT, typed
 from experiments.models.runs import Tool
+from experiments.shared import keyset
 from runners import metrics as vocabulary
 from runners import params as param_kinds
 
 PAGE_SIZE = 50
+# Up to this many filtered runs (the planner's estimate), a parameter sort sorts them rather
+# than walk the parameter's index (``TableSpec._select_by_param``).
+FEW = 5000
 MAX_COLUMNS = 24
 MAX_FILTERS = 20
 # Default columns are chosen from the newest runs that pass the filters: enough to see which
@@ -161,21 +185,18 @@ class TableSpec:
 
     # -- sorting and the cursor ------------------------------------------------------------
 
-    def sort_expression(self):
-        """The sort key of a parameter (JSON: numbers order as numbers) or a run field."""
-        if self.sort.kind == "param":
-            return KeyTransform(self.sort.name, "params")
-        return FIELDS[self.sort.name][1]
-
     def select(self, runs: QuerySet, n: int) -> list[Run]:
         """Up to ``n`` runs after the cursor, in order, each with its sort key as ``_sort``."""
         if self.sort.kind == "metric":
             return self._select_by_metric(runs, n)
-        runs = runs.annotate(_sort=self.sort_expression())
+        if self.sort.kind == "param":
+            return self._select_by_param(runs, n)
+        if self.sort.name == "testbed":
+            return self._select_by_testbed(runs, n)
+        runs = runs.annotate(_sort=FIELDS[self.sort.name][1])
         # Columns that are never null sort without NULLS LAST, so that an index on them
-        # (created, id) serves the order; a missing parameter or start time sorts last.
-        nullable = self.sort.kind == "param" or self.sort.name == "started"
-        if nullable:
+        # (created, id) serves the order; a missing start time sorts last.
+        if self.sort.name == "started":
             key = (
                 F("_sort").desc(nulls_last=True)
                 if self.descending
@@ -185,7 +206,7 @@ class TableSpec:
             key = F("_sort").desc() if self.descending else F("_sort").asc()
         runs = runs.order_by(key, F("id").desc() if self.descending else F("id").asc())
         if self.after is not None:
-            value, last_id = self.after
+            value, last_id = self.after[:2]
             newer = "lt" if self.descending else "gt"
             if value is None:  # inside the trailing block of missing values: ids only
                 runs = runs.filter(_sort__isnull=True, **{f"id__{newer}": last_id})
@@ -196,6 +217,165 @@ class TableSpec:
                     | Q(_sort__isnull=True)
                 )
         return _fetch(runs, n, self.light)
+
+    def _order(self, *names: str) -> list:
+        return [F(name).desc() if self.descending else F(name).asc() for name in names]
+
+    def _select_by_param(self, runs: QuerySet, n: int) -> list[Run]:
+        """Sorted by a parameter, from its typed rows (experiments.models.params) in the order
+        of their index (name, kind, num, text, created, run): first the runs whose value is a
+        number, in numeric order; then those whose value is text (a string, true/false, a
+        list); then the runs without it, by (created, id). Ties break on (created, id), in
+        the sort's direction, so that the index alone gives the order; a page reads ~n index
+        entries and n runs however deep it is."""
+        name = self.sort.name
+        op = "<" if self.descending else ">"
+        # Where the cursor is: 0 among the numbers, 1 among the texts, 2 among the missing.
+        start = 0
+        if self.after is not None:
+            value = self.after[0]
+            start = 2 if value is None else 1 if isinstance(value, str) else 0
+        # A filter that leaves few runs (one matrix, a tool): sort those, each one's value
+        # read by its run (the rows' index on run), rather than walk the parameter's whole
+        # index for the few that pass (the planner cannot tell how far that walk goes).
+        few = bool(self.filters) and (keyset.estimate(runs) or FEW + 1) <= FEW
+        found: list = []
+        for phase in (NUMBER, TEXT, None):
+            index = 2 if phase is None else phase
+            if index < start or len(found) >= n:
+                continue
+            after = self.after if index == start else None
+            if phase is None:
+                part = runs.filter(_ParamMissing(name)).annotate(_sort=Value(None, FloatField()))
+                if after is not None:
+                    part = part.filter(
+                        _Beyond(
+                            ("created", "id"),
+                            (after[2], after[1]),
+                            op,
+                            (DateTimeField(), IntegerField()),
+                        )
+                    )
+                part = part.order_by(*self._order("created", "id"))
+            elif few:
+                mine = RunParam.objects.filter(run=OuterRef("pk"), name=name)
+                part = runs.annotate(
+                    _kind=Subquery(mine.values("kind")[:1]),
+                    _num=Subquery(mine.values("num")[:1]),
+                    _text=Subquery(mine.values("text")[:1]),
+                    _at=F("created"),
+                    _rid=F("id"),
+                ).filter(_kind=phase)
+                part = part.annotate(_sort=F("_num" if phase == NUMBER else "_text"))
+                if after is not None:
+                    value = after[0]
+                    key = (value, "") if phase == NUMBER else (0.0, value)
+                    part = part.filter(
+                        _Beyond(
+                            ("_num", "_text", "_at", "_rid"),
+                            (*key, after[2], after[1]),
+                            op,
+                            (FloatField(), TextField(), DateTimeField(), IntegerField()),
+                        )
+                    )
+                part = part.order_by(*self._order("_num", "_text", "_at", "_rid"))
+            else:
+                # The other half of the value is a constant: the index's order is the
+                # value's, then (created, run).
+                other = {"typed_params__text": ""} if phase == NUMBER else {"typed_params__num": 0}
+                part = runs.filter(
+                    typed_params__name=name, typed_params__kind=phase, **other
+                ).annotate(
+                    _num=F("typed_params__num"),
+                    _text=F("typed_params__text"),
+                    _at=F("typed_params__created"),
+                    _rid=F("typed_params__run_id"),
+                    _sort=F("typed_params__num" if phase == NUMBER else "typed_params__text"),
+                )
+                if after is not None:
+                    value = after[0]
+                    key = (value, "") if phase == NUMBER else (0.0, value)
+                    part = part.filter(
+                        _Beyond(
+                            ("_num", "_text", "_at", "_rid"),
+                            (*key, after[2], after[1]),
+                            op,
+                            (FloatField(), TextField(), DateTimeField(), IntegerField()),
+                        )
+                    )
+                part = part.order_by(*self._order("_num", "_text", "_at", "_rid"))
+            found += _fetch(part, n - len(found), self.light)
+        return found
+
+    def _select_by_testbed(self, runs: QuerySet, n: int) -> list[Run]:
+        """Sorted by the testbed's name, then the testbed (two may share a name), then
+        (created, id), all in the sort's direction. On PostgreSQL the testbeds (a lab has
+        tens) are walked in that order and each one's runs read from the index (testbed,
+        created, id), at most n a testbed, through a LATERAL join: a page costs ~n index
+        entries a testbed reached instead of a sort of every run by a joined name. SQLite
+        sorts."""
+        op = "<" if self.descending else ">"
+        if connection.vendor != "postgresql":
+            part = runs.annotate(_sort=F("testbed__name"))
+            if self.after is not None:
+                value, last_id, testbed_id, created = self.after
+                part = part.filter(
+                    _Beyond(
+                        ("_sort", "testbed_id", "created", "id"),
+                        (value, testbed_id, created, last_id),
+                        op,
+                        (TextField(), IntegerField(), DateTimeField(), IntegerField()),
+                    )
+                )
+            part = part.order_by(*self._order("_sort", "testbed_id", "created", "id"))
+            return _fetch(part, n, self.light)
+        direction = "DESC" if self.descending else "ASC"
+        run = Run._meta.db_table
+        inner = runs.order_by(*self._order("created", "id"))
+        # The testbeds walked: filtered by one, that one only (the others' runs would be
+        # read to find none); after a cursor, from the cursor's testbed on.
+        conditions, outer_params = ["TRUE"], []
+        if "testbed" in self.filters:
+            conditions.append("uuid = %s")
+            outer_params.append(self.filters["testbed"])
+        if self.after is None:
+            inner = inner.extra(where=[f'"{run}"."testbed_id" = tb.id'])
+        else:
+            value, last_id, testbed_id, created = self.after
+            conditions.append(f"(name, id) {op}= (%s, %s)")
+            outer_params += [value, testbed_id]
+            inner = inner.extra(
+                where=[
+                    f'"{run}"."testbed_id" = tb.id AND (tb.id <> %s OR '
+                    f'("{run}"."created", "{run}"."id") {op} (%s, %s))'
+                ],
+                params=[testbed_id, created, last_id],
+            )
+        try:
+            inner_sql, inner_params = inner.values("id", "created")[:n].query.sql_with_params()
+        except EmptyResultSet:  # runs.none(): nothing visible
+            return []
+        outer_where = "WHERE " + " AND ".join(conditions)
+        sql = (
+            f"SELECT l.id, tb.name FROM (SELECT id, name FROM experiments_testbed {outer_where} "
+            f"ORDER BY name {direction}, id {direction}) tb CROSS JOIN LATERAL ({inner_sql}) l "
+            f"ORDER BY tb.name {direction}, tb.id {direction}, l.created {direction}, "
+            f"l.id {direction} LIMIT %s"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*outer_params, *inner_params, n])
+            order = [row[0] for row in cursor.fetchall()]
+        if not order:
+            return []
+        got = {
+            r.id: r
+            for r in _fetch(
+                Run.objects.filter(pk__in=order).annotate(_sort=F("testbed__name")),
+                len(order),
+                self.light,
+            )
+        }
+        return [got[i] for i in order if i in got]
 
     def _select_by_metric(self, runs: QuerySet, n: int) -> list[Run]:
         """Sorted by a metric: first the runs with the metric, read from the Metric table in
@@ -231,36 +411,55 @@ class TableSpec:
         return found
 
     def cursor(self, run) -> str:
-        value = run._sort
-        if isinstance(value, datetime):
-            value = value.isoformat()
-        raw = json.dumps([value, run.id], separators=(",", ":")).encode()
+        """The page after ``run``: its sort key and id, and for a parameter sort its creation
+        time (ties break on it), for a testbed sort the testbed and the creation time."""
+        key = [run._sort, run.id]
+        if self.sort.kind == "param":
+            key.append(run.created)
+        elif self.sort.key == "testbed":
+            key += [run.testbed_id, run.created]
+        shown = [v.isoformat() if isinstance(v, datetime) else v for v in key]
+        raw = json.dumps(shown, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
-    def decode_cursor(self, text: str) -> tuple[Any, int]:
+    def decode_cursor(self, text: str) -> tuple:
         bad = TableError("after: not a cursor of this view of the table (follow 'more')")
         try:
             raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-            value, last_id = json.loads(raw)
+            key = json.loads(raw)
         except (ValueError, TypeError, binascii.Error):
             raise bad from None
-        if not isinstance(last_id, int) or isinstance(last_id, bool):
+        size = 3 if self.sort.kind == "param" else 4 if self.sort.key == "testbed" else 2
+        if not isinstance(key, list) or len(key) != size:
             raise bad
+        value, last_id, *extra = key
+        if not _is_int(last_id):
+            raise bad
+        if self.sort.key == "testbed":
+            if not isinstance(value, str) or not _is_int(extra[0]):
+                raise bad
+        if self.sort.kind == "param" or self.sort.key == "testbed":
+            try:
+                extra[-1] = datetime.fromisoformat(extra[-1])
+            except (TypeError, ValueError):
+                raise bad from None
         if value is None:
-            return value, last_id
+            return (value, last_id, *extra)
         if self.sort.key in DATETIME_FIELDS:
             try:
                 value = datetime.fromisoformat(value)
             except (TypeError, ValueError):
                 raise bad from None
-        elif self.sort.kind == "metric":
+        elif self.sort.kind == "metric" or (
+            self.sort.kind == "param" and not isinstance(value, str)
+        ):
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise bad
             if not math.isfinite(value):
                 raise bad
-        elif self.sort.kind == "field" and not isinstance(value, str):
+        elif not isinstance(value, str):
             raise bad
-        return value, last_id
+        return (value, last_id, *extra)
 
     # -- links ---------------------------------------------------------------------------
 
@@ -284,6 +483,60 @@ class TableSpec:
             sort=("-" if descending else "") + column.key,
             cols=",".join(c.key for c in self.columns),
         )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+
+
+class _Beyond(Func):
+    """``(a, b, c) > (x, y, z)`` (or ``<``): rows after a cursor in a keyset order, as one
+    row comparison, which PostgreSQL's B-tree scans start from (an index condition) however
+    many rows tie on the first key; SQLite compares row values too. ``fields``: the output
+    field of each value."""
+
+    output_field = BooleanField()
+
+    def __init__(self, names, values, op: str, fields):
+        super().__init__(
+            *(F(name) for name in names),
+            *(Value(v, output_field=f) for v, f in zip(values, fields, strict=True)),
+        )
+        self.op = op
+        self.width = len(names)
+
+    def as_sql(self, compiler, connection, **extra):
+        parts, params = [], []
+        for expression in self.get_source_expressions():
+            sql, p = compiler.compile(expression)
+            parts.append(sql)
+            params.extend(p)
+        left, right = ", ".join(parts[: self.width]), ", ".join(parts[self.width :])
+        return f"({left}) {self.op} ({right})", params
+
+
+class _ParamMissing(Func):
+    """Whether a run has no typed row for parameter ``name`` (experiments.models.params): no
+    such key, a JSON null, or ``params`` not an object; read from ``params`` itself, as the
+    rows' index cannot say which runs are not in it."""
+
+    output_field = BooleanField()
+
+    def __init__(self, name: str):
+        super().__init__(F("params"))
+        self.name = name
+
+    def as_sql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        if connection.vendor == "postgresql":
+            return f"coalesce(jsonb_typeof({column} -> %s), 'null') = 'null'", [
+                *params,
+                self.name,
+            ]
+        return f"coalesce(json_type({column}, %s), 'null') = 'null'", [
+            *params,
+            f'$."{self.name}"',
+        ]
 
 
 def _filtered(query, user, binary: bool):
@@ -358,20 +611,37 @@ def _param_equals(name: str, value: str) -> Q:
     """``p.bs=4k`` matches the run's stored normal form (``runners.params``: ``4k``,
     ``4096`` and ``4 KiB`` are all 4096 bytes; ``yes``, ``true`` and ``1`` are true).
     Parameters without a kind match the number 4 and the text "4": they keep the type the
-    tool's parser or the client gave them, and a URL cannot say which."""
-    q = Q(**{f"params__{name}": value})
+    tool's parser or the client gave them, and a URL cannot say which.
+
+    The runs come from the parameter's typed rows (experiments.models.params: an index of
+    (name, value, created, run)); the JSON comparison on ``params`` stays as the definition
+    (the typed rows hold a long text's first characters only, and true and "true" alike)."""
+    candidates: list = [value]
     if param_kinds.kind(name) is not None:
         try:
-            return q | Q(**{f"params__{name}": param_kinds.parse(name, value)})
+            candidates.append(param_kinds.parse(name, value))
         except ValueError:
-            return q
-    try:
-        number = json.loads(value)
-    except ValueError:
-        return q
-    if isinstance(number, (int, float, bool)):  # 4, 4.5, true
-        q |= Q(**{f"params__{name}": number})
-    return q
+            pass
+    else:
+        try:
+            number = json.loads(value)
+        except ValueError:
+            number = None
+        if isinstance(number, (int, float, bool)) and math.isfinite(number):  # 4, 4.5, true
+            candidates.append(number)
+    exact = Q()
+    rows = Q()
+    for candidate in candidates:
+        exact |= Q(**{f"params__{name}": candidate})
+        found = typed(candidate)
+        if found is not None:
+            kind, num, text = found
+            rows |= Q(kind=kind, num=num, text=text)
+    if not rows:
+        return exact
+    # The whole key of the row (the run's creation and id are the run's): one index probe.
+    has = RunParam.objects.filter(rows, name=name, created=OuterRef("created"), run=OuterRef("pk"))
+    return Q(Exists(has)) & exact
 
 
 def _range(key: str, text: str) -> tuple[float | None, float | None]:
@@ -469,7 +739,17 @@ def rows(spec: TableSpec, runs: list[Run]) -> list[dict]:
     return out
 
 
-ROW_FIELDS = ("id", "uuid", "label", "tool", "status", "params", "created", "started_at")
+ROW_FIELDS = (
+    "id",
+    "uuid",
+    "label",
+    "tool",
+    "status",
+    "params",
+    "created",
+    "started_at",
+    "testbed_id",
+)
 
 
 def _fetch(runs: QuerySet, n: int, light: bool) -> list:

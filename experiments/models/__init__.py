@@ -24,6 +24,7 @@ from experiments.models.inventory import (
 )
 from experiments.models.matrices import CellState, LaunchMode, Matrix, RunOrder
 from experiments.models.noderequests import NodeRequest
+from experiments.models.params import RunParam
 from experiments.models.reports import Report, ShareLink
 from experiments.models.runs import Metric, NodeLease, Run
 from experiments.models.summaries import ConfigSummary
@@ -58,6 +59,7 @@ __all__ = [
     "Report",
     "Run",
     "RunOrder",
+    "RunParam",
     "RunTelemetry",
     "ShareLink",
     "StoragePool",

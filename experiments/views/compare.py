@@ -9,6 +9,7 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
+from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -69,7 +70,19 @@ def available_metrics() -> list[str]:
     """The names of the headline metrics stored: those of the configuration summaries
     (every run with a headline metric is in one, experiments.results.summaries), a few thousand rows
     where the metric rows are millions."""
-    return sorted(set(ConfigSummary.objects.order_by().values_list("name", flat=True).distinct()))
+    # One index probe a name (a skip scan of the (name, config_key) index), not a read of
+    # every summary row: at 1,000,000 runs 41,000 rows, ~20 ms a page.
+    table = ConfigSummary._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH RECURSIVE names(name) AS ("
+            f" SELECT min(name) FROM {table}"
+            f" UNION ALL"
+            f" SELECT (SELECT min(s.name) FROM {table} s WHERE s.name > names.name)"
+            f" FROM names WHERE names.name IS NOT NULL)"
+            f" SELECT name FROM names WHERE name IS NOT NULL"
+        )
+        return sorted(row[0] for row in cursor.fetchall())
 
 
 def metric_choices(names: list[str]) -> list[tuple[str, str]]:
@@ -111,6 +124,8 @@ def matrix_options(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").strip()[:160]
     choices = _matrix_choices(chosen, query)
     html = uuid_options(choices, chosen)
+    if request.GET.get("blank"):  # a single select's "any" (the runs table's filter)
+        html = format_html('<option value="">{}</option>', request.GET["blank"][:20]) + html
     if query and len(choices) == len(chosen):
         html += format_html("<option disabled>(no other matrix holds “{}”)</option>", query)
     return HttpResponse(html)

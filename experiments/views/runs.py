@@ -22,8 +22,14 @@ from experiments.inventory import localhost
 from experiments.models import HardwareProfile, Matrix, Run, Testbed, TuningSet
 from experiments.models.runs import Tool
 from experiments.shared import keyset
+from experiments.shared.utils import is_uuid
 from experiments.templatetags.beeweb import num, pairs, param
-from experiments.views.compare import PARAM_AXES, available_metrics, metric_choices
+from experiments.views.compare import (
+    PARAM_AXES,
+    _matrix_choices,
+    available_metrics,
+    metric_choices,
+)
 from runners import params as param_kinds
 from runners import progress as tool_progress
 
@@ -214,11 +220,17 @@ def _table_context(request: HttpRequest) -> tuple[dict, int]:
     """The runs table's context (its spec, one page of rows, the next cursor) and the HTTP
     status: a query string the table cannot show answers 400 with the reason on the page."""
     query = _with_added_columns(request.GET)
+    chosen_matrix = [m for m in [query.get("matrix", "").lower()] if is_uuid(m)]
     context: dict = {
         "tools": Tool.choices,
         "statuses": Run.Status.choices,
         "testbeds": Testbed.objects.only("uuid", "name"),
-        "matrices": Matrix.objects.only("uuid", "name").order_by("name"),
+        # The matrix filtered by and the newest others, as the comparison builder lists
+        # them, with its search box for the rest: ten thousand options were 750 KB of every
+        # page at 1,000,000 runs.
+        "matrices": _matrix_choices(chosen_matrix),
+        "matrix_selected": chosen_matrix,
+        "matrices_total": Matrix.objects.count(),
         # Missing keys read as "" in the form (a defaultdict: templates index it with []).
         "query": defaultdict(str, query.dict()),
     }

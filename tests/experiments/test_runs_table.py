@@ -245,3 +245,28 @@ def test_htmx_gets_the_table_alone_and_anonymous_sees_nothing(alice_client, swee
     assert r.status_code in (302, 200)
     if r.status_code == 200:
         assert labels(r) == []
+
+
+def test_the_matrix_filter_lists_the_newest_and_the_chosen_and_finds_the_rest(
+    alice_client, alice, sweep
+):
+    """A lab's history of matrices does not weigh on every page: the filter lists the
+    newest 100 and the one filtered by, and the comparison builder's search finds others."""
+    from experiments.models import Matrix
+    from experiments.views.compare import MATRIX_CHOICES
+
+    Matrix.objects.bulk_create(
+        [Matrix(owner=alice, name=f"m{i:03d}", tool="fio") for i in range(MATRIX_CHOICES + 20)]
+    )
+    oldest = Matrix.objects.order_by("created", "id").first()
+    body = alice_client.get(URL, {"matrix": str(oldest.uuid)}).content.decode()
+    select = body[body.index('id="rt-matrix"') :]
+    select = select[: select.index("</select>")]
+    assert select.count("<option") == MATRIX_CHOICES + 2  # "any", the chosen, the newest
+    assert f'value="{oldest.uuid}" selected' in select
+    assert f"of {MATRIX_CHOICES + 20} listed" in body and 'id="rt-matrix-find"' in body
+    found = alice_client.get(
+        "/compare/matrices/", {"q": "m00", "blank": "any", "matrix": str(oldest.uuid)}
+    ).content.decode()
+    assert found.startswith('<option value="">any</option>')
+    assert found.count("<option") == 1 + 10  # m000 … m009, the chosen first and selected
