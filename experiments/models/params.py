@@ -152,7 +152,11 @@ END $$
 CREATE OR REPLACE FUNCTION experiments_run_params_truncated() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    TRUNCATE experiments_runparam;
+    -- A TRUNCATE naming both tables (Django's flush) has emptied the parameter rows already,
+    -- and PostgreSQL refuses a TRUNCATE of a table its statement is using.
+    IF EXISTS (SELECT 1 FROM experiments_runparam) THEN
+        TRUNCATE experiments_runparam;
+    END IF;
     RETURN NULL;
 END $$
 """,
