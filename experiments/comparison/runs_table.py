@@ -267,18 +267,7 @@ class TableSpec:
                     _rid=F("id"),
                 ).filter(_kind=phase)
                 part = part.annotate(_sort=F("_num" if phase == NUMBER else "_text"))
-                if after is not None:
-                    value = after[0]
-                    key = (value, "") if phase == NUMBER else (0.0, value)
-                    part = part.filter(
-                        _Beyond(
-                            ("_num", "_text", "_at", "_rid"),
-                            (*key, after[2], after[1]),
-                            op,
-                            (FloatField(), TextField(), DateTimeField(), IntegerField()),
-                        )
-                    )
-                part = part.order_by(*self._order("_num", "_text", "_at", "_rid"))
+                part = self._after_param(part, phase, after, op)
             else:
                 # The other half of the value is a constant: the index's order is the
                 # value's, then (created, run).
@@ -292,20 +281,26 @@ class TableSpec:
                     _rid=F("typed_params__run_id"),
                     _sort=F("typed_params__num" if phase == NUMBER else "typed_params__text"),
                 )
-                if after is not None:
-                    value = after[0]
-                    key = (value, "") if phase == NUMBER else (0.0, value)
-                    part = part.filter(
-                        _Beyond(
-                            ("_num", "_text", "_at", "_rid"),
-                            (*key, after[2], after[1]),
-                            op,
-                            (FloatField(), TextField(), DateTimeField(), IntegerField()),
-                        )
-                    )
-                part = part.order_by(*self._order("_num", "_text", "_at", "_rid"))
+                part = self._after_param(part, phase, after, op)
             found += _fetch(part, n - len(found), self.light)
         return found
+
+    def _after_param(self, part: QuerySet, phase, after, op) -> QuerySet:
+        """A parameter sort's runs of one phase (numbers or texts), annotated with _num,
+        _text, _at and _rid, beyond the cursor's row (``after``: value, id, created) and in
+        the sort's order."""
+        if after is not None:
+            value = after[0]
+            key = (value, "") if phase == NUMBER else (0.0, value)
+            part = part.filter(
+                _Beyond(
+                    ("_num", "_text", "_at", "_rid"),
+                    (*key, after[2], after[1]),
+                    op,
+                    (FloatField(), TextField(), DateTimeField(), IntegerField()),
+                )
+            )
+        return part.order_by(*self._order("_num", "_text", "_at", "_rid"))
 
     def _select_by_testbed(self, runs: QuerySet, n: int) -> list[Run]:
         """Sorted by the testbed's name, then the testbed (two may share a name), then

@@ -50,3 +50,22 @@ def summaries_lab(alice):
                             write_whole=1e9,
                         )  # fmt: skip
     return matrix
+
+
+@pytest.fixture
+def fio_matrix(alice, bench):
+    """A fio sweep of 8 cells (rw × numjobs), 3 repetitions, on ``bench``."""
+    matrix = Matrix.objects.create(
+        owner=alice,
+        name="fio sweep",
+        tool="fio",
+        repetitions=3,
+        timeout_s=120,
+        fixed_params={"size": "8m", "bs": "1m"},
+        axes=[
+            {"param": "rw", "values": ["write", "read"]},
+            {"param": "numjobs", "values": [1, 2, 4, 8]},
+        ],
+    )
+    matrix.testbeds.set([bench])
+    return matrix

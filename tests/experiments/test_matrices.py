@@ -20,24 +20,6 @@ from experiments.models import Matrix, Node, Run
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def fio_matrix(alice, bench):
-    matrix = Matrix.objects.create(
-        owner=alice,
-        name="fio sweep",
-        tool="fio",
-        repetitions=3,
-        timeout_s=120,
-        fixed_params={"size": "8m", "bs": "1m"},
-        axes=[
-            {"param": "rw", "values": ["write", "read"]},
-            {"param": "numjobs", "values": [1, 2, 4, 8]},
-        ],
-    )
-    matrix.testbeds.set([bench])
-    return matrix
-
-
 def test_axis_values_explicit_and_ranges():
     assert axis_values({"param": "t", "values": [1, 2]}) == [1, 2]
     pow2 = axis_values({"param": "t", "range": {"start": 1, "stop": 1024}})

@@ -117,22 +117,9 @@ def test_matrix_list_query_count_does_not_grow(alice_client, alice, bench):
 
 
 @pytest.fixture
-def sweep(alice, bench):
-    """A fio sweep of 8 cells (rw × numjobs) on ``bench``."""
-    matrix = Matrix.objects.create(
-        owner=alice,
-        name="sweep",
-        tool="fio",
-        repetitions=3,
-        timeout_s=120,
-        fixed_params={"size": "8m", "bs": "1m"},
-        axes=[
-            {"param": "rw", "values": ["write", "read"]},
-            {"param": "numjobs", "values": [1, 2, 4, 8]},
-        ],
-    )
-    matrix.testbeds.set([bench])
-    return matrix
+def sweep(fio_matrix):
+    """A fio sweep of 8 cells (rw × numjobs) on ``bench`` (tests/experiments/conftest.py)."""
+    return fio_matrix
 
 
 def _finish(matrix: Matrix, repetitions: int) -> None:
