@@ -214,3 +214,25 @@ def bench_token() -> str:
         text=True,
     )
     return out.stdout.strip()
+
+
+def page_statements(client, url: str, query: dict) -> list[str]:
+    """The SQL statements one request of a page runs (captured from the Django test client)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        client.get(url, query)
+    return [q["sql"] for q in ctx.captured_queries]
+
+
+def run_plain(statements: list[str]) -> None:
+    """A page's floor: its statements executed as plain SQL on the same connection and
+    fetched, with no ORM, view or template."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for sql in statements:
+            cursor.execute(sql)
+            if cursor.description is not None:
+                cursor.fetchall()

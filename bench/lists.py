@@ -37,7 +37,6 @@ def main() -> None:
     from django.conf import settings
     from django.db import connection
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
@@ -103,17 +102,9 @@ def main() -> None:
         client = clients[kind]
         ms, response = timed(lambda c=client, u=url, q=query: c.get(u, q), args.repeat)
         assert response.status_code == 200, (label, response.content[:300])
-        with CaptureQueriesContext(connection) as ctx:
-            client.get(url, query)
-        statements = [q["sql"] for q in ctx.captured_queries]
+        statements = common.page_statements(client, url, query)
 
-        def plain(statements=statements):
-            with connection.cursor() as cursor:
-                for sql in statements:
-                    cursor.execute(sql)
-                    cursor.fetchall()
-
-        floor_ms, _ = timed(plain, args.repeat)
+        floor_ms, _ = timed(lambda s=statements: common.run_plain(s), args.repeat)
         print(
             f"{label}: median {ms:.1f} ms, {len(statements)} queries; "
             f"plain SQL of those queries {floor_ms:.1f} ms [target <= 100 ms]"

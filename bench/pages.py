@@ -47,7 +47,6 @@ def main() -> None:
     from django.db import connection
     from django.db.models import Count
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
@@ -210,19 +209,10 @@ def main() -> None:
             over.append(label)
             continue
         body = b"".join(response) if response.streaming else response.content
-        with CaptureQueriesContext(connection) as ctx:
-            client.get(url, query)
-        statements = [q["sql"] for q in ctx.captured_queries]
-
-        def plain(statements=statements):
-            with connection.cursor() as cursor:
-                for sql in statements:
-                    cursor.execute(sql)
-                    if cursor.description is not None:
-                        cursor.fetchall()
+        statements = common.page_statements(client, url, query)
 
         selects = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "WITH"))]
-        floor_ms, _, _ = timed_cpu(lambda s=selects: plain(s), args.repeat)
+        floor_ms, _, _ = timed_cpu(lambda s=selects: common.run_plain(s), args.repeat)
         kb = len(body) / 1024
         flag = "" if ms <= TARGET_MS and kb <= TARGET_KB else "  OVER"
         if flag:
