@@ -35,6 +35,16 @@ TARGET_KB = 300
 REPORT_QUERY = "metric=write_bw&x=param:threads&series=arch&tool=fio"
 
 
+def run_config(run) -> str:
+    """The run's configuration key (the history page of its configuration)."""
+    return type(run).objects.values_list("config_key", flat=True).get(pk=run.pk)
+
+
+def tuning_pair(tunings: list) -> dict:
+    """The tuning diff's query for two sets (empty when there are fewer)."""
+    return {"a": str(tunings[0].uuid), "b": str(tunings[1].uuid)} if len(tunings) > 1 else {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
@@ -52,7 +62,9 @@ def main() -> None:
 
     from experiments.models import (
         ChangePoint,
+        HardwareProfile,
         Matrix,
+        Node,
         Report,
         Run,
         ShareLink,
@@ -177,6 +189,29 @@ def main() -> None:
     ]
     if change is not None:
         pages.append(("/changes/<uuid>/", "web", f"/changes/{change.uuid}/", {}))
+    # The forms and the other pages a user opens from these.
+    typical = sized.get("fio sweep 05000") or next(iter(sized.values()))
+    tunings = list(TuningSet.objects.order_by("name")[:2])
+    node = Node.objects.order_by("hostname").first()
+    profile = HardwareProfile.objects.order_by("name").first()
+    pages += [
+        ("/matrices/new/", "web", "/matrices/new/", {}),
+        ("/matrices/<uuid>/edit/", "web", f"/matrices/{typical.uuid}/edit/", {}),
+        ("/matrices/<uuid>/export.yaml", "web", f"/matrices/{typical.uuid}/export.yaml", {}),
+        ("/matrices/<uuid>/schedule/", "web", f"/matrices/{typical.uuid}/schedule/", {}),
+        ("/runs/table/ matrix=<~99 runs>", "web", "/runs/table/", {"matrix": str(typical.uuid)}),
+        ("/runs/<uuid>/live/", "web", f"/runs/{run.uuid}/live/", {}),
+        ("/history/<config>/", "web", f"/history/{run_config(run)}/", {}),
+        ("/compare/print/ report's query", "web", "/compare/print/?" + REPORT_QUERY, {}),
+        ("/reports/<uuid>/print/", "web", f"/reports/{report.uuid}/print/", {}),
+        ("/s/<key>/print/", "anonymous", f"/s/{share.key}/print/", {}),
+        ("/alerts/subscriptions/", "web", "/alerts/subscriptions/", {}),
+        ("/tuning/diff/ (two sets)", "web", "/tuning/diff/", tuning_pair(tunings)),
+        ("/nodes/<uuid>/", "web", f"/nodes/{node.uuid}/", {}),
+        ("/hardware/<uuid>/", "web", f"/hardware/{profile.uuid}/", {}),
+        ("/testbeds/<uuid>/topology/", "web", f"/testbeds/{testbed.uuid}/topology/", {}),
+        ("/runs/import/", "web", "/runs/import/", {}),
+    ]
     for name in (
         "runs",
         "matrices",

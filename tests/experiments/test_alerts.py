@@ -191,3 +191,33 @@ def test_the_alerts_page_costs_the_same_for_many_alerts(
     with django_assert_max_num_queries(12):
         page = alice_client.get(reverse("experiments:alert_list")).content.decode()
     assert page.count("<tr>") == 31 and "alert 29" in page
+
+
+def test_the_subscriptions_form_lists_the_newest_matrices_and_accepts_any_of_ones_own(
+    alice, bob, alice_client, monkeypatch
+):
+    """A lab's thousands of matrices are not all options of the form (issue 30: 10,000 were
+    2 s and 800 KB): the newest MATRIX_CHOICES and the chosen one are listed, the page says
+    how many there are, and an older matrix of one's own is still accepted; another's never."""
+    from django.urls import reverse
+
+    from experiments.views import alerts
+
+    monkeypatch.setattr(alerts, "MATRIX_CHOICES", 3)
+    mine = [Matrix.objects.create(owner=alice, name=f"sweep {i}", tool="dd") for i in range(6)]
+    theirs = Matrix.objects.create(owner=bob, name="bob's", tool="dd")
+    url = reverse("experiments:subscription_list")
+    page = alice_client.get(url).content.decode()
+    assert {m.name for m in mine if f'value="{m.uuid}"' in page} == {
+        "sweep 5",
+        "sweep 4",
+        "sweep 3",
+    }
+    assert "The newest 3 of the 6 matrices" in page and "bob&#x27;s" not in page
+    page = alice_client.get(f"{url}?matrix={mine[0].uuid}").content.decode()
+    assert f'<option value="{mine[0].uuid}" selected>' in page
+    answer = alice_client.post(url, {"matrix": str(mine[0].uuid), "email": "a@example.org"})
+    assert answer.status_code == 302
+    assert Subscription.objects.get().matrix == mine[0]
+    answer = alice_client.post(url, {"matrix": str(theirs.uuid), "email": "a@example.org"})
+    assert answer.status_code == 400 and Subscription.objects.count() == 1
