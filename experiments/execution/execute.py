@@ -54,7 +54,12 @@ from experiments.execution.attempt import Attempt, Outcome
 from experiments.models import NodeLease, Run, Worker
 from experiments.models.runs import update_row
 from experiments.results import telemetry
-from experiments.results.store import MAX_OUTPUT_BYTES, parse_stored, record_launch
+from experiments.results.store import (
+    MAX_OUTPUT_BYTES,
+    NOT_RUNNING,
+    parse_stored,
+    record_launch,
+)
 from experiments.shared import clock, prepared
 from runners import nodeconfig, reaper, slurm
 from runners.launch import LaunchError, LaunchSpec, tool_params
@@ -347,8 +352,17 @@ def _finish(
     def store_outcome() -> bool:
         try:
             with transaction.atomic():
-                # The janitor may have taken the run between the two transactions.
-                if output.strip() and not attempt.current():
+                if not output.strip():
+                    attempt.update(**outcome(run))
+                    holding.release(run)
+                # The janitor may have taken the run between the two transactions: the
+                # outcome's UPDATE is conditional on the attempt (and locks the row), and
+                # the attempt's leases go with it (``store_row``), in one statement on
+                # PostgreSQL.
+                elif (
+                    parse_stored(run, outcome=outcome, attempt=run.attempts, release=True)
+                    is NOT_RUNNING
+                ):
                     log.warning(
                         "run %s was taken from attempt %s as it ended (or its outcome was "
                         "stored by a commit whose answer was lost); its outcome (%s) is not "
@@ -357,11 +371,6 @@ def _finish(
                         run.attempts,
                         status,
                     )
-                elif output.strip():
-                    parse_stored(run, outcome=outcome)
-                else:
-                    attempt.update(**outcome(run))
-                holding.release(run)
         except IntegrityError:
             # Foreign keys are checked as the transaction commits: a run deleted meanwhile.
             if Run.objects.filter(pk=run.pk).exists():

@@ -800,14 +800,28 @@ class StoredRow:
         self.status = status
 
 
-def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
+def store_row(
+    run_id: int,
+    fields: dict,
+    key: str,
+    attempt: int | None = None,
+    release: bool = False,
+) -> StoredRow | None:
     """``update_row`` for a run whose metrics are about to be stored (experiments.results.store),
     also writing its configuration key ``key`` when it has no metric row at all (a first
     store: no summary counts it yet, so no configuration is left); a run that has some keeps
     the key its summaries last saw, and their refresh moves it. One statement that also
     returns what the store needs to know: the metric rows it had, its configuration
     columns (to check ``key``) and its status as written (whether its metrics are data).
-    None when the row does not exist."""
+    None when the row does not exist.
+
+    The executor's outcome (issue 30: one statement, not three): ``attempt``, only while the
+    run is running that attempt (as ``update_row``'s; None, nothing written, once it was
+    taken from it); the row is locked by the UPDATE until the transaction ends, as the
+    executor's check that it still holds the run locked it. ``release``: this attempt's node
+    leases (``NodeLease``) are deleted in the same transaction, whatever the UPDATE finds
+    (what ``experiments.execution.holding.release`` does): on PostgreSQL in the same
+    statement (a data-modifying WITH), elsewhere (SQLite) in a DELETE of its own."""
     quote = connection.ops.quote_name
     columns, params = _set_clause(fields)
     key_column = quote("config_key")
@@ -821,11 +835,28 @@ def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
             quote("status"),
         ]
     )
+    where, where_params = "", []
+    if attempt is not None:
+        status, attempts = (quote(Run._meta.get_field(f).column) for f in ("status", "attempts"))
+        where, where_params = (
+            f" AND {status} = %s AND {attempts} = %s",
+            [Run.Status.RUNNING, attempt],
+        )
+    lease_delete = (
+        f"DELETE FROM {quote(NodeLease._meta.db_table)} WHERE run_id = %s AND attempt = %s"
+    )
+    with_release, release_params = "", []
+    if release and attempt is None:
+        raise ValueError("release needs the attempt whose leases go")
+    if release and connection.vendor == "postgresql":
+        with_release, release_params = f"WITH released AS ({lease_delete}) ", [run_id, attempt]
     with transaction.atomic(savepoint=False), prepared.cursor() as cursor:
+        if release and not with_release:
+            cursor.execute(lease_delete, [run_id, attempt])
         cursor.execute(
-            f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s "
-            f"RETURNING {returning}",
-            [*params, run_id],
+            f"{with_release}UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} "
+            f"WHERE id = %s{where} RETURNING {returning}",
+            [*release_params, *params, run_id, *where_params],
         )
         row = cursor.fetchone()
         if row is None:
