@@ -713,9 +713,10 @@ def test_telemetry_failing_in_the_database_leaves_the_raw_output_stored(
     from experiments.models import RunTelemetry
     from experiments.results import telemetry as stored
 
-    def failing(*args, **kwargs):
+    def failing(run, *args, **kwargs):
+        # A statement the database refuses (a NOT NULL column set to NULL).
         with connection.cursor() as cursor:
-            cursor.execute("SELECT * FROM no_such_table_of_telemetry")
+            cursor.execute('UPDATE "experiments_run" SET "status" = NULL WHERE id = %s', [run.pk])
 
     monkeypatch.setattr(stored, "save", failing)
     matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
