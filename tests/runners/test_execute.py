@@ -807,3 +807,40 @@ def test_a_starting_worker_removes_what_ended_attempts_left_and_keeps_the_rest(a
     }
     assert str(scratch / made[ended.pk]) in removed
     assert str(Path(bench.benchmark_dir) / made[ended.pk]) in removed
+
+
+@pytest.mark.django_db
+def test_the_decision_after_a_run_reads_nothing_outside_an_adaptive_matrix(alice, bench):
+    """Issue 30: the outcome's UPDATE says whether the run's matrix is adaptive; outside one,
+    the adaptive decision after the run (``after_run``) reads nothing (once: a later call
+    reads the run as before). In an adaptive matrix it reads and decides as before."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from experiments.matrices import adaptive
+    from experiments.models import CellState
+
+    plain = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = plain.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    with CaptureQueriesContext(connection) as queries:
+        assert adaptive.after_run(run.pk) is None
+    assert queries.captured_queries == []
+    with CaptureQueriesContext(connection) as queries:
+        assert adaptive.after_run(run.pk) is None
+    assert len(queries.captured_queries) == 1
+
+    tuned = make_matrix(
+        alice,
+        bench,
+        tool="dd",
+        params={"bs": "4k", "count": 1},
+        repetitions=2,
+        max_repetitions=3,
+        target_cv=50,
+    )
+    first, second = tuned.runs.order_by("repetition")
+    for each in (first, second):
+        assert execute.execute(each.pk, queue(each), "w@test") == Run.Status.SUCCEEDED
+        adaptive.after_run(each.pk)
+    assert CellState.objects.filter(matrix=tuned).exists()
