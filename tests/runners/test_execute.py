@@ -844,3 +844,35 @@ def test_the_decision_after_a_run_reads_nothing_outside_an_adaptive_matrix(alice
         assert execute.execute(each.pk, queue(each), "w@test") == Run.Status.SUCCEEDED
         adaptive.after_run(each.pk)
     assert CellState.objects.filter(matrix=tuned).exists()
+
+
+@pytest.mark.django_db
+def test_the_claim_reads_the_servers_roles_with_the_node_locks(alice, bench):
+    """Issue 30: the claim's node lock reads the BeeGFS roles of the held servers (and
+    whether beeweb changed a config of one that is not restored yet), which the tool's
+    preparation then uses without a statement of its own; the same as its own query reads.
+    Taken once: a second look reads them."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from experiments.execution import beegfs, holding
+    from experiments.models import BeegfsConfigChange, TestbedNode
+
+    member = TestbedNode.objects.filter(testbed=bench).select_related("node").first()
+    TestbedNode.objects.filter(pk=member.pk).update(storage=True, metadata=True)
+    BeegfsConfigChange.objects.create(
+        hostname=member.node.hostname, service="storage", conf="/x", applied_at=timezone.now()
+    )
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    attempt = execute.claim(run.pk, queue(run), "w@test")
+    assert attempt is not None and attempt.held
+    with CaptureQueriesContext(connection) as queries:
+        kept = beegfs.roles(attempt.run)
+    assert queries.captured_queries == []
+    assert kept == {member.node.hostname: (["storage", "meta"], True)}
+    with CaptureQueriesContext(connection) as queries:
+        assert beegfs.roles(attempt.run) == kept
+    assert len(queries.captured_queries) == 1
+    assert holding.server_roles(attempt.run, list(attempt.run.nodes_held)) is None
