@@ -43,7 +43,7 @@ from typing import Any
 
 from django.conf import settings
 
-from experiments.execution import nodepolicy
+from experiments.execution import holding, nodepolicy
 from experiments.execution.answers import await_answers
 from experiments.models import BeegfsConfigChange, Node, NodeLease, Run, TestbedNode
 from experiments.shared import clock, prepared, tuning_keys
@@ -393,6 +393,10 @@ def roles(run: Run) -> dict[str, tuple[list[str], bool]]:
     held = list(run.nodes_held or [])
     if not held:
         return {}
+    # Read with the nodes' locks as the attempt took them (the claim), usually.
+    kept = holding.server_roles(run, held)
+    if kept is not None:
+        return kept
     member = TestbedNode._meta.db_table
     node = Node._meta.db_table
     change = BeegfsConfigChange._meta.db_table

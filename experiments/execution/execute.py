@@ -54,7 +54,12 @@ from experiments.execution.attempt import Attempt, Outcome
 from experiments.models import NodeLease, Run, Worker
 from experiments.models.runs import update_row
 from experiments.results import telemetry
-from experiments.results.store import MAX_OUTPUT_BYTES, parse_stored, record_launch
+from experiments.results.store import (
+    MAX_OUTPUT_BYTES,
+    NOT_RUNNING,
+    parse_stored,
+    record_launch,
+)
 from experiments.shared import clock, prepared
 from runners import nodeconfig, reaper, slurm
 from runners.launch import LaunchError, LaunchSpec, tool_params
@@ -284,22 +289,43 @@ def _finish(
     tries = itertools.count()
 
     def store_raw() -> bool:
+        if doc is None or connection.in_atomic_block:
+            return store_raw_with(doc)
+        try:
+            return store_raw_with(doc, savepoint=False)
+        except _TelemetryFailed:
+            # Its failure undid the whole transaction (no savepoint): the raw output again,
+            # without the telemetry.
+            return store_raw_with(None)
+
+    def store_raw_with(doc: dict[str, Any] | None, savepoint: bool = True) -> bool:
         outermost = not connection.in_atomic_block
         with transaction.atomic():
             if outermost:
                 _commit_unflushed()
-            # The tool's telemetry first, in a savepoint (a failure is logged and undone
-            # alone); its verdict is written with the raw output, in one UPDATE. Alone: a run
+            # The tool's telemetry first; its verdict is written with the raw output, in one
+            # UPDATE. A failure to store it is logged and never the run's outcome: in a
+            # savepoint, it is undone alone; without one (``savepoint`` False, the outermost
+            # transaction: two statements fewer per run), the transaction is undone and the
+            # raw output stored again without it (``_TelemetryFailed``). Alone: a run
             # holding its own node only has no other node's document. A first attempt has no
             # earlier row of this node to replace (unless this is a store tried again).
             verdict: dict[str, Any] = {}
-            telemetry.save_deferred(
-                run,
-                doc,
-                alone=not agent.others_held(run),
-                first=run.attempts == 1 and next(tries) == 0,
-                verdict=verdict,
-            )
+            how = {
+                "alone": not agent.others_held(run),
+                "first": run.attempts == 1 and next(tries) == 0,
+                "verdict": verdict,
+            }
+            if savepoint:
+                telemetry.save_deferred(run, doc, **how)
+            elif doc is not None:
+                try:
+                    telemetry.save_deferred(run, doc, savepoint=False, **how)
+                except TRANSIENT:
+                    raise  # the database went away: the whole store is tried again
+                except Exception as exc:
+                    log.exception("run %s: its telemetry could not be stored", run.pk)
+                    raise _TelemetryFailed from exc
             if not attempt.update(
                 raw_output=output[-MAX_OUTPUT_BYTES:],
                 exit_code=exit_code,
@@ -347,8 +373,17 @@ def _finish(
     def store_outcome() -> bool:
         try:
             with transaction.atomic():
-                # The janitor may have taken the run between the two transactions.
-                if output.strip() and not attempt.current():
+                if not output.strip():
+                    attempt.update(**outcome(run))
+                    holding.release(run)
+                # The janitor may have taken the run between the two transactions: the
+                # outcome's UPDATE is conditional on the attempt (and locks the row), and
+                # the attempt's leases go with it (``store_row``), in one statement on
+                # PostgreSQL.
+                elif (
+                    parse_stored(run, outcome=outcome, attempt=run.attempts, release=True)
+                    is NOT_RUNNING
+                ):
                     log.warning(
                         "run %s was taken from attempt %s as it ended (or its outcome was "
                         "stored by a commit whose answer was lost); its outcome (%s) is not "
@@ -357,11 +392,6 @@ def _finish(
                         run.attempts,
                         status,
                     )
-                elif output.strip():
-                    parse_stored(run, outcome=outcome)
-                else:
-                    attempt.update(**outcome(run))
-                holding.release(run)
         except IntegrityError:
             # Foreign keys are checked as the transaction commits: a run deleted meanwhile.
             if Run.objects.filter(pk=run.pk).exists():
@@ -384,6 +414,12 @@ def _finish(
 
     if _retrying(run, "storing its outcome", store_outcome_again):
         attempt.released = True
+
+
+class _TelemetryFailed(Exception):
+    """The telemetry of a run could not be stored in the raw output's transaction, which
+    had no savepoint for it (``_finish``): that transaction is rolled back and tried again
+    without it."""
 
 
 def _requeued(run: Run) -> bool:

@@ -30,7 +30,15 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.signals import post_delete, post_save
 
-from experiments.models import Node, NodeLease, Run, Target, Testbed, TestbedNode
+from experiments.models import (
+    BeegfsConfigChange,
+    Node,
+    NodeLease,
+    Run,
+    Target,
+    Testbed,
+    TestbedNode,
+)
 from experiments.shared import clock, prepared
 from runners import registry
 from runners.launch import LaunchError, LaunchSpec
@@ -159,14 +167,30 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
     # SQLite, or a node without a Node row) shows as a conflict the insert skips, not as an
     # error to roll back.
     with transaction.atomic(savepoint=False), prepared.cursor() as cursor:
-        # Lock the nodes in pk order: acquirers of overlapping nodes take turns.
-        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        # Lock the nodes in pk order: acquirers of overlapping nodes take turns. The same
+        # statement reads the BeeGFS roles of those that are servers of the run's testbed
+        # (``server_roles``: what experiments.execution.beegfs.roles reads before the tool
+        # starts, then one statement of its own).
+        member_table = ops.quote_name(TestbedNode._meta.db_table)
+        change_table = ops.quote_name(BeegfsConfigChange._meta.db_table)
+        lock = " FOR UPDATE OF n" if connection.features.has_select_for_update else ""
         cursor.execute(
-            f"SELECT hostname, id FROM {node_table} WHERE hostname IN ({_in(names)}) "
-            f"ORDER BY id{lock}",
-            names,
+            f"SELECT n.hostname, n.id, m.storage, m.metadata, EXISTS(SELECT 1 FROM "
+            f"{change_table} c WHERE c.hostname = n.hostname AND c.restored_at IS NULL) "
+            f"FROM {node_table} n LEFT JOIN {member_table} m ON m.node_id = n.id AND "
+            f"m.testbed_id = %s WHERE n.hostname IN ({_in(names)}) ORDER BY n.id{lock}",
+            [run.testbed_id, *names],
         )
-        nodes = dict(cursor.fetchall())
+        locked = cursor.fetchall()
+        nodes = {hostname: pk for hostname, pk, *_ in locked}
+        roles = {
+            hostname: (
+                (["storage"] if storage else []) + (["meta"] if metadata else []),
+                bool(changed),
+            )
+            for hostname, _, storage, metadata, changed in locked
+            if storage or metadata
+        }
         cutoff = ops.adapt_datetimefield_value(_stale_before())
         if run.queued_at is None:
             earlier, params = "r.id < %s", [run.pk]
@@ -228,7 +252,29 @@ def try_acquire(run: Run, names: list[str]) -> tuple[bool, str]:
                 [run.pk, run.attempts, now, *names],
             )
             return False, "waiting for " + ", ".join(names) + " (taken meanwhile)"
+    _ROLES[(run.pk, run.attempts)] = (list(names), roles)
+    while len(_ROLES) > ROLES_MAX:
+        _ROLES.pop(next(iter(_ROLES)), None)
     return True, ""
+
+
+# The BeeGFS roles of the nodes a run's attempt just took (``try_acquire``), read under their
+# locks: {(run, attempt): (the nodes, {hostname: (services, changed)})}, taken once by
+# ``server_roles``. While the attempt holds them no other run changes a server's
+# configuration (a change needs the server held), so they stay true until its tool starts.
+_ROLES: dict[tuple[int, int], tuple[list[str], dict[str, tuple[list[str], bool]]]] = {}
+ROLES_MAX = 100
+
+
+def server_roles(run: Run, held: list[str]) -> dict[str, tuple[list[str], bool]] | None:
+    """What ``try_acquire`` read of the nodes ``held`` as this attempt of ``run`` took them:
+    {hostname: (its services, whether beeweb changed a config of it that is not restored
+    yet)} for the testbed's servers among them; None when it did not take exactly those
+    (the caller reads them itself). Taken once."""
+    kept = _ROLES.pop((run.pk, run.attempts), None)
+    if kept is None or kept[0] != list(held):
+        return None
+    return kept[1]
 
 
 def _busy(holders: dict[str, int], waiters: list, wanted: set[str]) -> dict[str, str]:

@@ -45,6 +45,7 @@ from django.utils import timezone
 from experiments.execution.dispatch import BrokerUnavailable, dispatch
 from experiments.matrices.preview import preview_command
 from experiments.models import CellState, Matrix, Metric, Run
+from experiments.models.runs import taken_outside_adaptive
 from experiments.shared import prepared
 from runners import registry
 from runners.launch import LaunchError, tool_params
@@ -172,6 +173,10 @@ def after_run(run_id: int) -> Decision | None:
     """Decide the cell of a run that just ended (nothing for a run outside an adaptive
     matrix); store the cell's state and, when needed, create and dispatch its next
     repetition. Returns the decision."""
+    if taken_outside_adaptive(run_id):
+        # The executor's outcome, just stored by this process, found the run in no adaptive
+        # matrix (``store_row``): nothing to decide, nothing to read.
+        return None
     # One plain SELECT: it runs after every run of every matrix, and the ORM's compilation
     # of the join cost more than the database spends on it.
     ops = connection.ops

@@ -789,6 +789,27 @@ def update_row(run_id: int, fields: dict, attempt: int | None = None) -> int:
         return 0 if row is None else 1
 
 
+# Runs whose outcome this process stored (``store_row`` with an attempt: the executor's)
+# while they were in no adaptive matrix (or in no matrix cell): the adaptive decision that
+# follows each run (experiments.matrices.adaptive.after_run) learns it here instead of
+# reading the run and its matrix again. Taken once; the oldest forgotten past
+# ENDED_MAX (a decision follows its outcome at once, on the same thread).
+_ended: dict[int, None] = {}
+ENDED_MAX = 1000
+
+
+def _ended_outside_adaptive(run_id: int) -> None:
+    _ended[run_id] = None
+    while len(_ended) > ENDED_MAX:
+        _ended.pop(next(iter(_ended)), None)
+
+
+def taken_outside_adaptive(run_id: int) -> bool:
+    """Whether this process just stored the outcome of ``run_id`` while it was in no
+    adaptive matrix (``store_row``); the note is taken (True once)."""
+    return _ended.pop(run_id, False) is None
+
+
 class StoredRow:
     """What ``store_row`` found: whether the run had metric rows (a headline one) before,
     and its configuration columns as the update left them (SUMMARY_KEY_COLUMNS' order)."""
@@ -800,14 +821,30 @@ class StoredRow:
         self.status = status
 
 
-def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
+def store_row(
+    run_id: int,
+    fields: dict,
+    key: str,
+    attempt: int | None = None,
+    release: bool = False,
+) -> StoredRow | None:
     """``update_row`` for a run whose metrics are about to be stored (experiments.results.store),
     also writing its configuration key ``key`` when it has no metric row at all (a first
     store: no summary counts it yet, so no configuration is left); a run that has some keeps
     the key its summaries last saw, and their refresh moves it. One statement that also
     returns what the store needs to know: the metric rows it had, its configuration
     columns (to check ``key``) and its status as written (whether its metrics are data).
-    None when the row does not exist."""
+    None when the row does not exist.
+
+    The executor's outcome (issue 30: one statement, not three): ``attempt``, only while the
+    run is running that attempt (as ``update_row``'s; None, nothing written, once it was
+    taken from it); the row is locked by the UPDATE until the transaction ends, as the
+    executor's check that it still holds the run locked it; and whether the run's matrix is
+    adaptive is noted for ``taken_outside_adaptive`` (the decision after the run).
+    ``release``: this attempt's node
+    leases (``NodeLease``) are deleted in the same transaction, whatever the UPDATE finds
+    (what ``experiments.execution.holding.release`` does): on PostgreSQL in the same
+    statement (a data-modifying WITH), elsewhere (SQLite) in a DELETE of its own."""
     quote = connection.ops.quote_name
     columns, params = _set_clause(fields)
     key_column = quote("config_key")
@@ -821,15 +858,45 @@ def store_row(run_id: int, fields: dict, key: str) -> StoredRow | None:
             quote("status"),
         ]
     )
+    where, where_params = "", []
+    if attempt is not None:
+        # Whether the run's matrix is adaptive as its outcome is stored (a run outside one
+        # is not): the adaptive decision after the run skips its own read when it is not.
+        matrix = quote("experiments_matrix")
+        returning += (
+            f", {quote('cell_key')} <> '' AND EXISTS (SELECT 1 FROM {matrix} WHERE "
+            f"{matrix}.{quote('id')} = {quote(Run._meta.db_table)}.{quote('matrix_id')} AND "
+            f"{matrix}.{quote('max_repetitions')} IS NOT NULL AND "
+            f"{matrix}.{quote('target_cv')} IS NOT NULL)"
+        )
+        status, attempts = (quote(Run._meta.get_field(f).column) for f in ("status", "attempts"))
+        where, where_params = (
+            f" AND {status} = %s AND {attempts} = %s",
+            [Run.Status.RUNNING, attempt],
+        )
+    lease_delete = (
+        f"DELETE FROM {quote(NodeLease._meta.db_table)} WHERE run_id = %s AND attempt = %s"
+    )
+    with_release, release_params = "", []
+    if release and attempt is None:
+        raise ValueError("release needs the attempt whose leases go")
+    if release and connection.vendor == "postgresql":
+        with_release, release_params = f"WITH released AS ({lease_delete}) ", [run_id, attempt]
     with transaction.atomic(savepoint=False), prepared.cursor() as cursor:
+        if release and not with_release:
+            cursor.execute(lease_delete, [run_id, attempt])
         cursor.execute(
-            f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s "
-            f"RETURNING {returning}",
-            [*params, run_id],
+            f"{with_release}UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} "
+            f"WHERE id = %s{where} RETURNING {returning}",
+            [*release_params, *params, run_id, *where_params],
         )
         row = cursor.fetchone()
         if row is None:
             return None
+        if attempt is not None:
+            if not row[-1]:
+                _ended_outside_adaptive(run_id)
+            row = row[:-1]
         stored = StoredRow(row[0], row[1], tuple(row[2:-1]), row[-1])
         if stored.primary and SUMMARY_FIELDS.intersection(fields):
             refresh_summaries(run_ids=[run_id])

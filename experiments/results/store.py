@@ -320,7 +320,9 @@ def _store(
     outcome: Callable[[Run], dict[str, Any]] | None = None,
     parsed: Parsed | None = None,
     more: dict[str, Any] | None = None,
-) -> str | None:
+    attempt: int | None = None,
+    release: bool = False,
+) -> str | None | object:
     if parsed is None:
         found = _derived(run, tool)
         parsed = found[0]
@@ -342,32 +344,41 @@ def _store(
     with transaction.atomic(savepoint=False):
         if parsed.error and keep_on_error:
             update_row(run.pk, fields)
-        else:
-            _store_with_metrics(run, fields, parsed.metrics)
+        elif not _store_with_metrics(run, fields, parsed.metrics, attempt, release):
+            if attempt is not None:
+                return NOT_RUNNING
     for name, value in fields.items():  # as written (or as it would have been: deleted)
         setattr(run, name, value)
     return parsed.error or None
 
 
-def _store_with_metrics(run: Run, fields: dict[str, Any], rows: list) -> None:
+def _store_with_metrics(
+    run: Run,
+    fields: dict[str, Any],
+    rows: list,
+    attempt: int | None = None,
+    release: bool = False,
+) -> bool:
     """Write ``fields`` of ``run`` (its parsed fields applied to it) and replace its metrics
-    by ``rows``, with the summaries of its configuration; nothing when the run was deleted
-    meanwhile. The usual case, a run stored for the first time (no metric row yet: the
-    executor's, an import's), costs one UPDATE that also sets its configuration key and says
-    what it had (``store_row``), the rows' INSERT and the summaries' append; a run that had
-    metrics (a reparse, a requeued attempt) has them replaced as ``replace_metrics`` does."""
+    by ``rows``, with the summaries of its configuration; nothing (False) when the run was
+    deleted meanwhile, or with ``attempt`` no longer runs that attempt (``store_row``'s
+    ``attempt`` and ``release``). The usual case, a run stored for the first time (no
+    metric row yet: the executor's, an import's), costs one UPDATE that also sets its
+    configuration key and says what it had (``store_row``), the rows' INSERT and the
+    summaries' append; a run that had metrics (a reparse, a requeued attempt) has them
+    replaced as ``replace_metrics`` does."""
     key = summaries.key_of(run)
     for row in rows:
         row.run_id = run.pk
     with transaction.atomic(savepoint=False), summaries.batch():
-        stored = store_row(run.pk, fields, key)
+        stored = store_row(run.pk, fields, key, attempt=attempt, release=release)
         if stored is None:
-            return
+            return False
         if stored.status not in Run.DATA:
             not_data(rows)
         if stored.metrics:
             _replace(run, rows, {True} if stored.primary else {False})
-            return
+            return True
         insert(Metric, rows)
         if summaries.config_key(*stored.columns) != key:
             # The run in hand is older than its row (a configuration column changed since
@@ -375,19 +386,32 @@ def _store_with_metrics(run: Run, fields: dict[str, Any], rows: list) -> None:
             summaries.append([run.pk])
         elif any(row.primary for row in rows):
             summaries.append_keyed([run.pk])
+    return True
+
+
+# What ``parse_stored`` returns when given an ``attempt`` the run no longer runs: nothing
+# was stored.
+NOT_RUNNING = object()
 
 
 def parse_stored(
     run: Run,
     tool: str | None = None,
     outcome: Callable[[Run], dict[str, Any]] | None = None,
-) -> str | None:
+    attempt: int | None = None,
+    release: bool = False,
+) -> str | None | object:
     """Parse the raw output just stored on ``run`` (saved before this is called, so a parse
     never loses it) with ``tool``, else the run's own or the detected one, and store what it
     yields, replacing whatever an earlier output yielded (an earlier attempt's); the parse
     error, or None. ``outcome(run)``, called once the parsed fields are set on ``run``, gives
-    more fields to write with them (the executor's status and error) in the same UPDATE."""
-    return _store(run, tool, keep_on_error=False, outcome=outcome)
+    more fields to write with them (the executor's status and error) in the same UPDATE.
+
+    The executor's outcome: with ``attempt``, stored only while the run is running that
+    attempt (its row locked by the UPDATE until the caller's transaction ends); else
+    nothing is written and this returns NOT_RUNNING. ``release``: the attempt's node leases
+    go in the same transaction (``experiments.models.runs.store_row``)."""
+    return _store(run, tool, keep_on_error=False, outcome=outcome, attempt=attempt, release=release)
 
 
 def store_parts(run: Run, tool: str | None = None) -> list[Run]:

@@ -275,6 +275,7 @@ def save(
     alone: bool = False,
     first: bool = False,
     verdict: dict[str, Any] | None = None,
+    savepoint: bool = True,
 ) -> RunTelemetry | None:
     """Store one node's document for ``run`` (replacing an earlier attempt's); None when the
     run was deleted meanwhile. ``refresh``: recompute the run's verdict (``store`` does it
@@ -282,7 +283,10 @@ def save(
     rows back (the run has no other node's); ``first``: the run's first attempt, which has
     no earlier row to replace (one INSERT). ``verdict``: receives the verdict's fields,
     once the row is stored, instead of their own UPDATE: the caller writes them with its
-    update of the run in this transaction (the executor, with the raw output)."""
+    update of the run in this transaction (the executor, with the raw output).
+    ``savepoint``: False, no savepoint of its own in the caller's transaction, whose caller
+    then undoes the whole transaction on an error (the executor, ``save_deferred``); a run
+    deleted meanwhile then raises IntegrityError instead of returning None."""
     if doc.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} document")
     data, cores = pack(doc)
@@ -297,7 +301,7 @@ def save(
     }
     try:
         # The row and the verdict in one transaction (a savepoint in the caller's).
-        with transaction.atomic():
+        with transaction.atomic(savepoint=savepoint):
             # An earlier attempt's row is replaced; usually there is none (one INSERT).
             rows = (
                 None
@@ -316,7 +320,7 @@ def save(
                 docs = [page_form(doc)] if alone else None
                 values = refresh_verdict(run, docs, write=verdict is None)
     except IntegrityError:
-        if not Run.objects.filter(pk=run.pk).exists():
+        if savepoint and not Run.objects.filter(pk=run.pk).exists():
             return None
         raise
     if verdict is not None and values:
@@ -565,12 +569,19 @@ def save_deferred(
     alone: bool = False,
     first: bool = False,
     verdict: dict[str, Any] | None = None,
+    savepoint: bool = True,
 ) -> None:
     """Store ``doc``, the document ``recording`` handed to its ``keep`` (nothing when None),
     inside a savepoint of the caller's transaction: a failure is logged and undone alone
-    (``verdict`` then stays empty). ``alone``, ``first``, ``verdict``: as for ``save``."""
-    if doc is not None:
-        _save_logged(run, doc, alone=alone, first=first, verdict=verdict)
+    (``verdict`` then stays empty). ``alone``, ``first``, ``verdict``: as for ``save``.
+    ``savepoint`` False: no savepoint, and a failure raises (the caller undoes its
+    transaction and stores the rest again without the document: the executor)."""
+    if doc is None:
+        return
+    if not savepoint:
+        save(run, with_clock(doc), alone=alone, first=first, verdict=verdict, savepoint=False)
+        return
+    _save_logged(run, doc, alone=alone, first=first, verdict=verdict)
 
 
 def _document(run: Run, sampler: Sampler, scratch: Path, began: float) -> dict[str, Any] | None:

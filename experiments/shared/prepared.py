@@ -24,8 +24,8 @@ import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import connection
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.utils import CursorWrapper
 
 # psycopg's count of executions after which it prepares a statement by itself: never.
 NEVER_BY_COUNT = 2**62
@@ -56,14 +56,14 @@ def _classes() -> tuple[type, type]:
     return PreparedCursor, PreparedDebugWrapper
 
 
-def _prepared_cursor():
-    """A prepared cursor of the default connection (connected), with the time zone's loader
-    Django's ``create_cursor`` would register on it."""
+def _prepared_cursor(db):
+    """A prepared cursor of ``db`` (connected), with the time zone's loader Django's
+    ``create_cursor`` would register on it."""
     from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
     from django.db.backends.postgresql.psycopg_any import register_tzloader
     from psycopg.pq import Format
 
-    session = connection.connection
+    session = db.connection
     if session.prepare_threshold is None:
         # Django turns psycopg's prepared statements off (threshold None), and then psycopg
         # prepares none, even those executed with prepare=True. A threshold no statement
@@ -72,26 +72,55 @@ def _prepared_cursor():
         session.prepare_threshold = NEVER_BY_COUNT
     raw = _classes()[0](session)
     tzloader = session.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
-    if connection.timezone != tzloader.timezone:
-        register_tzloader(connection.timezone, raw)
+    if db.timezone != tzloader.timezone:
+        register_tzloader(db.timezone, raw)
     return raw
+
+
+class _Kept:
+    """The prepared cursors of one session that no block uses at the moment, kept for the
+    next block (a new psycopg cursor, its adapters and Django's cursor checks cost more
+    Python than the statement it runs): one per nesting level in use."""
+
+    __slots__ = ("session", "timezone", "free")
+
+    def __init__(self, session, timezone) -> None:
+        self.session, self.timezone, self.free = session, timezone, []
 
 
 @contextmanager
 def cursor() -> Iterator:
     """A cursor of the default connection whose statements are prepared (PostgreSQL), or
-    Django's own cursor (SQLite); used as ``connection.cursor()`` is."""
-    if connection.vendor != "postgresql":
-        with connection.cursor() as plain:
+    Django's own cursor (SQLite); used as ``connection.cursor()`` is.
+
+    PostgreSQL: what Django's ``cursor()`` does first (the health check, connecting when
+    needed, the thread check), then a prepared cursor of the session in the kind of wrapper
+    Django would give (logging or not). The cursor is kept for the session's next block
+    (``_Kept``) instead of closed: a block nested in another gets a cursor of its own; a
+    new session (reconnected) or a changed time zone starts with new cursors."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor != "postgresql":
+        with db.cursor() as plain:
             yield plain
         return
-    # Django's cursor() does the health check and connects when needed; its client-side
-    # cursor is replaced by a prepared one, in the same kind of wrapper (logging or not).
-    client = connection.cursor()
-    logged = isinstance(client, CursorDebugWrapper)
-    client.close()
-    with connection.wrap_database_errors:
-        raw = _prepared_cursor()
-    wrapper = _classes()[1](raw, connection) if logged else CursorWrapper(raw, connection)
-    with wrapper:
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    session = db.connection
+    timezone = db.timezone
+    kept = db.__dict__.get("_beeweb_prepared")
+    if kept is None or kept.session is not session or kept.timezone != timezone:
+        kept = db.__dict__["_beeweb_prepared"] = _Kept(session, timezone)
+    if kept.free:
+        raw = kept.free.pop()
+    else:
+        with db.wrap_database_errors:
+            raw = _prepared_cursor(db)
+    wrapper = _classes()[1](raw, db) if db.queries_logged else CursorWrapper(raw, db)
+    try:
         yield wrapper
+    finally:
+        if raw.closed or session.closed:
+            pass
+        else:
+            kept.free.append(raw)

@@ -77,3 +77,44 @@ def test_djangos_own_cursors_prepare_nothing():
     assert [text for text in _prepared_statements() if "auth_user" in text] == [
         'SELECT count(*) FROM "auth_user" WHERE username = $1'
     ]
+
+
+@pytest.mark.django_db
+def test_a_blocks_cursor_is_kept_for_the_next_and_nested_blocks_get_their_own():
+    """PostgreSQL: one block's prepared cursor serves the session's next block (no new
+    cursor per statement); a block inside another gets a cursor of its own (the outer one's
+    rows stay readable); a new session starts with new cursors. SQLite: the same answers."""
+    users = {name: get_user_model().objects.create(username=name).pk for name in ["u1", "u2"]}
+    sql = 'SELECT id FROM "auth_user" WHERE username = %s'
+    raws = []
+    for name in ["u1", "u2"]:
+        with prepared.cursor() as cursor:
+            cursor.execute(sql, [name])
+            assert cursor.fetchone() == (users[name],)
+            raws.append(cursor.cursor)
+    with prepared.cursor() as outer:
+        outer.execute('SELECT id FROM "auth_user" ORDER BY id')
+        with prepared.cursor() as inner:
+            inner.execute(sql, ["u2"])
+            assert inner.fetchone() == (users["u2"],)
+            nested = inner.cursor is not outer.cursor
+        assert outer.fetchall() == [(users["u1"],), (users["u2"],)]
+    assert nested
+    if connection.vendor != "postgresql":
+        return
+    assert raws[0] is raws[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_session_gets_new_cursors():
+    """A cursor kept for a session that is gone is not used again: the reconnected session
+    prepares its own statements on a cursor of its own."""
+    sql = 'SELECT count(*) FROM "auth_user" WHERE username = %s'
+    with prepared.cursor() as cursor:
+        cursor.execute(sql, ["x"])
+        before = cursor.cursor
+    connection.close()
+    with prepared.cursor() as cursor:
+        cursor.execute(sql, ["x"])
+        assert cursor.fetchone() == (0,)
+        assert cursor.cursor is not before

@@ -601,6 +601,7 @@ def _run_updates(queries) -> list[str]:
         q["sql"]
         for q in queries.captured_queries
         if q["sql"].startswith('UPDATE "experiments_run"')
+        or (q["sql"].startswith("WITH ") and 'UPDATE "experiments_run"' in q["sql"])
     ]
 
 
@@ -649,6 +650,108 @@ def test_telemetry_that_cannot_be_stored_leaves_no_verdict_and_the_outcome_whole
     run.refresh_from_db()
     assert run.raw_output and run.exit_code == 0 and run.metrics.exists()
     assert not RunTelemetry.objects.filter(run=run).exists() and run.bottleneck == ""
+    assert summaries.differences() == []
+
+
+def _transactions(queries) -> list[list[str]]:
+    """The statements of each transaction (BEGIN to COMMIT or ROLLBACK) in ``queries``."""
+    found, current = [], None
+    for query in queries.captured_queries:
+        sql = query["sql"]
+        if sql.startswith("BEGIN"):
+            current = []
+        elif sql.startswith(("COMMIT", "ROLLBACK")) and current is not None:
+            found.append([*current, sql])
+            current = None
+        elif current is not None:
+            current.append(sql)
+    return found
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_raw_output_and_outcome_transactions_take_no_extra_statements(alice, bench):
+    """Issue 30: the raw output's transaction stores the telemetry without a savepoint;
+    the outcome's checks that the attempt still runs in its conditional UPDATE (no SELECT
+    ... FOR UPDATE before it) and releases the attempt's node leases with it (PostgreSQL:
+    in the same statement; SQLite: a DELETE of its own). The result is the same."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from experiments.models import RunTelemetry
+
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    with CaptureQueriesContext(connection) as queries:
+        assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert not [sql for sql in statements if "SAVEPOINT" in sql]
+    assert not [sql for sql in statements if sql.startswith("SELECT 1 FROM")]
+    raw, outcome = _transactions(queries)[-2:]
+    assert any("experiments_runtelemetry" in sql for sql in raw)
+    deletes = [sql for sql in outcome if 'DELETE FROM "experiments_nodelease"' in sql]
+    if connection.vendor == "postgresql":
+        assert len(deletes) == 1 and deletes[0].startswith("WITH released AS (DELETE")
+    else:
+        assert len(deletes) == 1 and deletes[0].startswith("DELETE")
+    run.refresh_from_db()
+    assert run.raw_output and run.exit_code == 0 and run.metrics.exists()
+    assert RunTelemetry.objects.filter(run=run).exists() and run.bottleneck
+    assert not NodeLease.objects.exists()
+    assert summaries.differences() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_telemetry_failing_in_the_database_leaves_the_raw_output_stored(
+    alice, bench, monkeypatch, caplog
+):
+    """The raw output's transaction has no savepoint for the telemetry: a statement of it
+    that fails in the database (which aborts a PostgreSQL transaction) undoes the whole
+    transaction, which is stored again without the telemetry; the failure is logged and
+    the run's outcome is as usual."""
+    from django.db import connection
+
+    from experiments.models import RunTelemetry
+    from experiments.results import telemetry as stored
+
+    def failing(run, *args, **kwargs):
+        # A statement the database refuses (a NOT NULL column set to NULL).
+        with connection.cursor() as cursor:
+            cursor.execute('UPDATE "experiments_run" SET "status" = NULL WHERE id = %s', [run.pk])
+
+    monkeypatch.setattr(stored, "save", failing)
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    run.refresh_from_db()
+    assert run.raw_output and run.exit_code == 0 and run.metrics.exists()
+    assert not RunTelemetry.objects.filter(run=run).exists() and run.bottleneck == ""
+    assert "its telemetry could not be stored" in caplog.text
+    assert not NodeLease.objects.exists()
+    assert summaries.differences() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_attempt_taken_as_it_ended_stores_no_outcome_and_frees_its_nodes(
+    alice, bench, monkeypatch, caplog
+):
+    """The janitor took the run between the raw output's transaction and the outcome's (here:
+    requeued it): the outcome's conditional UPDATE writes nothing, no metric is stored, the
+    run stays queued for its next attempt, and this attempt's leases go."""
+    parse = execute.parse_stored
+
+    def taken_first(run, *args, **kwargs):
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)
+        return parse(run, *args, **kwargs)
+
+    monkeypatch.setattr(execute, "parse_stored", taken_first)
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    execute.execute(run.pk, queue(run), "w@test")
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED and run.raw_output
+    assert not run.metrics.exists()
+    assert not NodeLease.objects.exists()
+    assert "its outcome (succeeded) is not stored again" in caplog.text
     assert summaries.differences() == []
 
 
@@ -704,3 +807,72 @@ def test_a_starting_worker_removes_what_ended_attempts_left_and_keeps_the_rest(a
     }
     assert str(scratch / made[ended.pk]) in removed
     assert str(Path(bench.benchmark_dir) / made[ended.pk]) in removed
+
+
+@pytest.mark.django_db
+def test_the_decision_after_a_run_reads_nothing_outside_an_adaptive_matrix(alice, bench):
+    """Issue 30: the outcome's UPDATE says whether the run's matrix is adaptive; outside one,
+    the adaptive decision after the run (``after_run``) reads nothing (once: a later call
+    reads the run as before). In an adaptive matrix it reads and decides as before."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from experiments.matrices import adaptive
+    from experiments.models import CellState
+
+    plain = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = plain.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    with CaptureQueriesContext(connection) as queries:
+        assert adaptive.after_run(run.pk) is None
+    assert queries.captured_queries == []
+    with CaptureQueriesContext(connection) as queries:
+        assert adaptive.after_run(run.pk) is None
+    assert len(queries.captured_queries) == 1
+
+    tuned = make_matrix(
+        alice,
+        bench,
+        tool="dd",
+        params={"bs": "4k", "count": 1},
+        repetitions=2,
+        max_repetitions=3,
+        target_cv=50,
+    )
+    first, second = tuned.runs.order_by("repetition")
+    for each in (first, second):
+        assert execute.execute(each.pk, queue(each), "w@test") == Run.Status.SUCCEEDED
+        adaptive.after_run(each.pk)
+    assert CellState.objects.filter(matrix=tuned).exists()
+
+
+@pytest.mark.django_db
+def test_the_claim_reads_the_servers_roles_with_the_node_locks(alice, bench):
+    """Issue 30: the claim's node lock reads the BeeGFS roles of the held servers (and
+    whether beeweb changed a config of one that is not restored yet), which the tool's
+    preparation then uses without a statement of its own; the same as its own query reads.
+    Taken once: a second look reads them."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from experiments.execution import beegfs, holding
+    from experiments.models import BeegfsConfigChange, TestbedNode
+
+    member = TestbedNode.objects.filter(testbed=bench).select_related("node").first()
+    TestbedNode.objects.filter(pk=member.pk).update(storage=True, metadata=True)
+    BeegfsConfigChange.objects.create(
+        hostname=member.node.hostname, service="storage", conf="/x", applied_at=timezone.now()
+    )
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    attempt = execute.claim(run.pk, queue(run), "w@test")
+    assert attempt is not None and attempt.held
+    with CaptureQueriesContext(connection) as queries:
+        kept = beegfs.roles(attempt.run)
+    assert queries.captured_queries == []
+    assert kept == {member.node.hostname: (["storage", "meta"], True)}
+    with CaptureQueriesContext(connection) as queries:
+        assert beegfs.roles(attempt.run) == kept
+    assert len(queries.captured_queries) == 1
+    assert holding.server_roles(attempt.run, list(attempt.run.nodes_held)) is None
