@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from experiments.changes.detection import Settings, detect
@@ -94,11 +94,15 @@ def test_a_three_sigma_shift_is_found_within_five_runs():
     shift_at=st.integers(8, 40),
     sigmas=st.floats(6.0, 20.0),
 )
+@example(seed=68410, n=8, shift_at=8, sigmas=6.0)
 def test_property_a_large_shift_is_found_where_it_is(seed, n, shift_at, sigmas):
     rng = np.random.default_rng(seed)
     after = max(n - shift_at, 8)
     values = np.concatenate([rng.normal(0, 1, shift_at), rng.normal(sigmas, 1, after)])
-    assert any(c.index == shift_at for c in detect(values))
+    # At its run, or next to it when the first run after the shift (or the last before it)
+    # fell halfway by chance: seed=68410, n=8, shift_at=8, sigmas=6 draws 3.54 there,
+    # between the means 0.72 and 6.60, and the change is found at 9.
+    assert any(abs(c.index - shift_at) <= 1 for c in detect(values))
 
 
 @settings(max_examples=30, deadline=None)
