@@ -5,6 +5,7 @@ dict built without a database in ``figure``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection
@@ -178,7 +179,7 @@ def _points(lines: list[tuple[str, str]], newest: int) -> list[tuple[list[Point]
         return drawn
     run, metric_table = Run._meta.db_table, Metric._meta.db_table
     sql = f"""
-        SELECT k.i, r.id, r.at, r.uuid::text, m.value
+        SELECT k.i, r.id, extract(epoch FROM r.at)::float8, r.uuid::text, m.value
           FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS k(key, metric, i)
          CROSS JOIN LATERAL (
                SELECT id, coalesce(started_at, created) AS at, uuid FROM {run}
@@ -192,9 +193,12 @@ def _points(lines: list[tuple[str, str]], newest: int) -> list[tuple[list[Point]
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, [[k for k, _ in lines], [m for _, m in lines], newest])
-        for i, run_id, at, uuid, value in cursor.fetchall():
+        for i, run_id, epoch, uuid, value in cursor.fetchall():
             points, uuids = drawn[i - 1]
-            points.append(Point(run_id, value, at))
+            # A second count, not a timestamp's text: 2,400 of them parsed cost ~5 ms. A
+            # double holds it to a quarter of a microsecond (until the 23rd century), and
+            # fromtimestamp rounds to the nearest one: the stored instant.
+            points.append(Point(run_id, value, datetime.fromtimestamp(epoch, UTC)))
             uuids[run_id] = uuid
     return drawn
 
