@@ -396,6 +396,11 @@ class TableSpec:
         name = self.sort.name
         newer = "lt" if self.descending else "gt"
         found: list[Run] = []
+        # A parameter filter's JSON comparison too, though its typed row decides: read from
+        # the run's own row, which the walk reads anyway, it spares most runs the probe of
+        # their typed row (1.2 s instead of 2.9 s for p.threads=16 at a million runs, whose
+        # best values are other thread counts' runs).
+        runs = runs.filter(*(m.exact for m in self.matches if m.rows and not m.ambiguous))
         if self.after is None or self.after[0] is not None:
             with_metric = runs.filter(metrics__name=name, metrics__primary=True).annotate(
                 _sort=F("metrics__value"), _rid=F("metrics__run_id")
