@@ -255,10 +255,19 @@ class TableSpec:
         # read by its run (the rows' index on run), rather than walk the parameter's whole
         # index for the few that pass (the planner cannot tell how far that walk goes).
         few = bool(self.filters) and (keyset.estimate(runs) or FEW + 1) <= FEW
+        # Filtered by the parameter sorted by (p.threads=16, sort -param:threads): only its
+        # values' rows are read, from where the index holds them, and a phase none of them
+        # is in is skipped (the missing: a run without it never equals a value). Walking
+        # the parameter's index from its top value for the runs the filter passes read
+        # 286,000 rows at a million runs (1.6-2.3 s).
+        same = next((m for m in self.matches if m.name == name and m.rows), None)
         found: list = []
         for phase in (NUMBER, TEXT, None):
             index = 2 if phase is None else phase
             if index < start or len(found) >= n:
+                continue
+            values = [] if same is None else [r[1 + phase] for r in same.rows if r[0] == phase]
+            if same is not None and not values:
                 continue
             after = self.after if index == start else None
             if phase is None:
@@ -288,6 +297,11 @@ class TableSpec:
                 # The other half of the value is a constant: the index's order is the
                 # value's, then (created, run).
                 other = {"typed_params__text": ""} if phase == NUMBER else {"typed_params__num": 0}
+                column = "typed_params__num" if phase == NUMBER else "typed_params__text"
+                if len(values) == 1:
+                    other[column] = values[0]
+                elif values:
+                    other[f"{column}__in"] = values
                 part = runs.filter(
                     typed_params__name=name, typed_params__kind=phase, **other
                 ).annotate(

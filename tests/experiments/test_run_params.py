@@ -458,3 +458,30 @@ def test_a_parameter_filter_newest_first_takes_the_same_queries_for_more_runs(al
         Run.objects.create(testbed=tb, tool="fio", params={"level": [16, "16", LONG][i % 3]})
     after = [walk(alice, v, 2)[1] for v in views]
     assert before == after
+
+
+def level_key(run: Run):
+    """The parameter sort's order of ``level``: numbers, then texts (true as "true")."""
+    value = run.params["level"]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value, "")
+    return (1, 0, "true" if value is True else value)
+
+
+@pytest.mark.parametrize("size", [1, 2, 50])
+@pytest.mark.parametrize("descending", [True, False])
+@pytest.mark.parametrize("value", ["16", "true", LONG, "4", "x", "absent"])
+def test_a_parameter_sort_filtered_by_that_parameter_reads_its_values_only(
+    alice, spelled, size, descending, value
+):
+    exact = runs_table._param_equals("level", value).exact
+    want = sorted(
+        Run.objects.filter(exact),
+        key=lambda r: (level_key(r), r.created, r.pk),
+        reverse=descending,
+    )
+    # Numbers before texts in both directions (then the runs without it, here none).
+    want = [r for r in want if level_key(r)[0] == 0] + [r for r in want if level_key(r)[0] == 1]
+    sort = ("-" if descending else "") + "param:level"
+    got, _ = walk(alice, {"cols": "param:level", "sort": sort, "p.level": value}, size)
+    assert [r.pk for r in got] == [r.pk for r in want]
