@@ -5,10 +5,13 @@ dict built without a database in ``figure``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from django.db import connection
+
 from experiments.changes.scan import Point, series
-from experiments.models import ChangePoint, ConfigSummary, Run
+from experiments.models import ChangePoint, ConfigSummary, Metric, Run
 
 # Runs one history chart draws at most (the newest): the page stays fast at any history.
 MAX_POINTS = 2000
@@ -63,7 +66,7 @@ def line(
             .select_related("run", "previous_run")
             .order_by("at")
         )
-    unit = changes[0].unit if changes else "B/s" if metric.endswith("_bw") else ""
+    unit = _unit(changes, metric)
     return Line(name or metric, config_key, metric, unit, points_[-points:], changes, total, uuids)
 
 
@@ -87,28 +90,10 @@ def metrics_of(config_key: str) -> list[str]:
 def testbed_lines(testbed_id: int, metric: str | None = None) -> list[Line]:
     """The testbed's configurations with the most runs (at most ``MAX_CONFIGS``) among those
     of its newest ``RECENT_RUNS`` runs, each with its first metric (or ``metric``): one line
-    each. The candidates come from the testbed's newest runs (a bounded index read), their
-    run counts and metrics from the summaries (one row per configuration and metric)."""
-    recent = (
-        Run.objects.filter(testbed_id=testbed_id)
-        .exclude(config_key="")
-        .order_by("-created", "-id")
-        .values_list("config_key", flat=True)[:RECENT_RUNS]
-    )
-    keys = set(recent)
-    rows = ConfigSummary.objects.filter(config_key__in=keys, pub_n=0)
-    if metric:
-        rows = rows.filter(name=metric)
-    ranked = sorted(
-        rows.values_list("config_key", "name", "n"),
-        key=lambda r: (-r[2], r[0], _headline(r[1]), r[1]),
-    )
-    chosen: dict[str, tuple[str, int]] = {}
-    for key, name, n in ranked:
-        if key not in chosen:
-            chosen[key] = (name, n)
-        if len(chosen) >= MAX_CONFIGS:
-            break
+    each, its newest ``TESTBED_POINTS`` runs drawn. Five queries whatever the testbed's
+    history: the configurations chosen (``_chosen``), their change points, their
+    descriptions (two) and every line's points (``_points``)."""
+    chosen = _chosen(testbed_id, metric)
     # The chosen lines' change points and descriptions, read for all of them at once.
     changes: dict[str, list[ChangePoint]] = {}
     for cp in (
@@ -120,20 +105,102 @@ def testbed_lines(testbed_id: int, metric: str | None = None) -> list[Line]:
             changes.setdefault(cp.config_key, []).append(cp)
     texts = {cps[0].config_key: cps[0].configuration for cps in changes.values()}
     texts.update(_texts_of([key for key in chosen if key not in texts]))
+    drawn = _points([(key, name) for key, (name, _) in chosen.items()], TESTBED_POINTS)
     out = []
-    for key, (name, n) in chosen.items():
+    for (key, (name, n)), (points, uuids) in zip(chosen.items(), drawn, strict=True):
         text = texts.get(key) or key
-        out.append(
-            line(
-                key,
-                name,
-                f"{name}: {text}",
-                TESTBED_POINTS,
-                total=n,
-                changes=changes.get(key, []),
-            )
-        )
+        unit = _unit(changes.get(key, []), name)
+        out.append(Line(f"{name}: {text}", key, name, unit, points, changes.get(key, []), n, uuids))
     return out
+
+
+def _unit(changes: list[ChangePoint], metric: str) -> str:
+    return changes[0].unit if changes else "B/s" if metric.endswith("_bw") else ""
+
+
+def _chosen(testbed_id: int, metric: str | None) -> dict[str, tuple[str, int]]:
+    """The lines of a testbed's chart: {configuration: (its metric, its run count)}, most
+    runs first (ties by key), at most ``MAX_CONFIGS``; each configuration's metric the one
+    with the most runs (ties: bandwidths, then rates, then by name), or ``metric``.
+
+    One query: the configurations of the testbed's newest ``RECENT_RUNS`` runs (an
+    index-only read of its (testbed, created, id) index, which holds the key), the
+    ``MAX_CONFIGS`` whose summaries (own runs only) count the most runs (each candidate's
+    summaries read by its key), and those configurations' summaries of that count; the
+    ties of a configuration's metrics are broken here. Reading every candidate's summary
+    rows into Python (some 4,000 of ~600 configurations at a million runs) and a heap page
+    a recent run took longer than the rest of the page."""
+    run, summary = Run._meta.db_table, ConfigSummary._meta.db_table
+    named, params = "", [testbed_id, RECENT_RUNS]
+    if metric:
+        named, params = "AND {}.name = %s", [*params, metric]
+    sql = f"""
+        WITH recent AS (
+            SELECT DISTINCT config_key FROM (
+                SELECT config_key FROM {run}
+                 WHERE testbed_id = %s AND config_key <> ''
+                 ORDER BY testbed_id, created DESC, id DESC LIMIT %s) newest),
+        ranked AS (
+            SELECT config_key, top FROM (
+                SELECT config_key,
+                       (SELECT max(n) FROM {summary} c
+                         WHERE c.config_key = recent.config_key AND c.pub_n = 0 {named.format("c")})
+                       AS top
+                  FROM recent) counted
+             WHERE top IS NOT NULL ORDER BY top DESC, config_key LIMIT %s)
+        SELECT s.config_key, s.name, s.n FROM {summary} s
+          JOIN ranked ON ranked.config_key = s.config_key AND ranked.top = s.n
+         WHERE s.pub_n = 0 {named.format("s")}
+    """
+    params = [*params, MAX_CONFIGS, *([metric] if metric else [])]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    chosen: dict[str, tuple[str, int]] = {}
+    for key, name, n in sorted(rows, key=lambda r: (-r[2], r[0], _headline(r[1]), r[1])):
+        chosen.setdefault(key, (name, n))
+    return chosen
+
+
+def _points(lines: list[tuple[str, str]], newest: int) -> list[tuple[list[Point], dict]]:
+    """Each (configuration, metric)'s points among its newest ``newest`` runs, as
+    ``scan.series`` makes them, and the drawn runs' UUIDs by id. On PostgreSQL one query for
+    every line: each configuration's newest runs from the index (config_key, start, id),
+    each run's values of the metric from the metric rows' run index; elsewhere two queries
+    a line (``series``)."""
+    if connection.vendor != "postgresql":
+        out = []
+        for key, metric in lines:
+            uuids: dict[int, str] = {}
+            out.append((series(key, metric, newest=newest, uuids=uuids), uuids))
+        return out
+    drawn: list[tuple[list[Point], dict]] = [([], {}) for _ in lines]
+    if not lines:
+        return drawn
+    run, metric_table = Run._meta.db_table, Metric._meta.db_table
+    sql = f"""
+        SELECT k.i, r.id, extract(epoch FROM r.at)::float8, r.uuid::text, m.value
+          FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS k(key, metric, i)
+         CROSS JOIN LATERAL (
+               SELECT id, coalesce(started_at, created) AS at, uuid FROM {run}
+                WHERE config_key = k.key
+                ORDER BY coalesce(started_at, created) DESC, id DESC LIMIT %s) r
+         CROSS JOIN LATERAL (
+               SELECT avg(value) AS value FROM {metric_table}
+                WHERE run_id = r.id AND name = k.metric AND "primary") m
+         WHERE m.value IS NOT NULL
+         ORDER BY k.i, r.at, r.id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[k for k, _ in lines], [m for _, m in lines], newest])
+        for i, run_id, epoch, uuid, value in cursor.fetchall():
+            points, uuids = drawn[i - 1]
+            # A second count, not a timestamp's text: 2,400 of them parsed cost ~5 ms. A
+            # double holds it to a quarter of a microsecond (until the 23rd century), and
+            # fromtimestamp rounds to the nearest one: the stored instant.
+            points.append(Point(run_id, value, datetime.fromtimestamp(epoch, UTC)))
+            uuids[run_id] = uuid
+    return drawn
 
 
 def _texts_of(config_keys: list[str]) -> dict[str, str]:

@@ -351,3 +351,137 @@ def test_cursors_of_another_view_are_refused(alice_client, mixed):
         r = alice_client.get("/runs/table/", {"sort": sort, "after": cursor(key)})
         assert r.status_code == 400, (sort, key)
         assert "after: not a cursor" in r.content.decode()
+
+
+# -- a parameter filter newest first: read from its typed rows -------------------------------
+
+LONG = "y" * 300
+
+
+@pytest.fixture
+def spelled(alice):
+    """Runs whose ``level`` (no kind) and ``direct`` (a boolean) are spelled every way the
+    typed rows make alike: the number 16 and the text "16", true and "true", two long texts
+    sharing the rows' prefix; on two testbeds, with ties of the creation time."""
+    beds = [make_testbed(alice, name, "x86_64", "0") for name in ("one", "two")]
+    values = [16, "16", 16.0, True, "true", LONG, LONG + "z", 4, "4", False, "false", 16, "x"]
+    now = timezone.now()
+    runs = []
+    for i, value in enumerate(values * 3):
+        run = Run.objects.create(
+            testbed=beds[i % 2],
+            tool="fio",
+            status="succeeded",
+            params={"level": value, "direct": value, "copy": i % 3},
+            label=f"s{i}",
+        )
+        runs.append(run)
+    for i, run in enumerate(runs):
+        Run.objects.filter(pk=run.pk).update(created=now - timedelta(minutes=i - i % 3))
+    return runs
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 50])
+@pytest.mark.parametrize("descending", [True, False])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"p.level": "16"},  # the number and the text
+        {"p.level": "true"},  # true and "true": one row, both match
+        {"p.direct": "yes"},  # a boolean: true only, not "true" (the same row)
+        {"p.direct": "false"},  # false and "false"
+        {"p.level": LONG},  # past the rows' prefix: the comparison decides
+        {"p.level": "4", "p.copy": "1"},  # two parameter filters
+        {"p.level": "16", "testbed": None},  # and a testbed
+        {"p.level": "x"},
+        {"p.level": "absent"},
+    ],
+)
+def test_a_parameter_filter_newest_first_reads_its_rows_and_keeps_the_comparison(
+    alice, spelled, size, descending, filters
+):
+    filters = dict(filters)
+    conditions = {}
+    if "testbed" in filters:
+        filters["testbed"] = str(spelled[0].testbed.uuid)
+        conditions["testbed"] = spelled[0].testbed
+    for key, value in filters.items():
+        if key.startswith("p."):
+            name = key[2:]
+            exact = runs_table._param_equals(name, value).exact
+            conditions.setdefault("_q", []).append(exact)
+    q = conditions.pop("_q")
+    want = []
+    for run in Run.objects.filter(*q, **conditions):
+        want.append((run.created, run.pk))
+    want = [pk for _, pk in sorted(want, reverse=descending)]
+    sort = "-created" if descending else "created"
+    got, _ = walk(alice, {"cols": "param:level", "sort": sort, **filters}, size)
+    assert [r.pk for r in got] == want
+    if filters == {"p.direct": "yes"} and connection.vendor == "postgresql":
+        # (SQLite's JSON comparison finds the text "true" equal to true)
+        assert {Run.objects.get(pk=pk).params["direct"] for pk in want} == {True}
+    if filters == {"p.level": "16"}:
+        assert len(want) == 12  # 16, "16", 16.0 and 16, three times
+
+
+def test_which_candidates_the_typed_rows_decide_alone():
+    decide = runs_table._rows_decide
+    assert decide(["16", 16])
+    assert decide(["4k", 4096])
+    assert decide(["true", True])  # the row "true" is both, and both are asked for
+    assert not decide(["yes", True])  # the row "true" is also the text "true"
+    assert not decide(["true"])
+    assert not decide(["x" * 256])  # a text the rows hold the first 256 characters of
+    assert not decide(["[1, 2]"])  # a list's row
+    assert not decide(["9007199254740993", 9007199254740993])  # past a double's integers
+    assert decide(["-3.5", -3.5])
+
+
+def test_default_columns_come_from_the_newest_runs_of_a_parameter_filter(alice, spelled):
+    spec, runs = runs_table.TableSpec.parse({"p.level": "16"}, alice)
+    keys = [c.key for c in spec.columns]
+    assert "param:copy" in keys  # varies among the matching runs
+    assert "param:level" in keys  # 16 and "16"
+
+
+def test_a_parameter_filter_newest_first_takes_the_same_queries_for_more_runs(alice, spelled):
+    views = [
+        {"cols": "param:level", "p.level": "16"},
+        {"cols": "param:level", "p.level": "16", "sort": "created"},
+        {"p.level": "16"},  # default columns too
+        {"cols": "param:level", "p.level": LONG},
+    ]
+    before = [walk(alice, v, 2)[1] for v in views]
+    tb = spelled[0].testbed
+    for i in range(30):
+        Run.objects.create(testbed=tb, tool="fio", params={"level": [16, "16", LONG][i % 3]})
+    after = [walk(alice, v, 2)[1] for v in views]
+    assert before == after
+
+
+def level_key(run: Run):
+    """The parameter sort's order of ``level``: numbers, then texts (true as "true")."""
+    value = run.params["level"]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value, "")
+    return (1, 0, "true" if value is True else value)
+
+
+@pytest.mark.parametrize("size", [1, 2, 50])
+@pytest.mark.parametrize("descending", [True, False])
+@pytest.mark.parametrize("value", ["16", "true", LONG, "4", "x", "absent"])
+def test_a_parameter_sort_filtered_by_that_parameter_reads_its_values_only(
+    alice, spelled, size, descending, value
+):
+    exact = runs_table._param_equals("level", value).exact
+    want = sorted(
+        Run.objects.filter(exact),
+        key=lambda r: (level_key(r), r.created, r.pk),
+        reverse=descending,
+    )
+    # Numbers before texts in both directions (then the runs without it, here none).
+    want = [r for r in want if level_key(r)[0] == 0] + [r for r in want if level_key(r)[0] == 1]
+    sort = ("-" if descending else "") + "param:level"
+    got, _ = walk(alice, {"cols": "param:level", "sort": sort, "p.level": value}, size)
+    assert [r.pk for r in got] == [r.pk for r in want]
