@@ -157,6 +157,12 @@ def main() -> None:
             {**cols, "sort": "param:threads"},
         ),
         ("/runs/table/ p.threads=16", "web", "/runs/table/", {**cols, "p.threads": "16"}),
+        (
+            "/runs/table/ p.threads=16 sort -write_bw",
+            "web",
+            "/runs/table/",
+            {**cols, "p.threads": "16", "sort": "-metric:write_bw"},
+        ),
         ("/runs/table/ sort testbed", "web", "/runs/table/", {**cols, "sort": "testbed"}),
         ("/runs/table/ sort -testbed", "web", "/runs/table/", {**cols, "sort": "-testbed"}),
         (
