@@ -164,21 +164,28 @@ def summarisable(spec: ComparisonSpec, runs: QuerySet | None = None) -> bool:
     return "matrix" not in {spec.series, spec.x, spec.y, *spec.filter_groups()}
 
 
-# What the summary query reads of each configuration summary, in this order, besides the
-# places (series, x, y), the configuration (cf_*) and the divisor (_d).
+# What a configuration summary holds of its figures, in this order; with the places (series,
+# x, y), the configuration (cf_*) and the divisor (_d), a summary row (``_SUMMARY_FIELDS``).
+# The summaries are read in two steps: first what places and pools them (``_WHERE``: the
+# metric, its configuration key, places, configuration and divisor), then, only for a
+# comparison that is drawn, the figures (``_fill``). A selection of too many points (every
+# run of a lab, thousands of configurations) is told so without reading the figures.
 _STORED = tuple(c for c in SUMMARY_COLUMNS if c != "run_id")
 _PLACES = ("series", "x", "y")
 _IDENTITY = ("cf_tool", "cf_tb", "cf_tg", "cf_tn", "cf_params", "cf_src")
 _SUMMARY_FIELDS = (*_STORED, *_PLACES, *_IDENTITY, "_d")
+_WHERE = ("name", "config_key", *_PLACES, *_IDENTITY, "_d")
+_FIGURES = tuple(c for c in _STORED if c not in ("name", "config_key"))
 
 
 def _summary_rows(
     spec: ComparisonSpec, lookup: dimensions.TestbedLookup, groups: dict, divisor
 ) -> list[tuple]:
-    """The configuration summaries the spec selects, as tuples of ``_SUMMARY_FIELDS``: one
-    per configuration (each holds alike runs only) and metric, with the parameters as the
-    database's JSON text (decoded once per distinct text, not once per row). Rows without
-    a divisor hold no value (the metric rows' NULLs) and are left out."""
+    """The configuration summaries the spec selects, as tuples of ``_WHERE`` (their figures
+    are read by ``_fill``): one per configuration (each holds alike runs only) and metric,
+    with the parameters as the database's JSON text (decoded once per distinct text, not
+    once per row). Rows without a divisor hold no value (the metric rows' NULLs) and are
+    left out."""
     from experiments.models import ConfigSummary
 
     qs = _filtered(ConfigSummary.objects.filter(name__in=spec.metrics), spec, lookup)
@@ -190,14 +197,42 @@ def _summary_rows(
     }
     # Read with a plain cursor (every column is as the cursor gives it, so Django's per-row
     # converters have nothing to do).
-    query = qs.annotate(**annotations).values_list(*_SUMMARY_FIELDS).order_by().query
+    query = qs.annotate(**annotations).values_list(*_WHERE).order_by().query
     sql, params = query.get_compiler(qs.db).as_sql()
     with connections[qs.db].cursor() as cursor:
         cursor.execute(sql, params)
         return [r for r in cursor.fetchall() if r[-1] is not None]
 
 
-_AT = {name: i for i, name in enumerate(_SUMMARY_FIELDS)}
+_AT = {name: i for i, name in enumerate(_WHERE)}
+_FILL_CHUNK = 2000
+
+
+def _fill(entries: list[_Row], metrics: list[str], db: str) -> list[_Row]:
+    """The entries (summary rows of ``_WHERE``) with their figures: each ``data`` becomes its
+    tuple of ``_SUMMARY_FIELDS``. Read by (metric, configuration key), which a summary keeps
+    when its figures are merged or replaced; an entry whose summary went meanwhile (its last
+    run deleted between the two reads) is left out."""
+    from experiments.models import ConfigSummary
+
+    keys = sorted({entry.data[1] for entry in entries})
+    figures: dict[tuple, tuple] = {}
+    fields = ("name", "config_key", *_FIGURES)
+    for i in range(0, len(keys), _FILL_CHUNK):
+        found = ConfigSummary.objects.using(db).filter(
+            name__in=metrics, config_key__in=keys[i : i + _FILL_CHUNK]
+        )
+        for t in found.values_list(*fields).order_by():
+            figures[t[:2]] = t[2:]
+    kept = []
+    for entry in entries:
+        t = entry.data
+        stored = figures.get(t[:2])
+        if stored is None:
+            continue
+        entry.data = (t[0], t[1], *stored, *t[2:])
+        kept.append(entry)
+    return kept
 
 
 def _summary_row(t: tuple) -> dict:
@@ -643,6 +678,9 @@ def compute(
     if len(grouped) > MAX_POINTS:
         result.errors.append(_too_many(grouped, comparability.exempt_within(spec)))
         return result
+    if summarised:
+        kept = {id(e) for e in _fill([e for group in grouped for e in group], spec.metrics, qs.db)}
+        grouped = [g for g in ([e for e in group if id(e) in kept] for group in grouped) if g]
     # In one order whatever answered (the database's grouping order is arbitrary): points
     # alike in their places are labelled in this order. Sorting each point's rows and the
     # points by their first row is grouping the sorted rows, paid only by a comparison

@@ -164,3 +164,36 @@ def test_the_page_lists_the_stored_metrics_from_the_summaries(summaries_lab):
     with CaptureQueriesContext(connection) as queries:
         assert available_metrics() == sorted(stored) == ["read_bw", "read_iops", "write_bw"]
     assert not any("experiments_metric" in q["sql"] for q in queries.captured_queries)
+
+
+def test_too_many_points_read_no_figures_and_a_summary_gone_meanwhile_is_left_out(
+    summaries_lab, monkeypatch
+):
+    """The summaries are read in two steps (issue 30): what places and pools them, then the
+    figures of a comparison that is drawn. A selection of too many points reads no figures;
+    a configuration whose summary went between the two reads (its last run deleted) is left
+    out, and the rest is the comparison without it."""
+    from experiments.comparison import computation
+    from experiments.models import ConfigSummary
+
+    spec = ComparisonSpec.from_query("metric=write_bw&x=param:threads&series=arch")
+    filled = []
+    fill = computation._fill
+    monkeypatch.setattr(computation, "_fill", lambda *a: filled.append(a) or fill(*a))
+    monkeypatch.setattr(computation, "MAX_POINTS", 1)
+    assert compute(spec).errors and not filled
+    monkeypatch.undo()
+
+    whole = compute(spec)
+    gone = ConfigSummary.objects.filter(name="write_bw").order_by("config_key").first()
+
+    def first_then_delete(*args):
+        rows = summary_rows(*args)
+        ConfigSummary.objects.filter(pk=gone.pk).delete()
+        return rows
+
+    summary_rows = computation._summary_rows
+    monkeypatch.setattr(computation, "_summary_rows", first_then_delete)
+    without = compute(spec)
+    assert not without.errors
+    assert sum(p.n for p in without.points) == sum(p.n for p in whole.points) - gone.n
