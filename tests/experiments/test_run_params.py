@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from experiments.comparison import runs_table
-from experiments.models import Run, RunParam
+from experiments.models import Metric, Run, RunParam
 from experiments.models import params as typed_params
 from experiments.models.params import typed
 from experiments.results.store import parse_stored
@@ -485,3 +485,57 @@ def test_a_parameter_sort_filtered_by_that_parameter_reads_its_values_only(
     sort = ("-" if descending else "") + "param:level"
     got, _ = walk(alice, {"cols": "param:level", "sort": sort, "p.level": value}, size)
     assert [r.pk for r in got] == [r.pk for r in want]
+
+
+@pytest.mark.parametrize("window", [1, 2000])
+@pytest.mark.parametrize("size", [1, 3, 50])
+@pytest.mark.parametrize("descending", [True, False])
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"p.level": "16"},
+        {"p.level": "4", "p.copy": "1"},
+        {"p.level": "16", "testbed": None},
+        {"p.direct": "false"},
+        {"p.level": "absent"},
+    ],
+)
+def test_a_metric_sort_under_parameter_filters_is_the_definitions(
+    alice, spelled, monkeypatch, window, size, descending, filters
+):
+    """Sorted by a metric under parameter filters: the runs among the metric's first values
+    (``window``: FIRST_ENTRIES), or, when they are further down (a window of 1), read
+    configuration by configuration, best bound first: either way the runs with the metric
+    in (value, id) order, ties included, then the others by id, across every page."""
+    import random
+
+    from experiments.results import summaries
+    from experiments.results.store import replace_metrics
+
+    rng = random.Random(5)
+    for i, run in enumerate(spelled):
+        if i % 4:  # every fourth run has no write_bw
+            value = float(rng.randint(1, 6))  # ties within and across configurations
+            replace_metrics(run, [{"name": "write_bw", "value": value, "unit": "B/s"}])
+    assert summaries.differences() == []
+    monkeypatch.setattr(runs_table, "FIRST_ENTRIES", window)
+    filters = dict(filters)
+    conditions: dict = {}
+    if "testbed" in filters:
+        filters["testbed"] = str(spelled[0].testbed.uuid)
+        conditions["testbed"] = spelled[0].testbed
+    exact = [runs_table._param_equals(k[2:], v).exact for k, v in filters.items() if k[:2] == "p."]
+    chosen = Run.objects.filter(*exact, **conditions)
+    values = dict(
+        Metric.objects.filter(run__in=chosen, name="write_bw", primary=True).values_list(
+            "run_id", "value"
+        )
+    )
+    with_metric = sorted(
+        ((values[r.pk], r.pk) for r in chosen if r.pk in values), reverse=descending
+    )
+    without = sorted((r.pk for r in chosen if r.pk not in values), reverse=descending)
+    want = [pk for _, pk in with_metric] + without
+    sort = ("-" if descending else "") + "metric:write_bw"
+    got, _ = walk(alice, {"cols": "param:level,metric:write_bw", "sort": sort, **filters}, size)
+    assert [r.pk for r in got] == want
