@@ -291,6 +291,17 @@ def guard_parse(tool: str, parse: Callable[..., Any], text: str, *args: Any) -> 
 # --- numbers -----------------------------------------------------------------------------
 
 
+def mean(values: list[float]) -> float:
+    """The mean of finite values (``fsum`` over the count), finite however large they are:
+    where the sum overflows (two iterations of 1e308 B/s: ``fsum`` raises OverflowError),
+    each value is divided before the sum."""
+    n = len(values)
+    try:
+        return math.fsum(values) / n
+    except OverflowError:
+        return math.fsum(v / n for v in values)
+
+
 def to_float(token: Any) -> float | None:
     """A finite float, or None for '-', 'NA', garbage or inf/nan (IOR prints '-' for n/a)."""
     try:

@@ -25,6 +25,9 @@ from runners.parsers.base import (
     to_float,
     to_int,
 )
+from runners.parsers.base import (
+    mean as base_mean,
+)
 
 TOOL = "ior"
 
@@ -511,7 +514,7 @@ def _rows_run_level(
             if len(found) == 1:
                 result.add(f"{op}_{suffix}", found[0], **tag(test_id))
             else:
-                mean = math.fsum(found) / len(found)
+                mean = base_mean(found)
                 result.add(f"{op}_{suffix}", mean, stat="mean", **tag(test_id))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -19,6 +18,9 @@ from runners.parsers.base import (
     split_lines,
     to_float,
     to_int,
+)
+from runners.parsers.base import (
+    mean as base_mean,
 )
 
 TOOL = "mdtest"
@@ -329,7 +331,7 @@ def _finish(run: _Run) -> ParseResult:
         if len(found) == 1:
             result.add(name, found[0])
         else:
-            result.add(name, math.fsum(found) / len(found), stat="mean")
+            result.add(name, base_mean(found), stat="mean")
 
     # Tasks per node as IOR counts them (the tasks on task 0's node): mdtest's Nodemap marks
     # them 1; taken when the nodes hold that many each (tasks = nodes x that count).

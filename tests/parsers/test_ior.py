@@ -613,3 +613,12 @@ def test_random_text_raises_only_parse_error(text):
 def test_mangled_numbers_raise_only_parse_error(name, data):
     text = read_sample(f"ior/{name}")
     check_mangled(ior.parse, text, data)
+
+
+def test_a_mean_of_iterations_near_the_largest_float_is_that_mean():
+    """Two iterations of 1e308 (a mangled figure) overflowed ``fsum`` (OverflowError, not a
+    ParseError, from the property test above): the mean divides first."""
+    from runners.parsers.base import mean
+
+    assert mean([1e308, 1e308]) == 1e308
+    assert mean([1.0, 2.0, 4.0]) == 7 / 3
