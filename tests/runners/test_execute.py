@@ -631,25 +631,33 @@ def test_a_short_runs_raw_output_and_verdict_are_one_update(alice, bench):
     assert summaries.differences() == []
 
 
-@pytest.mark.django_db
-def test_telemetry_that_cannot_be_stored_leaves_no_verdict_and_the_outcome_whole(
-    alice, bench, monkeypatch
-):
-    """A failure while storing the telemetry (here its verdict) is undone alone: no row, no
-    verdict; the raw output, metrics and status are stored as usual."""
+def _stored_without_telemetry(alice, bench) -> Run:
+    """A dd run executed while its telemetry cannot be stored: succeeded, with its raw
+    output and metrics, and no telemetry row or verdict."""
     from experiments.models import RunTelemetry
-    from experiments.results import telemetry as stored
 
-    def broken(*args, **kwargs):
-        raise RuntimeError("no verdict today")
-
-    monkeypatch.setattr(stored, "refresh_verdict", broken)
     matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
     run = matrix.runs.get()
     assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
     run.refresh_from_db()
     assert run.raw_output and run.exit_code == 0 and run.metrics.exists()
     assert not RunTelemetry.objects.filter(run=run).exists() and run.bottleneck == ""
+    return run
+
+
+@pytest.mark.django_db
+def test_telemetry_that_cannot_be_stored_leaves_no_verdict_and_the_outcome_whole(
+    alice, bench, monkeypatch
+):
+    """A failure while storing the telemetry (here its verdict) is undone alone: no row, no
+    verdict; the raw output, metrics and status are stored as usual."""
+    from experiments.results import telemetry as stored
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no verdict today")
+
+    monkeypatch.setattr(stored, "refresh_verdict", broken)
+    _stored_without_telemetry(alice, bench)
     assert summaries.differences() == []
 
 
@@ -710,7 +718,6 @@ def test_telemetry_failing_in_the_database_leaves_the_raw_output_stored(
     the run's outcome is as usual."""
     from django.db import connection
 
-    from experiments.models import RunTelemetry
     from experiments.results import telemetry as stored
 
     def failing(run, *args, **kwargs):
@@ -719,12 +726,7 @@ def test_telemetry_failing_in_the_database_leaves_the_raw_output_stored(
             cursor.execute('UPDATE "experiments_run" SET "status" = NULL WHERE id = %s', [run.pk])
 
     monkeypatch.setattr(stored, "save", failing)
-    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
-    run = matrix.runs.get()
-    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
-    run.refresh_from_db()
-    assert run.raw_output and run.exit_code == 0 and run.metrics.exists()
-    assert not RunTelemetry.objects.filter(run=run).exists() and run.bottleneck == ""
+    _stored_without_telemetry(alice, bench)
     assert "its telemetry could not be stored" in caplog.text
     assert not NodeLease.objects.exists()
     assert summaries.differences() == []
