@@ -17,6 +17,7 @@ from runners.parsers.base import (
     bw_to_bytes,
     chunk_runs,
     command_label,
+    mean,
     number_parts,
     number_runs,
     parse_size,
@@ -24,9 +25,6 @@ from runners.parsers.base import (
     split_lines,
     to_float,
     to_int,
-)
-from runners.parsers.base import (
-    mean as base_mean,
 )
 
 TOOL = "ior"
@@ -514,8 +512,7 @@ def _rows_run_level(
             if len(found) == 1:
                 result.add(f"{op}_{suffix}", found[0], **tag(test_id))
             else:
-                mean = base_mean(found)
-                result.add(f"{op}_{suffix}", mean, stat="mean", **tag(test_id))
+                result.add(f"{op}_{suffix}", mean(found), stat="mean", **tag(test_id))
 
 
 def _no_result_error(run: _Run, last_line: int) -> ParseError:

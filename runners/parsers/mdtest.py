@@ -12,15 +12,13 @@ from runners.parsers.base import (
     ParseResult,
     chunk_runs,
     command_label,
+    mean,
     number_parts,
     number_runs,
     pick_run,
     split_lines,
     to_float,
     to_int,
-)
-from runners.parsers.base import (
-    mean as base_mean,
 )
 
 TOOL = "mdtest"
@@ -331,7 +329,7 @@ def _finish(run: _Run) -> ParseResult:
         if len(found) == 1:
             result.add(name, found[0])
         else:
-            result.add(name, base_mean(found), stat="mean")
+            result.add(name, mean(found), stat="mean")
 
     # Tasks per node as IOR counts them (the tasks on task 0's node): mdtest's Nodemap marks
     # them 1; taken when the nodes hold that many each (tasks = nodes x that count).
