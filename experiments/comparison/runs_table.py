@@ -436,21 +436,27 @@ class TableSpec:
             found += _fetch(without, n - len(found), self.light)
         return found
 
+    def _after_value(self, rows: QuerySet, value: str, rid: str) -> QuerySet:
+        """``rows`` after the cursor of a metric sort, by their fields ``value`` and ``rid``
+        (the metric's value and the run's id)."""
+        if self.after is None:
+            return rows
+        newer = "lt" if self.descending else "gt"
+        last_value, last_id = self.after
+        # The redundant bound ("value <= v") is what the index scan starts from.
+        bound = "lte" if self.descending else "gte"
+        return rows.filter(
+            Q(**{f"{value}__{newer}": last_value})
+            | Q(**{value: last_value, f"{rid}__{newer}": last_id}),
+            **{f"{value}__{bound}": last_value},
+        )
+
     def _with_metric(self, runs: QuerySet) -> QuerySet:
         """The runs with the sorted metric, its value as ``_sort``, after the cursor."""
-        newer = "lt" if self.descending else "gt"
         with_metric = runs.filter(metrics__name=self.sort.name, metrics__primary=True).annotate(
             _sort=F("metrics__value"), _rid=F("metrics__run_id")
         )
-        if self.after is not None:
-            value, last_id = self.after
-            # The redundant bound ("value <= v") is what the index scan starts from.
-            bound = "lte" if self.descending else "gte"
-            with_metric = with_metric.filter(
-                Q(**{f"_sort__{newer}": value}) | Q(_sort=value, **{f"_rid__{newer}": last_id}),
-                **{f"_sort__{bound}": value},
-            )
-        return with_metric
+        return self._after_value(with_metric, "_sort", "_rid")
 
     def _in_first_entries(self, ordered: QuerySet, n: int) -> list | None:
         """The first ``n`` of ``ordered`` (runs with the metric, in the sort's order) when
@@ -458,18 +464,12 @@ class TableSpec:
         the runs of every parameter filter the walk of the metric's index serves at once;
         else None: the filter's runs are further down (p.threads=1 sorted by write_bw when
         the best values are 64 threads'), read by configuration (``_by_configurations``)."""
-        newer = "lt" if self.descending else "gt"
         entries = Metric.objects.filter(name=self.sort.name, primary=True)
-        if self.after is not None:
-            value, last_id = self.after
-            entries = entries.filter(
-                Q(**{f"value__{newer}": value}) | Q(value=value, **{f"run_id__{newer}": last_id}),
-                **{f"value__{'lte' if self.descending else 'gte'}": value},
-            )
         order = ("-value", "-run_id") if self.descending else ("value", "run_id")
-        first = entries.order_by(*order).values("run_id")[:FIRST_ENTRIES]
+        entries = self._after_value(entries, "value", "run_id").order_by(*order)
+        first = entries.values("run_id")[:FIRST_ENTRIES]
         found = _fetch(ordered.filter(_rid__in=Subquery(first)), n, self.light)
-        if len(found) >= n or not entries.order_by(*order)[FIRST_ENTRIES - 1 :].exists():
+        if len(found) >= n or not entries[FIRST_ENTRIES - 1 :].exists():
             return found  # the page, or every run with the metric (fewer than the window)
         return None
 
@@ -515,8 +515,7 @@ class TableSpec:
             best += values
             best.sort(reverse=self.descending)
             del best[n:]
-        found = _fetch(ordered.filter(pk__in=[rid for _, rid in best]), n, self.light)
-        return found
+        return _fetch(ordered.filter(pk__in=[rid for _, rid in best]), n, self.light)
 
     def cursor(self, run) -> str:
         """The page after ``run``: its sort key and id, and for a parameter sort its creation
