@@ -690,7 +690,8 @@ class MetricQuerySet(models.QuerySet):
 class Metric(models.Model):
     """One number of a run in base units (B/s, op/s, s, B), named by DESIGN.md's vocabulary."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics")
+    # Indexed by ``exp_metric_run_name`` (below), which begins with it.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metrics", db_index=False)
     name = models.CharField(max_length=40)
     value = models.FloatField()
     unit = models.CharField(max_length=8)
@@ -719,6 +720,16 @@ class Metric(models.Model):
                 fields=["name", "value", "run"],
                 condition=models.Q(primary=True),
                 name="exp_metric_primary_value",
+            ),
+            # A run's metric rows (the foreign key's lookups and cascades), and one metric's
+            # value for many runs read from the index alone (``value`` and ``primary``
+            # included, PostgreSQL): the runs table sorted by a metric under a parameter
+            # filter reads ~10,000 runs of its configurations so (experiments.comparison.
+            # runs_table), 8 us each instead of their ~7 rows each from the table. It took
+            # the place of the foreign key's own index on (run), so ingest keeps the same
+            # number of index entries per metric row (issue 30).
+            models.Index(
+                fields=["run", "name"], include=["value", "primary"], name="exp_metric_run_name"
             ),
         ]
 
