@@ -422,7 +422,7 @@ class TableSpec:
                 # read from the run's own row, which the walk reads anyway, it spares the
                 # runs the probe of their typed row.
                 exact = runs.filter(*(m.exact for m in self.matches if m.rows and not m.ambiguous))
-                configurations = list(self._configurations())
+                configurations = self._configurations()
                 edge = self._window_edge()
                 found = None
                 if edge is None or not self._below(configurations, edge):
@@ -501,7 +501,7 @@ class TableSpec:
             return found  # the page, or every run with the metric (fewer than the window)
         return None
 
-    def _configurations(self) -> Iterator[tuple[str, float]]:
+    def _configurations(self) -> list[tuple[str, float]]:
         """The configurations whose runs a metric sort under parameter filters may show,
         best first: (key, bound) of each configuration summary of the sorted metric whose
         runs pass the filters that are the configuration's own (parameters, tool, testbed:
@@ -525,7 +525,7 @@ class TableSpec:
         bound = "max" if self.descending else "min"
         summaries = ConfigSummary.objects.filter(alike, name=self.sort.name)
         order = F(bound).desc() if self.descending else F(bound).asc()
-        return iter(summaries.order_by(order, "config_key").values_list("config_key", bound))
+        return list(summaries.order_by(order, "config_key").values_list("config_key", bound))
 
     def _by_configurations(
         self, ordered: QuerySet, configurations: Iterator[tuple[str, float]], n: int
