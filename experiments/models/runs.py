@@ -756,8 +756,9 @@ def _set_clause(fields: dict) -> tuple[list[str], list]:
             plan = plans[name] = _set_plan(name)
         item, kinds, prep = plan
         columns.append(item)
-        # A text or number as its field's preparation would leave it (to_python of a str or
-        # an int is itself), without the field's calls; anything else prepared by it.
+        # A text, float or bool as its field's preparation would leave it (to_python of a
+        # str is itself), without the field's calls; anything else prepared by it (an int
+        # too: on PostgreSQL it is wrapped in its column's type, Int4 or Int8).
         params.append(value if type(value) in kinds else prep(value, connection))
     return columns, params
 
@@ -768,11 +769,6 @@ _SET_PLANS: dict[str, dict[str, tuple[str, tuple[type, ...], Any]]] = {}
 _KEPT_AS_THEY_ARE = {
     models.CharField: (str,),
     models.TextField: (str,),
-    models.IntegerField: (int,),
-    models.PositiveIntegerField: (int,),
-    models.BigIntegerField: (int,),
-    models.SmallIntegerField: (int,),
-    models.PositiveSmallIntegerField: (int,),
     models.FloatField: (float,),
     models.BooleanField: (bool,),
 }
