@@ -62,8 +62,8 @@ def _write(sql: str) -> bool:
 def durable_commits(queries: list[dict]) -> int:
     """Commits that wrote (each waits for the WAL to reach the disk): every COMMIT of a
     transaction that wrote, and every write outside a transaction (autocommit); not a
-    transaction that set ``synchronous_commit = off`` (its flush is left to the next
-    synchronous commit)."""
+    transaction that set ``synchronous_commit = off``, by SET LOCAL or, in one statement, by
+    set_config (its flush is left to the next synchronous commit)."""
     commits = 0
     in_tx = wrote = False
     unflushed = False
@@ -78,10 +78,10 @@ def durable_commits(queries: list[dict]) -> int:
             in_tx = False
         elif sql.startswith("ROLLBACK"):
             in_tx = False
-        elif _write(sql) or "FOR UPDATE" in sql:  # a row lock writes too
+        elif _write(sql) or "FOR UPDATE" in sql or sql.startswith("WITH"):  # a lock writes too
             if in_tx:
                 wrote = True
-            else:
+            elif "SET_CONFIG('SYNCHRONOUS_COMMIT', 'OFF', TRUE)" not in sql:
                 commits += 1
     return commits
 
@@ -175,7 +175,9 @@ def worker_backends() -> dict[int, float]:
     return used
 
 
-def profile(n: int, without_summaries: bool = False, cpu_profile: bool = False) -> None:
+def profile(
+    n: int, without_summaries: bool = False, cpu_profile: bool = False, sort: str = "cumulative"
+) -> None:
     """Where a run's time goes, in this process: CPU time, queries and durable commits per
     run (figures the machine's load does not change), then cProfile's breakdown.
     ``without_summaries``: the configuration summaries' refresh is skipped (for accounting
@@ -257,7 +259,8 @@ def profile(n: int, without_summaries: bool = False, cpu_profile: bool = False) 
         f"average {os.getloadavg()[0]:.2f}); profile of "
         + ("CPU time" if cpu_profile else "wall time")
     )
-    pstats.Stats(prof).sort_stats("cumulative").print_stats(35)
+    lines = int(os.environ.get("BENCH_PROFILE_LINES", "35"))
+    pstats.Stats(prof).sort_stats(sort).print_stats(lines)
     matrix.delete()
 
 
@@ -309,11 +312,14 @@ def main() -> None:
     parser.add_argument(
         "--cpu-profile", action="store_true", help="--profile: cProfile counts CPU time"
     )
+    parser.add_argument(
+        "--sort", default="cumulative", help="--profile: cProfile's sort key (e.g. tottime)"
+    )
     args = parser.parse_args()
     common.ensure_database()
     common.setup_django()
     if args.profile:
-        profile(min(args.runs, 50), args.without_summaries, args.cpu_profile)
+        profile(min(args.runs, 50), args.without_summaries, args.cpu_profile, args.sort)
         return
 
     from django.db.models import Count

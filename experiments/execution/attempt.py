@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection
 
 from experiments.models import Run
-from experiments.models.runs import update_row
+from experiments.models.runs import update_row, update_row_unflushed
 from experiments.shared import clock, prepared
 
 # What a step of an attempt ends with: (status, output, exit code, error).
@@ -82,6 +82,21 @@ class Attempt:
             # Not written (the database unreachable): the next write carries them again.
             self.staged = {**staged, **self.staged}
             raise
+
+    def update_unflushed(self, insert: Any = None, **fields: Any) -> bool:
+        """``update`` with the INSERT of ``insert`` (a row of the run, or None) in one
+        statement committed without waiting for its WAL flush (PostgreSQL, outside any
+        transaction: ``experiments.models.runs.update_row_unflushed``); False, nothing
+        written and the staged fields kept, when the run no longer runs this attempt or has
+        a metric row (the caller takes its general path)."""
+        fields = {**self.staged, **fields}
+        fields.setdefault("updated", clock.now())
+        if not update_row_unflushed(self.run.pk, fields, self.run.attempts, insert):
+            return False
+        self.staged = {}
+        for key, value in fields.items():
+            setattr(self.run, key, value)
+        return True
 
     def current(self) -> bool:
         """Whether the run is still running this attempt, its row locked until the end of the

@@ -281,15 +281,20 @@ def _finish(
     running this attempt, and writes nothing).
 
     Durability: on PostgreSQL the first of the two commits without waiting for its WAL
-    flush (``_commit_unflushed``); the second, synchronous, commit flushes the WAL up to
-    its own record, so once the outcome is committed both are durable. The claim stays
+    flush (``_commit_unflushed``; usually one statement that is its own transaction,
+    ``store_raw_at_once``); the second, synchronous, commit flushes the WAL up to its own
+    record, so once the outcome is committed both are durable. The claim stays
     synchronous: it holds the run's nodes before the tool touches them."""
     run = attempt.run
     doc = attempt.take_telemetry()
     tries = itertools.count()
 
     def store_raw() -> bool:
-        if doc is None or connection.in_atomic_block:
+        if connection.in_atomic_block:
+            return store_raw_with(doc)
+        if store_raw_at_once():
+            return True
+        if doc is None:
             return store_raw_with(doc)
         try:
             return store_raw_with(doc, savepoint=False)
@@ -297,6 +302,44 @@ def _finish(
             # Its failure undid the whole transaction (no savepoint): the raw output again,
             # without the telemetry.
             return store_raw_with(None)
+
+    def store_raw_at_once() -> bool:
+        """The raw output's transaction as one statement (PostgreSQL, outside any
+        transaction; ``Attempt.update_unflushed``): the run's UPDATE with its verdict, the
+        telemetry's INSERT, committed without waiting for the WAL flush as
+        ``_commit_unflushed`` lets the general path's. Only for the first store of a first
+        attempt whose telemetry is its own node's alone (no earlier row to replace, no other
+        node's to read back for the verdict). False when it wrote nothing, for whatever
+        reason (the run taken from the attempt or deleted, a metric row to refresh the
+        summaries of, the telemetry refused by the database or failing to pack): the
+        general path, tried next, stores it or finds and logs why not."""
+        if connection.vendor != "postgresql" or (doc is not None and run.attempts != 1):
+            return False
+        if doc is not None and agent.others_held(run):
+            return False
+        if next(tries) != 0:
+            return False
+        row, verdict = None, {}
+        if doc is not None:
+            try:
+                row, verdict = telemetry.unsaved(run, telemetry.with_clock(doc))
+            except TRANSIENT:
+                raise
+            except Exception:
+                return False  # the general path stores it again, and logs why it fails
+        try:
+            return attempt.update_unflushed(
+                row,
+                raw_output=output[-MAX_OUTPUT_BYTES:],
+                exit_code=exit_code,
+                finished_at=clock.now(),
+                heartbeat_at=clock.now(),
+                **verdict,
+            )
+        except TRANSIENT:
+            raise  # tried again by ``_retrying``: the general path, as a later store
+        except DatabaseError:
+            return False  # undone whole (one statement); the general path says why
 
     def store_raw_with(doc: dict[str, Any] | None, savepoint: bool = True) -> bool:
         outermost = not connection.in_atomic_block
@@ -524,7 +567,9 @@ def _commit_unflushed() -> None:
     - The claim is not committed this way: a lost claim would leave the run *queued* and
       its node leases gone while its tool runs, and another run could hold those nodes.
 
-    Nothing on SQLite (a commit there is what it is)."""
+    The raw output's one statement (``Attempt.update_unflushed``) sets the same for its
+    own transaction, with set_config in its WITH. Nothing on SQLite (a commit there is what
+    it is)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit = off")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.db import connection, models, transaction
 from django.db.models import F
@@ -754,14 +755,40 @@ class Metric(models.Model):
 
 def _set_clause(fields: dict) -> tuple[list[str], list]:
     """SET items and parameters of ``fields`` (model field names), each value prepared by its
-    field as the ORM's UPDATE prepares it."""
-    quote = connection.ops.quote_name
+    field as the ORM's UPDATE prepares it. Each field's item and preparation are worked out
+    once per process (``_set_plan``): the executor writes ~45 fields per run."""
     columns, params = [], []
+    plans = _SET_PLANS.get(connection.vendor)
+    if plans is None:
+        plans = _SET_PLANS[connection.vendor] = {}
     for name, value in fields.items():
-        field = Run._meta.get_field(name)
-        columns.append(f"{quote(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
+        plan = plans.get(name)
+        if plan is None:
+            plan = plans[name] = _set_plan(name)
+        item, kinds, prep = plan
+        columns.append(item)
+        # A text, float or bool as its field's preparation would leave it (to_python of a
+        # str is itself), without the field's calls; anything else prepared by it (an int
+        # too: on PostgreSQL it is wrapped in its column's type, Int4 or Int8).
+        params.append(value if type(value) in kinds else prep(value, connection))
     return columns, params
+
+
+# Per vendor, per field name: its SET item, the value types it keeps as they are, and its
+# field's get_db_prep_save.
+_SET_PLANS: dict[str, dict[str, tuple[str, tuple[type, ...], Any]]] = {}
+_KEPT_AS_THEY_ARE = {
+    models.CharField: (str,),
+    models.TextField: (str,),
+    models.FloatField: (float,),
+    models.BooleanField: (bool,),
+}
+
+
+def _set_plan(name: str) -> tuple[str, tuple[type, ...], Any]:
+    field = Run._meta.get_field(name)
+    kinds = _KEPT_AS_THEY_ARE.get(type(field), ())
+    return f"{connection.ops.quote_name(field.column)} = %s", kinds, field.get_db_prep_save
 
 
 def _has_metric(primary: bool) -> str:
@@ -813,6 +840,62 @@ def update_row(run_id: int, fields: dict, attempt: int | None = None) -> int:
         if row is not None and row[1] and "status" in fields:
             data_changed.send(sender=Run, run_ids=[run_id])
         return 0 if row is None else 1
+
+
+def update_row_unflushed(run_id: int, fields: dict, attempt: int, insert=None) -> bool:
+    """PostgreSQL, outside any transaction: ``update_row(run_id, fields, attempt)`` and the
+    INSERT of ``insert`` (an unsaved model instance whose ``run_id`` is the run's, or None)
+    in one statement, which is its own transaction, committed without waiting for its WAL
+    flush: ``set_config('synchronous_commit', 'off', true)`` in its WITH sets it for that
+    transaction only, as ``SET LOCAL`` does in a block (PostgreSQL reads the setting as the
+    transaction commits, and undoes a local one after). What the executor's raw output
+    was in five statements (issue 30): BEGIN, SET LOCAL, the INSERT, the UPDATE, COMMIT.
+
+    True when written. False when nothing was: the row does not exist or no longer runs
+    ``attempt``, or (``fields`` holding a column the configuration summaries read) the run
+    has a metric row, whose summaries ``update_row`` would refresh in its transaction; the
+    INSERT goes with the UPDATE (it inserts for the row the UPDATE returns), so then nothing
+    is inserted either, and the caller takes its general path. ``fields`` hold no status
+    (``update_row``'s ``data_changed``)."""
+    if "status" in fields or connection.in_atomic_block or connection.vendor != "postgresql":
+        raise ValueError("update_row_unflushed: PostgreSQL, autocommit, no status")
+    quote = connection.ops.quote_name
+    run_table = quote(Run._meta.db_table)
+    columns, params = _set_clause(fields)
+    status, attempts = (quote(Run._meta.get_field(f).column) for f in ("status", "attempts"))
+    where = f"id = %s AND {status} = %s AND {attempts} = %s"
+    params += [run_id, Run.Status.RUNNING, attempt]
+    if SUMMARY_FIELDS.intersection(fields):
+        where += f" AND NOT {_has_metric(primary=False)}"
+    inserted = ""
+    if insert is not None:
+        # Each value cast to its column's type without its length (PostgreSQL infers no
+        # type for a parameter in a SELECT list; a cast to varchar(n) would cut a longer
+        # value short, where the column's own assignment refuses it).
+        items = []
+        for field in insert._meta.concrete_fields:
+            if field.primary_key:
+                continue
+            if field.attname == "run_id":
+                items.append("updated.id")
+                continue
+            items.append(f"%s::{field.db_type(connection).split('(')[0]}")
+            params.append(field.get_db_prep_save(getattr(insert, field.attname), connection))
+        targets = ", ".join(
+            quote(f.column) for f in insert._meta.concrete_fields if not f.primary_key
+        )
+        inserted = (
+            f", inserted AS (INSERT INTO {quote(insert._meta.db_table)} ({targets}) "
+            f"SELECT {', '.join(items)} FROM updated)"
+        )
+    sql = (
+        "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting), "
+        f"updated AS (UPDATE {run_table} SET {', '.join(columns)} WHERE {where} "
+        f"RETURNING id){inserted} SELECT updated.id FROM updated, unflushed"
+    )
+    with prepared.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
 
 
 # Runs whose outcome this process stored (``store_row`` with an attempt: the executor's)

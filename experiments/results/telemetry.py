@@ -287,18 +287,7 @@ def save(
     ``savepoint``: False, no savepoint of its own in the caller's transaction, whose caller
     then undoes the whole transaction on an error (the executor, ``save_deferred``); a run
     deleted meanwhile then raises IntegrityError instead of returning None."""
-    if doc.get("format") != FORMAT:
-        raise ValueError(f"not a {FORMAT} document")
-    data, cores = pack(doc)
-    fields = {
-        "started_at": datetime.fromisoformat(doc["started_at"]),
-        "interval_s": float(doc["interval_s"]),
-        "samples": len(doc.get("t", [])),
-        "data": data,
-        "cores": cores,
-        "meta": doc.get("meta", {}),
-        "summary": summarize(doc.get("series", {})),
-    }
+    fields = _row_fields(doc)
     try:
         # The row and the verdict in one transaction (a savepoint in the caller's).
         with transaction.atomic(savepoint=savepoint):
@@ -326,6 +315,31 @@ def save(
     if verdict is not None and values:
         verdict.update(values)  # the row is stored (its savepoint released)
     return row
+
+
+def _row_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    """The columns of the row that stores ``doc`` (but its run and hostname)."""
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"not a {FORMAT} document")
+    data, cores = pack(doc)
+    return {
+        "started_at": datetime.fromisoformat(doc["started_at"]),
+        "interval_s": float(doc["interval_s"]),
+        "samples": len(doc.get("t", [])),
+        "data": data,
+        "cores": cores,
+        "meta": doc.get("meta", {}),
+        "summary": summarize(doc.get("series", {})),
+    }
+
+
+def unsaved(run: Run, doc: dict[str, Any]) -> tuple[RunTelemetry, dict[str, Any]]:
+    """What ``save(run, doc, alone=True, first=True, verdict=…)`` would store, without
+    storing anything: the row (unsaved) and the run's verdict fields, computed from ``doc``
+    alone (the run has no other node's document). The executor writes both with the run's
+    raw output in one statement (``experiments.execution.execute._finish``)."""
+    row = RunTelemetry(run_id=run.pk, hostname=doc["hostname"], **_row_fields(doc))
+    return row, refresh_verdict(run, [page_form(doc)], write=False)
 
 
 CLOCK_PROBES = 3

@@ -195,3 +195,40 @@ def test_a_few_metric_rows_are_one_insert_with_their_ids(alice):
             row.iteration,
             row.primary,
         )
+
+
+@pytest.mark.django_db
+def test_update_rows_set_clause_prepares_values_as_their_fields_do():
+    """``_set_clause`` keeps a text, float or bool as it is and has every other value
+    prepared by its field (worked out once per field): the same parameters, of the same
+    types, as each field's get_db_prep_save gives (PostgreSQL wraps an int in Int4, a JSON
+    value in Jsonb; a datetime, a None and a choice pass through the field)."""
+    from django.utils import timezone
+
+    from experiments.models.runs import _set_clause
+
+    now = timezone.now()
+    fields = {
+        "status": Run.Status.RUNNING,
+        "worker": "w@test",
+        "raw_output": "out",
+        "pid": 4242,
+        "exit_code": None,
+        "attempts": 2,
+        "started_at": now,
+        "launch": {"history": []},
+        "nodes_held": ["stor1"],
+        "write_steady": 1.5,
+        "collapsed": True,
+    }
+    for _ in range(2):  # worked out, then from the plan
+        columns, params = _set_clause(fields)
+        expected = [
+            Run._meta.get_field(name).get_db_prep_save(value, connection)
+            for name, value in fields.items()
+        ]
+        assert [type(p) for p in params] == [type(e) for e in expected]
+        assert [repr(p) for p in params] == [repr(e) for e in expected]
+        assert columns == [
+            f"{connection.ops.quote_name(Run._meta.get_field(n).column)} = %s" for n in fields
+        ]

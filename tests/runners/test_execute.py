@@ -548,33 +548,134 @@ def _spy_synchronous_commit(monkeypatch) -> dict[str, list[str]]:
     return seen
 
 
+# The one statement of the raw output on PostgreSQL (``update_row_unflushed``) starts so.
+UNFLUSHED = "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_only_the_raw_output_commit_skips_the_wal_flush(alice, bench, monkeypatch):
-    """On PostgreSQL the raw output's transaction runs with synchronous_commit off; the
-    claim's (it holds the nodes) and the outcome's (whose flush makes both durable) with
-    the server's synchronous default; the setting does not outlive its transaction. On
-    SQLite nothing of the kind is issued. The run's result is the same."""
+    """On PostgreSQL the raw output (with the run's telemetry) is one statement, its own
+    transaction, that sets synchronous_commit off for that transaction only (set_config,
+    local); the claim's transaction (it holds the nodes) and the outcome's (whose flush
+    makes both durable) run with the server's synchronous default. On SQLite nothing of the
+    kind is issued. The run's result is the same."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
+
+    from experiments.models import RunTelemetry
 
     seen = _spy_synchronous_commit(monkeypatch)
     matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
     run = matrix.runs.get()
     with CaptureQueriesContext(connection) as queries:
         assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
-    sets = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SET")]
+    statements = [q["sql"] for q in queries.captured_queries]
+    sets = [sql for sql in statements if sql.startswith("SET")]
+    assert sets == []
     if connection.vendor == "postgresql":
-        assert seen == {"claim": ["on"], "raw output": ["off"], "outcome": ["on"]}
-        assert sets == ["SET LOCAL synchronous_commit = off"]
+        assert seen == {"claim": ["on"], "raw output": [], "outcome": ["on"]}
+        (raw,) = [sql for sql in statements if sql.startswith(UNFLUSHED)]
+        assert 'INSERT INTO "experiments_runtelemetry"' in raw and '"raw_output"' in raw
         with connection.cursor() as cursor:
             cursor.execute("SELECT current_setting('synchronous_commit')")
-            assert cursor.fetchone()[0] == "on", "SET LOCAL ends with its transaction"
+            assert cursor.fetchone()[0] == "on", "set_config's local setting ends with it"
     else:
         assert seen == {"claim": ["sqlite"], "raw output": ["sqlite"], "outcome": ["sqlite"]}
-        assert sets == []
+        assert not [sql for sql in statements if "set_config" in sql]
     run.refresh_from_db()
     assert run.exit_code == 0 and run.raw_output and run.metrics.exists()
+    assert RunTelemetry.objects.filter(run=run).exists() and run.bottleneck
     assert summaries.differences() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_raw_output_the_one_statement_cannot_store_takes_the_transaction(
+    alice, bench, monkeypatch
+):
+    """PostgreSQL: when the raw output's one statement writes nothing (here the run already
+    has a metric row, whose summaries its UPDATE could not refresh), nothing of it is left
+    and the raw output's transaction stores it instead, with SET LOCAL synchronous_commit
+    off; the telemetry is stored once. SQLite takes the transaction anyway."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from experiments.models import Metric, RunTelemetry
+
+    seen = _spy_synchronous_commit(monkeypatch)
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    unflushed = execute.Attempt.update_unflushed
+
+    def with_a_metric(attempt, *args, **kwargs):
+        # An earlier store's metric row (written by a plain insert: no summary counts it).
+        Metric.objects.bulk_create(
+            [Metric(run_id=attempt.run.pk, name="write_bw", stat="mean", value=1.0, unit="B/s")]
+        )
+        return unflushed(attempt, *args, **kwargs)
+
+    monkeypatch.setattr(execute.Attempt, "update_unflushed", with_a_metric)
+    with CaptureQueriesContext(connection) as queries:
+        assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    statements = [q["sql"] for q in queries.captured_queries]
+    if connection.vendor == "postgresql":
+        assert len([sql for sql in statements if sql.startswith(UNFLUSHED)]) == 1
+        assert seen == {"claim": ["on"], "raw output": ["off"], "outcome": ["on"]}
+        assert "SET LOCAL synchronous_commit = off" in statements
+    else:
+        assert seen["raw output"] == ["sqlite"]
+    run.refresh_from_db()
+    assert run.exit_code == 0 and run.raw_output and run.bottleneck
+    assert RunTelemetry.objects.filter(run=run).count() == 1
+    assert run.metrics.filter(name="write_bw", primary=True).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_raw_output_statement_writes_nothing_for_a_taken_attempt(alice, bench):
+    """``Attempt.update_unflushed`` (PostgreSQL): the run's UPDATE and the telemetry's
+    INSERT go together; a run taken from the attempt (or deleted) gets neither, and the
+    fields it would have written stay staged for the general path."""
+    from django.db import connection
+
+    from experiments.execution.attempt import Attempt
+    from experiments.models import RunTelemetry
+
+    if connection.vendor != "postgresql":
+        with pytest.raises(ValueError):
+            Attempt(Run(pk=1, attempts=1), token="t", worker="w").update_unflushed(exit_code=0)
+        return
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, attempts=1)
+    run.refresh_from_db()
+    attempt = Attempt(run, token="t", worker="w")
+    attempt.stage(pid=4242)
+    row = RunTelemetry(
+        run_id=run.pk, hostname="stor1", started_at=timezone.now(), interval_s=1.0, samples=0,
+        data=b"x", cores=b"", meta={"a": [1]}, summary={},
+    )  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(attempts=2)  # a later attempt claimed it
+    assert attempt.update_unflushed(row, exit_code=3, raw_output="out") is False
+    assert attempt.staged == {"pid": 4242}
+    assert not RunTelemetry.objects.exists()
+    assert Run.objects.get(pk=run.pk).raw_output == ""
+    Run.objects.filter(pk=run.pk).update(attempts=1)
+    assert attempt.update_unflushed(row, exit_code=3, raw_output="out") is True
+    assert attempt.staged == {}
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.exit_code, stored.raw_output, stored.pid) == (3, "out", 4242)
+    (kept,) = RunTelemetry.objects.filter(run=run)
+    assert (kept.hostname, bytes(kept.data), kept.meta) == ("stor1", b"x", {"a": [1]})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        assert cursor.fetchone()[0] == "on"
+    with connection.cursor() as cursor:  # what the statement relies on: local to its own
+        cursor.execute(
+            "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) "
+            "SELECT current_setting('synchronous_commit') FROM unflushed"
+        )
+        assert cursor.fetchone()[0] == "off"
+        cursor.execute("SELECT current_setting('synchronous_commit')")
+        assert cursor.fetchone()[0] == "on"
 
 
 @pytest.mark.django_db
@@ -694,8 +795,14 @@ def test_the_raw_output_and_outcome_transactions_take_no_extra_statements(alice,
     statements = [q["sql"] for q in queries.captured_queries]
     assert not [sql for sql in statements if "SAVEPOINT" in sql]
     assert not [sql for sql in statements if sql.startswith("SELECT 1 FROM")]
-    raw, outcome = _transactions(queries)[-2:]
-    assert any("experiments_runtelemetry" in sql for sql in raw)
+    if connection.vendor == "postgresql":
+        # The raw output is one statement of its own (no transaction around it).
+        outcome = _transactions(queries)[-1]
+        (raw,) = [sql for sql in statements if sql.startswith(UNFLUSHED)]
+        assert "experiments_runtelemetry" in raw
+    else:
+        raw, outcome = _transactions(queries)[-2:]
+        assert any("experiments_runtelemetry" in sql for sql in raw)
     deletes = [sql for sql in outcome if 'DELETE FROM "experiments_nodelease"' in sql]
     if connection.vendor == "postgresql":
         assert len(deletes) == 1 and deletes[0].startswith("WITH released AS (DELETE")
@@ -725,7 +832,15 @@ def test_telemetry_failing_in_the_database_leaves_the_raw_output_stored(
         with connection.cursor() as cursor:
             cursor.execute('UPDATE "experiments_run" SET "status" = NULL WHERE id = %s', [run.pk])
 
+    def refused(run, doc):
+        # The one statement of PostgreSQL's raw output refused too (a hostname too long).
+        row, verdict = unsaved(run, doc)
+        row.hostname = "x" * 300
+        return row, verdict
+
+    unsaved = stored.unsaved
     monkeypatch.setattr(stored, "save", failing)
+    monkeypatch.setattr(stored, "unsaved", refused)
     _stored_without_telemetry(alice, bench)
     assert "its telemetry could not be stored" in caplog.text
     assert not NodeLease.objects.exists()
