@@ -539,3 +539,44 @@ def test_a_metric_sort_under_parameter_filters_is_the_definitions(
     sort = ("-" if descending else "") + "metric:write_bw"
     got, _ = walk(alice, {"cols": "param:level,metric:write_bw", "sort": sort, **filters}, size)
     assert [r.pk for r in got] == want
+
+
+@pytest.mark.parametrize("window", [1, 2000])
+@pytest.mark.parametrize("descending", [True, False])
+def test_a_metric_sort_under_a_parameter_filter_keeps_to_the_run_filters(
+    alice, spelled, monkeypatch, window, descending
+):
+    """A run-level filter (status) beside a parameter filter, sorted by a metric: read by
+    configuration (a window of 1: the window is skipped or does not fill the page) or from
+    the metric's first values, the runs the status filter drops are left out, among them
+    each configuration's best, whose value is the configuration's bound, and the page is
+    the definition's across every page."""
+    from experiments.results import summaries
+    from experiments.results.store import replace_metrics
+
+    for i, run in enumerate(spelled):
+        replace_metrics(run, [{"name": "write_bw", "value": float(i % 7), "unit": "B/s"}])
+    # The best run of every configuration fails: the bounds are its values.
+    best: dict[str, Run] = {}
+    for run in Run.objects.filter(pk__in=[r.pk for r in spelled]):
+        value = float(spelled.index(run) % 7)
+        kept = best.get(run.config_key)
+        if kept is None or value > float(spelled.index(kept) % 7):
+            best[run.config_key] = run
+    Run.objects.filter(pk__in=[r.pk for r in best.values()]).update(status="failed")
+    assert summaries.differences() == []
+    monkeypatch.setattr(runs_table, "FIRST_ENTRIES", window)
+    exact = runs_table._param_equals("level", "16").exact
+    chosen = Run.objects.filter(exact, status="succeeded")
+    values = dict(
+        Metric.objects.filter(run__in=chosen, name="write_bw", primary=True).values_list(
+            "run_id", "value"
+        )
+    )
+    want = [pk for _, pk in sorted(((values[r.pk], r.pk) for r in chosen), reverse=descending)]
+    assert want and len(want) < len(Run.objects.filter(exact))
+    sort = ("-" if descending else "") + "metric:write_bw"
+    query = {"cols": "metric:write_bw", "sort": sort, "p.level": "16", "status": "succeeded"}
+    for size in (1, 3, 50):
+        got, _ = walk(alice, query, size)
+        assert [r.pk for r in got] == want
