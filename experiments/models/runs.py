@@ -803,6 +803,14 @@ def _has_metric(primary: bool) -> str:
     )
 
 
+def _running(attempt: int) -> tuple[str, list]:
+    """SQL appended to a WHERE on the run's row, and its parameters: only while the run is
+    running ``attempt`` (an executor's write)."""
+    quote = connection.ops.quote_name
+    status, attempts = (quote(Run._meta.get_field(f).column) for f in ("status", "attempts"))
+    return f" AND {status} = %s AND {attempts} = %s", [Run.Status.RUNNING, attempt]
+
+
 def update_row(run_id: int, fields: dict, attempt: int | None = None) -> int:
     """``Run.objects.filter(pk=run_id).update(**fields)`` as one plain UPDATE (the executor
     and the verdict write one run many times, and compiling the ORM's statements cost more
@@ -819,9 +827,9 @@ def update_row(run_id: int, fields: dict, attempt: int | None = None) -> int:
     sql = f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(columns)} WHERE id = %s"
     params.append(run_id)
     if attempt is not None:
-        status, attempts = (quote(Run._meta.get_field(f).column) for f in ("status", "attempts"))
-        sql += f" AND {status} = %s AND {attempts} = %s"
-        params += [Run.Status.RUNNING, attempt]
+        condition, condition_params = _running(attempt)
+        sql += condition
+        params += condition_params
     summarised = bool(SUMMARY_FIELDS.intersection(fields))
     if not summarised and "status" not in fields:
         with prepared.cursor() as cursor:  # one statement: autocommit needs no BEGIN
@@ -862,9 +870,9 @@ def update_row_unflushed(run_id: int, fields: dict, attempt: int, insert=None) -
     quote = connection.ops.quote_name
     run_table = quote(Run._meta.db_table)
     columns, params = _set_clause(fields)
-    status, attempts = (quote(Run._meta.get_field(f).column) for f in ("status", "attempts"))
-    where = f"id = %s AND {status} = %s AND {attempts} = %s"
-    params += [run_id, Run.Status.RUNNING, attempt]
+    condition, condition_params = _running(attempt)
+    where = f"id = %s{condition}"
+    params += [run_id, *condition_params]
     if SUMMARY_FIELDS.intersection(fields):
         where += f" AND NOT {_has_metric(primary=False)}"
     inserted = ""
@@ -978,11 +986,7 @@ def store_row(
             f"{matrix}.{quote('max_repetitions')} IS NOT NULL AND "
             f"{matrix}.{quote('target_cv')} IS NOT NULL)"
         )
-        status, attempts = (quote(Run._meta.get_field(f).column) for f in ("status", "attempts"))
-        where, where_params = (
-            f" AND {status} = %s AND {attempts} = %s",
-            [Run.Status.RUNNING, attempt],
-        )
+        where, where_params = _running(attempt)
     lease_delete = (
         f"DELETE FROM {quote(NodeLease._meta.db_table)} WHERE run_id = %s AND attempt = %s"
     )
