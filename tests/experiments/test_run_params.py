@@ -554,16 +554,14 @@ def test_a_metric_sort_under_a_parameter_filter_keeps_to_the_run_filters(
     from experiments.results import summaries
     from experiments.results.store import replace_metrics
 
-    for i, run in enumerate(spelled):
-        replace_metrics(run, [{"name": "write_bw", "value": float(i % 7), "unit": "B/s"}])
+    written = {run.pk: float(i % 7) for i, run in enumerate(spelled)}
+    for run in spelled:
+        replace_metrics(run, [{"name": "write_bw", "value": written[run.pk], "unit": "B/s"}])
     # The best run of every configuration fails: the bounds are its values.
-    best: dict[str, Run] = {}
-    for run in Run.objects.filter(pk__in=[r.pk for r in spelled]):
-        value = float(spelled.index(run) % 7)
-        kept = best.get(run.config_key)
-        if kept is None or value > float(spelled.index(kept) % 7):
-            best[run.config_key] = run
-    Run.objects.filter(pk__in=[r.pk for r in best.values()]).update(status="failed")
+    best: dict[str, tuple[float, int]] = {}
+    for pk, key in Run.objects.filter(pk__in=written).values_list("pk", "config_key"):
+        best[key] = max(best.get(key, (written[pk], pk)), (written[pk], pk))
+    Run.objects.filter(pk__in=[pk for _, pk in best.values()]).update(status="failed")
     assert summaries.differences() == []
     monkeypatch.setattr(runs_table, "FIRST_ENTRIES", window)
     exact = runs_table._param_equals("level", "16").exact
