@@ -58,6 +58,7 @@ from experiments.results.store import (
     MAX_OUTPUT_BYTES,
     NOT_RUNNING,
     parse_stored,
+    parse_stored_at_once,
     record_launch,
 )
 from experiments.shared import clock, prepared
@@ -414,6 +415,10 @@ def _finish(
         return {"status": status, "error": error}
 
     def store_outcome() -> bool:
+        # Usually one statement (PostgreSQL, a first store: ``parse_stored_at_once``); the
+        # transaction below otherwise, which also finds out why it was not.
+        if output.strip() and parse_stored_at_once(run, outcome, run.attempts):
+            return True
         try:
             with transaction.atomic():
                 if not output.strip():

@@ -1014,3 +1014,67 @@ def store_row(
         if stored.primary and SUMMARY_FIELDS.intersection(fields):
             refresh_summaries(run_ids=[run_id])
         return stored
+
+
+def store_row_at_once(
+    run_id: int,
+    fields: dict,
+    key: str,
+    attempt: int,
+    unchanged: dict,
+    inserts: list[tuple[str, list]],
+) -> bool:
+    """PostgreSQL, outside any transaction: the executor's outcome of a run stored for the
+    first time as one statement, which is its own (durable) transaction: ``store_row(run_id,
+    fields, key, attempt, release=True)`` with the rows that go with it (``inserts``), where
+    ``store_row`` is a transaction of five round trips (BEGIN, its UPDATE, the metrics'
+    INSERT, the summaries' upsert, COMMIT; issue 30).
+
+    The run's row is updated (``fields`` and its configuration key ``key``) only while the
+    run is running ``attempt``, has no metric row yet, and its columns ``unchanged`` (model
+    field names) still hold those values: what the caller computed ``inserts`` from. Each of
+    ``inserts`` is (a data-modifying statement, its parameters), run in the same WITH, which
+    must write nothing unless the CTE ``updated`` (the run's id, as updated) has a row; the
+    attempt's node leases are deleted with it (``release``). True when written; False when
+    nothing was (the run deleted, taken from the attempt, or not as the caller read it), and
+    the caller takes its general path (``store_row`` in a transaction), which finds out why.
+    Whether the run's matrix is adaptive is noted as ``store_row`` notes it."""
+    if connection.in_atomic_block or connection.vendor != "postgresql":
+        raise ValueError("store_row_at_once: PostgreSQL, autocommit")
+    quote = connection.ops.quote_name
+    run_table = quote(Run._meta.db_table)
+    columns, params = _set_clause(fields)
+    columns.append(f"{quote('config_key')} = %s")
+    params.append(key)
+    condition, condition_params = _running(attempt)
+    where = [f"id = %s{condition} AND NOT {_has_metric(primary=False)}"]
+    params += [run_id, *condition_params]
+    for name, value in unchanged.items():
+        field = Run._meta.get_field(name)
+        where.append(f"{quote(field.column)} IS NOT DISTINCT FROM %s")
+        params.append(field.get_db_prep_save(value, connection))
+    matrix = quote("experiments_matrix")
+    adaptive = (
+        f"{quote('cell_key')} <> '' AND EXISTS (SELECT 1 FROM {matrix} WHERE "
+        f"{matrix}.{quote('id')} = {run_table}.{quote('matrix_id')} AND "
+        f"{matrix}.{quote('max_repetitions')} IS NOT NULL AND "
+        f"{matrix}.{quote('target_cv')} IS NOT NULL)"
+    )
+    parts = [
+        f"updated AS (UPDATE {run_table} SET {', '.join(columns)} WHERE {' AND '.join(where)} "
+        f"RETURNING id, {adaptive} AS adaptive)",
+        f"released AS (DELETE FROM {quote(NodeLease._meta.db_table)} WHERE run_id = %s AND "
+        "attempt = %s AND EXISTS (SELECT 1 FROM updated))",
+    ]
+    params += [run_id, attempt]
+    for number, (sql, insert_params) in enumerate(inserts):
+        parts.append(f"inserted_{number} AS ({sql})")
+        params += insert_params
+    with prepared.cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(parts)} SELECT adaptive FROM updated", params)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    if not row[0]:
+        _ended_outside_adaptive(run_id)
+    return True

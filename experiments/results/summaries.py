@@ -629,14 +629,15 @@ def _append_sql(vendor: str, size: int) -> tuple[str, tuple, tuple[int, ...]]:
     return sql, tuple(params), tuple(where[value] for value in sentinels)
 
 
-@functools.lru_cache(maxsize=4)
-def _upsert_rows_sql(vendor: str) -> str:
+@functools.lru_cache(maxsize=8)
+def _upsert_rows_sql(vendor: str, condition: str = "true") -> str:
     """``_upsert_rows``'s statement (PostgreSQL): the rows as one JSON array of objects,
     read as rows of the summary table (``json_populate_recordset``: each value converted
     to its column's type, a number from its shortest text, so exactly), sorted by (name,
     key) in the database's collation (the order every append locks rows in), merged as
     ``_append`` merges (``_merge_sql``). (Arrays per column cost ~2.4 ms of Python to
-    quote for 200 rows, the JSON text ~0.1 ms.)"""
+    quote for 200 rows, the JSON text ~0.1 ms.) ``condition``: SQL that must hold for
+    anything to be upserted (``upsert_rows_statement``)."""
     from experiments.models import ConfigSummary
 
     qn = connection.ops.quote_name
@@ -644,10 +645,16 @@ def _upsert_rows_sql(vendor: str) -> str:
     columns = ", ".join(qn(c) for c in COLUMNS)
     return (
         f"INSERT INTO {table} ({columns}) SELECT {columns} "
-        f"FROM json_populate_recordset(NULL::{table}, %s::json) _b WHERE true "
+        f"FROM json_populate_recordset(NULL::{table}, %s::json) _b WHERE {condition} "
         f"ORDER BY {qn('name')}, {qn('config_key')} "
         f"ON CONFLICT ({qn('name')}, {qn('config_key')}) DO UPDATE SET {_merge_sql(table)}"
     )
+
+
+def upsert_rows_statement(rows: list[dict], condition: str) -> tuple[str, list]:
+    """``_upsert_rows`` of ``rows`` (``batch_rows``) as a statement and its parameters, for a
+    caller's WITH (PostgreSQL): nothing is upserted unless ``condition`` (SQL) holds."""
+    return _upsert_rows_sql(connection.vendor, condition), [orjson.dumps(rows).decode()]
 
 
 def _upsert_rows(rows: list[dict]) -> None:

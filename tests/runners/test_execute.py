@@ -522,11 +522,12 @@ def test_a_reused_clock_measurement_is_recorded_with_its_age(alice, bench, monke
 def _spy_synchronous_commit(monkeypatch) -> dict[str, list[str]]:
     """Record PostgreSQL's synchronous_commit inside the claim's transaction (holding's
     try_acquire), the raw output's (telemetry.save_deferred) and the outcome's
-    (parse_stored): the executor's own functions, wrapped; the database is real."""
+    (parse_stored, or its one statement, store_row_at_once): the executor's own functions,
+    wrapped; the database is real."""
     from django.db import connection
 
     from experiments.execution import holding
-    from experiments.results import telemetry
+    from experiments.results import store, telemetry
 
     seen: dict[str, list[str]] = {"claim": [], "raw output": [], "outcome": []}
 
@@ -545,6 +546,7 @@ def _spy_synchronous_commit(monkeypatch) -> dict[str, list[str]]:
     monkeypatch.setattr(holding, "try_acquire", spy("claim", holding.try_acquire))
     monkeypatch.setattr(telemetry, "save_deferred", spy("raw output", telemetry.save_deferred))
     monkeypatch.setattr(execute, "parse_stored", spy("outcome", execute.parse_stored))
+    monkeypatch.setattr(store, "store_row_at_once", spy("outcome", store.store_row_at_once))
     return seen
 
 
@@ -619,7 +621,9 @@ def test_a_raw_output_the_one_statement_cannot_store_takes_the_transaction(
     statements = [q["sql"] for q in queries.captured_queries]
     if connection.vendor == "postgresql":
         assert len([sql for sql in statements if sql.startswith(UNFLUSHED)]) == 1
-        assert seen == {"claim": ["on"], "raw output": ["off"], "outcome": ["on"]}
+        # The outcome's one statement wrote nothing either (the metric row), then its
+        # transaction stored it.
+        assert seen == {"claim": ["on"], "raw output": ["off"], "outcome": ["on", "on"]}
         assert "SET LOCAL synchronous_commit = off" in statements
     else:
         assert seen["raw output"] == ["sqlite"]
@@ -782,7 +786,8 @@ def test_the_raw_output_and_outcome_transactions_take_no_extra_statements(alice,
     """Issue 30: the raw output's transaction stores the telemetry without a savepoint;
     the outcome's checks that the attempt still runs in its conditional UPDATE (no SELECT
     ... FOR UPDATE before it) and releases the attempt's node leases with it (PostgreSQL:
-    in the same statement; SQLite: a DELETE of its own). The result is the same."""
+    one statement, no transaction around it, with the metrics and the summaries; SQLite: a
+    DELETE of its own). The result is the same."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -796,17 +801,18 @@ def test_the_raw_output_and_outcome_transactions_take_no_extra_statements(alice,
     assert not [sql for sql in statements if "SAVEPOINT" in sql]
     assert not [sql for sql in statements if sql.startswith("SELECT 1 FROM")]
     if connection.vendor == "postgresql":
-        # The raw output is one statement of its own (no transaction around it).
-        outcome = _transactions(queries)[-1]
+        # The raw output and the outcome are one statement each (no transaction around
+        # them): no transaction after the claim's.
         (raw,) = [sql for sql in statements if sql.startswith(UNFLUSHED)]
+        assert not [sql for sql in statements[statements.index(raw) :] if sql == "BEGIN"]
         assert "experiments_runtelemetry" in raw
+        (outcome,) = [sql for sql in statements if sql.startswith("WITH updated AS (UPDATE")]
+        for table in ("nodelease", "metric", "configsummary"):
+            assert f'"experiments_{table}"' in outcome
     else:
         raw, outcome = _transactions(queries)[-2:]
         assert any("experiments_runtelemetry" in sql for sql in raw)
-    deletes = [sql for sql in outcome if 'DELETE FROM "experiments_nodelease"' in sql]
-    if connection.vendor == "postgresql":
-        assert len(deletes) == 1 and deletes[0].startswith("WITH released AS (DELETE")
-    else:
+        deletes = [sql for sql in outcome if 'DELETE FROM "experiments_nodelease"' in sql]
         assert len(deletes) == 1 and deletes[0].startswith("DELETE")
     run.refresh_from_db()
     assert run.raw_output and run.exit_code == 0 and run.metrics.exists()
@@ -853,14 +859,18 @@ def test_an_attempt_taken_as_it_ended_stores_no_outcome_and_frees_its_nodes(
 ):
     """The janitor took the run between the raw output's transaction and the outcome's (here:
     requeued it): the outcome's conditional UPDATE writes nothing, no metric is stored, the
-    run stays queued for its next attempt, and this attempt's leases go."""
-    parse = execute.parse_stored
+    run stays queued for its next attempt, and this attempt's leases go (PostgreSQL: the
+    outcome's one statement writes nothing, then its transaction finds why)."""
 
-    def taken_first(run, *args, **kwargs):
-        Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)
-        return parse(run, *args, **kwargs)
+    def taken_first(parse):
+        def taken(run, *args, **kwargs):
+            Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)
+            return parse(run, *args, **kwargs)
 
-    monkeypatch.setattr(execute, "parse_stored", taken_first)
+        return taken
+
+    monkeypatch.setattr(execute, "parse_stored", taken_first(execute.parse_stored))
+    monkeypatch.setattr(execute, "parse_stored_at_once", taken_first(execute.parse_stored_at_once))
     matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
     run = matrix.runs.get()
     execute.execute(run.pk, queue(run), "w@test")
@@ -869,6 +879,40 @@ def test_an_attempt_taken_as_it_ended_stores_no_outcome_and_frees_its_nodes(
     assert not run.metrics.exists()
     assert not NodeLease.objects.exists()
     assert "its outcome (succeeded) is not stored again" in caplog.text
+    assert summaries.differences() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outcome_whose_summarised_columns_changed_takes_the_transaction(
+    alice, bench, monkeypatch
+):
+    """Issue 30: the outcome's one statement (PostgreSQL) computes the configuration's
+    summary rows from the run as the executor holds it; when a column they read changed in
+    the database meanwhile (here the run was marked collapsed), it writes nothing, not even
+    the release of the nodes, and the outcome's transaction stores the run as it is in the
+    database: its summaries count it collapsed and agree with a recomputation."""
+    from experiments.models import ConfigSummary
+
+    declined = []
+    at_once = execute.parse_stored_at_once
+
+    def changed_first(run, *args, **kwargs):
+        Run.objects.filter(pk=run.pk).update(collapsed=True)
+        stored = at_once(run, *args, **kwargs)
+        declined.append(not stored)
+        assert NodeLease.objects.filter(run_id=run.pk).exists()
+        return stored
+
+    monkeypatch.setattr(execute, "parse_stored_at_once", changed_first)
+    matrix = make_matrix(alice, bench, tool="dd", params={"bs": "4k", "count": 1})
+    run = matrix.runs.get()
+    assert execute.execute(run.pk, queue(run), "w@test") == Run.Status.SUCCEEDED
+    assert declined == [True]
+    run.refresh_from_db()
+    assert run.collapsed and run.metrics.filter(primary=True).exists()
+    row = ConfigSummary.objects.get(config_key=run.config_key, name="write_bw")
+    assert (row.n, row.collapsed_n) == (1, 1)
+    assert not NodeLease.objects.exists()
     assert summaries.differences() == []
 
 
