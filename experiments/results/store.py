@@ -47,7 +47,7 @@ from operator import attrgetter
 from types import SimpleNamespace
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -479,10 +479,11 @@ def _insert_after_update(rows: list) -> tuple[str, list]:
     names = [f"c{n}" for n, f in enumerate(fields) if f.attname != "run_id"]
     casts = [f"%s::{f.db_type(connection).split('(')[0]}" for f in fields if f.attname != "run_id"]
     params: list[Any] = []
+    db = connections[DEFAULT_DB_ALIAS]  # (not the thread-local proxy, for each value)
     for row in rows:
         for f in fields:
             if f.attname != "run_id":
-                params.append(f.get_db_prep_save(getattr(row, f.attname), connection))
+                params.append(f.get_db_prep_save(getattr(row, f.attname), db))
     selected = ", ".join(
         "updated.id" if f.attname == "run_id" else f"_m.c{n}" for n, f in enumerate(fields)
     )

@@ -40,6 +40,8 @@ def _classes() -> tuple[type, type]:
     class PreparedCursor(ServerBindingCursor):
         """A server-side binding cursor whose every statement is prepared."""
 
+        _query_cls = _converted_query_class()
+
         def execute(self, query, params=None, *, prepare=None, binary=None):
             return super().execute(query, params, prepare=True, binary=binary)
 
@@ -54,6 +56,38 @@ def _classes() -> tuple[type, type]:
             return super().debug_sql(sql, params, use_last_executed_query, many)
 
     return PreparedCursor, PreparedDebugWrapper
+
+
+# Statement texts whose conversion to PostgreSQL's $n form is kept (per text and encoding).
+CONVERSIONS_KEPT = 256
+
+
+def _converted_query_class() -> type:
+    """psycopg's query class, keeping the conversion of every statement text (its %s
+    placeholders to $n) for the next execution. psycopg keeps only those shorter than 4 KiB
+    with at most 50 parameters, as an ORM's are many and vary; the statements of these
+    cursors are few and repeat with every run, and the executor's outcome is longer than
+    that: converting it again cost ~0.2 ms of CPU per run (bench/dispatch.py --profile).
+    psycopg's own class where its internals are not as expected."""
+    from psycopg import _queries
+
+    base = _queries.PostgresQuery
+    convert = getattr(_queries, "_query2pg_nocache", None)
+    if convert is None or not hasattr(base, "dump"):
+        return base
+    kept = functools.lru_cache(maxsize=CONVERSIONS_KEPT)(convert)
+
+    class KeptQuery(base):
+        def convert(self, query, vars):
+            if vars is None or not isinstance(query, (str, bytes)):
+                return super().convert(query, vars)
+            query = self._ensure_bytes(query)
+            self.query, self._want_formats, self._order, self._parts = kept(
+                query, self._tx.encoding
+            )
+            self.dump(vars)
+
+    return KeptQuery
 
 
 def _prepared_cursor(db):
