@@ -1,19 +1,21 @@
 """Celery dispatch: 1,000 trivial runs (dd, bs=4k count=1, no cache drop) of a matrix on the
 localhost testbed, through the real broker (Redis) and one real solo-pool worker on
 ``node.<hostname>`` running the real executor (experiments/execution/execute.py). Target: <= 60 s
-from
-launch until every run has finished.
+from launch until every run has finished.
 
-    .venv/bin/python bench/dispatch.py [--runs 1000] [--profile]
+    .venv/bin/python bench/dispatch.py [--runs 1000] [--profile | --phases]
+
+The per-run figure of the main mode is the median time from one run's end to the next's (the
+steady state, without the launch and the worker's start; issue 17 asks for at most 15 ms,
+issue 30 for 6 ms). Prints the worker's RSS after the load (see memory.py for web + worker
+together), and the floor: the same dd spawned and two rows stored by plain psycopg.
 
 ``--profile`` instead runs 50 of them in this process through
-``experiments.execution.execute.execute``
-(as the Celery task does): CPU time, queries and durable commits per run, which the shared
-machine's load does not change, then 50 more under cProfile, printing where a run's time
-goes. The per-run figure of the main mode is the median time from one run's end to the
-next's (the steady state, without the launch and the worker's start); issue 17 asks for at
-most 15 ms. Prints the worker's RSS after the load
-(see memory.py for web + worker together).
+``experiments.execution.execute.execute`` (as the Celery task does): CPU time, queries and
+durable commits per run, which the shared machine's load does not change, then 50 more under
+cProfile, printing where a run's time goes. ``--phases`` runs up to 400 of them in this
+process and prints each step's median time (the claim, the run's directory, the node's
+configuration, the tool, the raw output, the outcome: ``PHASES``).
 """
 
 from __future__ import annotations
@@ -264,6 +266,90 @@ def profile(
     matrix.delete()
 
 
+# The executor's steps timed by ``--phases``: (module, attribute, what it is). Nested steps
+# are inside the ones above them (the tool inside the supervision, the outcome's statement
+# inside the outcome).
+PHASES = [
+    ("experiments.execution.execute", "claim", "claim (BEGIN … COMMIT, durable)"),
+    ("experiments.execution.execute", "_locked_run", "  the run's row, locked"),
+    ("experiments.execution.holding", "try_acquire", "  its nodes held (locks, leases)"),
+    ("experiments.execution.execute", "update_row", "  the run marked running"),
+    ("experiments.execution.execute", "_run_dir", "the run's own directory"),
+    ("runners.nodeconfig", "read", "the node's configuration (sysctls, mount, device)"),
+    ("experiments.execution.execute", "_supervise", "the tool supervised"),
+    ("runners.reaper.Reaper", "spawn", "  dd spawned by the reaper, until it answered"),
+    ("runners.reaper.Reaper", "wait", "  its exit reported"),
+    ("experiments.execution.execute", "_finish", "raw output, directories, outcome"),
+    ("experiments.results.telemetry", "unsaved", "  the telemetry row and its verdict"),
+    ("experiments.execution.attempt.Attempt", "update_unflushed", "  the raw output's statement"),
+    ("experiments.execution.execute", "_remove_beating", "  the directories removed"),
+    ("experiments.execution.execute", "parse_stored_at_once", "  the outcome"),
+    ("experiments.results.store", "_parsed_fields", "    the parse"),
+    ("experiments.results.store", "store_row_at_once", "    the outcome's statement"),
+]
+
+
+def phases(n: int) -> None:
+    """Where a run's time goes, step by step: ``n`` runs in this process through
+    ``execute`` (as the Celery task does), each step of ``PHASES`` timed (wall, median per
+    run), beside the whole run's median."""
+    import importlib
+    import uuid
+
+    from experiments.execution.execute import execute
+    from experiments.matrices.adaptive import after_run
+    from experiments.matrices.expansion import expand
+    from experiments.models import Run
+
+    times: dict[str, list[float]] = {label: [] for _, _, label in PHASES}
+
+    def timed(function, label):
+        def step(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                times[label].append(time.perf_counter() - started)
+
+        return step
+
+    for where, attribute, label in PHASES:
+        # A module, or a class of one (its name capitalised).
+        module, _, last = where.rpartition(".")
+        if last[0].isupper():
+            owner = getattr(importlib.import_module(module), last)
+        else:
+            owner = importlib.import_module(where)
+        setattr(owner, attribute, timed(getattr(owner, attribute), label))
+
+    matrix = make_matrix(n + 20)
+    expand(matrix)
+    runs = list(matrix.runs.all())[: n + 20]
+    for run in runs:
+        run.dispatch_token = uuid.uuid4()
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.QUEUED, dispatch_token=run.dispatch_token
+        )
+    whole = []
+    for index, run in enumerate(runs):
+        if index == 20:  # warm: imports, the reaper, prepared statements
+            whole.clear()
+            for values in times.values():
+                values.clear()
+        started = time.perf_counter()
+        if execute(run.pk, str(run.dispatch_token), "phases") != "stale":
+            after_run(run.pk)
+        whole.append(time.perf_counter() - started)
+    print(
+        f"{statistics.median(whole) * 1000:.2f} ms per run in the executor (median of {n}, "
+        f"wall; load average {os.getloadavg()[0]:.2f}); its steps, median per run:"
+    )
+    for _, _, label in PHASES:
+        if times[label]:
+            print(f"  {statistics.median(times[label]) * 1000:6.2f} ms  {label}")
+    matrix.delete()
+
+
 def floor(argv: list[str], runs: int) -> None:
     """The floor beside the figure, in the same run: the runs' own dd command spawned
     ``runs`` times, its output and one metric stored as two rows by plain psycopg in one
@@ -305,6 +391,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument(
+        "--phases", action="store_true", help="the executor's steps timed, in this process"
+    )
+    parser.add_argument(
         "--without-summaries",
         action="store_true",
         help="skip the configuration summaries' refresh (accounting only)",
@@ -318,6 +407,9 @@ def main() -> None:
     args = parser.parse_args()
     common.ensure_database()
     common.setup_django()
+    if args.phases:
+        phases(min(args.runs, 400))
+        return
     if args.profile:
         profile(min(args.runs, 50), args.without_summaries, args.cpu_profile, args.sort)
         return
