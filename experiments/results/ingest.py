@@ -29,12 +29,12 @@ import os
 import re
 import threading
 import uuid as uuidlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import compress
-from operator import attrgetter, itemgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_, itemgetter
 from types import SimpleNamespace
 from typing import Any
 
@@ -621,6 +621,73 @@ def _checked_json_text(value: Any) -> str:
         return _escaped_json(json.dumps(value))
 
 
+def _bool_text(value: Any) -> str:
+    return "t" if value else "f"
+
+
+def _int_text(value: Any) -> str:
+    return str(int(value))
+
+
+def _float_text(value: Any) -> str:
+    return repr(float(value))
+
+
+def _datetime_text(value: datetime) -> str:
+    return value.isoformat()
+
+
+# Formatters that write equal values (1, 1.0, True) as one text: a column of equal values
+# is formatted once. (Not a float's: 0 and -0.0 are equal, their texts are not.)
+_EQUAL_TEXTS = frozenset({_bool_text, _int_text})
+
+
+def _column_texts(values: tuple, fmt: Callable[[Any], str]) -> str | list | tuple:
+    """The COPY texts of one column of rows (``values``, one per row; ``fmt`` the column's
+    formatter, None is NULL): one text when every row holds the same value, else a text per
+    row. Nearly every column of a request's runs holds one value in every row (the owner,
+    the testbed, the time, the tool); the others are formatted by C-level maps where their
+    types allow: the texts of a text column are looked at as one (escaped only when that
+    finds something to escape), ids and UUIDs mapped through ``str``."""
+    first = values[0]
+    if all(map(is_, values, repeat(first))) or (
+        (type(first) is str or fmt in _EQUAL_TEXTS) and values.count(first) == len(values)
+    ):
+        return NULL if first is None else fmt(first)
+    if None not in values:
+        if fmt is _escaped:
+            try:
+                joined = "".join(values)
+            except TypeError:  # (not a text: the formatter refuses it below)
+                joined = "\\"
+            if joined.isprintable() and "\\" not in joined:
+                return values
+        elif fmt is str:
+            return list(map(str, values))
+        elif fmt is _int_text:
+            return list(map(str, map(int, values)))
+        elif fmt is _checked_json_text:
+            try:
+                texts = list(map(bytes.decode, map(orjson.dumps, values)))
+            except TypeError:  # (one orjson refuses: each as _checked_json_text writes it)
+                pass
+            else:
+                return texts if "\\" not in "".join(texts) else list(map(_escaped_json, texts))
+    # Each row's, the text of a value the row before held reused.
+    texts = []
+    append = texts.append
+    last = text = None
+    for value in values:
+        if value is None:
+            append(NULL)
+        elif value is last:
+            append(text)
+        else:
+            last, text = value, fmt(value)
+            append(text)
+    return texts
+
+
 def _formatter(field) -> Any:
     """The COPY text of a value of ``field`` (None is NULL, handled by the caller)."""
     kind = field.get_internal_type()
@@ -629,7 +696,7 @@ def _formatter(field) -> Any:
     if kind == "JSONField":
         return _json_text
     if kind == "BooleanField":
-        return lambda value: "t" if value else "f"
+        return _bool_text
     if kind in (
         "BigAutoField",
         "AutoField",
@@ -641,11 +708,11 @@ def _formatter(field) -> Any:
         "PositiveSmallIntegerField",
         "PositiveBigIntegerField",
     ):
-        return lambda value: str(int(value))
+        return _int_text
     if kind == "FloatField":
-        return lambda value: repr(float(value))
+        return _float_text
     if kind == "DateTimeField":
-        return lambda value: value.isoformat()
+        return _datetime_text
     if kind == "UUIDField":
         return str
     # A column type this writer does not know: say so (tests/api/test_ingest_copy.py writes
@@ -691,49 +758,63 @@ class _CopyText:
             + ")"
         )
 
-    def writer(self, row_type: type, checked: bool) -> Any:
-        """A function of a run row (an instance of ``row_type``, ``_row_type``'s) to its COPY
-        line, for one request: the text of a column's last str or datetime value is reused
-        (the same time, tool, status for all runs). ``checked``: the rows' JSON values hold
-        only what JSON can (``_checked_json_text``)."""
+    def lines(self, rows: list, checked: list[bool]) -> list[str]:
+        """The COPY lines of a request's run rows (instances of its ``_row_type``), column by
+        column (``_column_texts``): the rows that hold the same columns in the same order
+        (nearly always all of them) are formatted together, each column's texts at once.
+        ``checked``: per row, whether its JSON values hold only what JSON can
+        (``_checked_json_text``). (A row at a time, a Python step per value of each row, took
+        3.3 us per run; this 1.5 us.)"""
+        groups: dict[tuple, list[int]] = {}
+        for index, (row, flag) in enumerate(zip(rows, checked, strict=True)):
+            groups.setdefault((flag, *row.__dict__), []).append(index)
+        out: list[str] = [""] * len(rows)
+        row_type = type(rows[0])
         position = self.position
-        formats = self.checked_formats if checked else self.formats
-        template = [NULL] + [
-            NULL if getattr(row_type, f.attname) is None else fmt(getattr(row_type, f.attname))
-            for f, fmt in zip(self.fields, formats[1:], strict=True)
-        ]
-        last: list[Any] = [None] * len(template)
-        texts: list[str] = [NULL] * len(template)
-        # (Texts of immutable values, kept by identity: the ids of the owner, the testbed,
-        # the tuning set are the same objects for every row, as are the flags.)
-        immutable = (str, datetime, int, bool)
         params_at = position["params"]
         launch_at = position["launch"]
-        json_format = formats[launch_at]
-
-        def line(row: Any) -> str:
-            values = template.copy()
-            fields = row.__dict__
-            launch = None
-            for name, value in fields.items():
+        for (flag, *names), indices in groups.items():
+            formats = self.checked_formats if flag else self.formats
+            # Each column's default text, the row's own values' in their place.
+            columns: list[Any] = [
+                NULL,
+                *(
+                    NULL if (value := getattr(row_type, f.attname)) is None else fmt(value)
+                    for f, fmt in zip(self.fields, formats[1:], strict=True)
+                ),
+            ]
+            fields = [rows[i].__dict__ for i in indices]
+            launches = None
+            for name, values in zip(
+                names, zip(*map(dict.values, fields), strict=True), strict=True
+            ):
                 at = position.get(name)
-                if at is None:
-                    continue
-                if value is None:
-                    values[at] = NULL
-                elif value is last[at]:
-                    values[at] = texts[at]
-                elif at == launch_at:
-                    launch = value  # once every other column is written
+                if at == launch_at:
+                    launches = values  # once every other column is written
+                elif at is not None:
+                    columns[at] = _column_texts(values, formats[at])
+            if launches is not None:
+                params = columns[params_at]
+                columns[launch_at] = _launch_texts(
+                    launches,
+                    [row.get("params") for row in fields],
+                    repeat(params) if isinstance(params, str) else params,
+                    formats[launch_at],
+                )
+            # Neighbouring columns of one text each are one piece of every line.
+            pieces: list[Any] = []
+            for column in columns:
+                if isinstance(column, str) and pieces and isinstance(pieces[-1], str):
+                    pieces[-1] = f"{pieces[-1]}\t{column}"
                 else:
-                    values[at] = text = formats[at](value)
-                    if type(value) in immutable:
-                        last[at], texts[at] = value, text
-            if launch is not None:
-                values[launch_at] = _launch_text(launch, fields, values[params_at], json_format)
-            return "\t".join(values)
-
-        return line
+                    pieces.append(column)
+            count = len(indices)
+            texts = zip(
+                *(repeat(p, count) if isinstance(p, str) else p for p in pieces), strict=True
+            )
+            for index, line in zip(indices, map("\t".join, texts), strict=True):
+                out[index] = line
+        return out
 
 
 # A bulk-ingested run's ``launch`` as ``record_launch`` builds it: no parse options, the
@@ -742,32 +823,45 @@ _LAUNCH_KEYS = ("parse_options", "params", METRICS_GIVEN)
 _LAUNCH_KEYS_PARSED = ("parse_options", "params")
 
 
-def _launch_text(launch: Any, fields: dict, params_text: str, json_format: Any) -> str:
-    """The COPY text of a run row's ``launch`` (``json_format`` of it), from the text of its
-    parameters column already written (``params_text``) when ``launch`` is what
+def _launch_texts(
+    launches: tuple, params: list, params_texts: Iterable[str], json_format: Any
+) -> list[str]:
+    """The COPY texts of run rows' ``launch`` (``json_format`` of each, NULL for None), from
+    the texts of their parameters columns already written (``params_texts``; ``params``:
+    each row's own parameters, None if it holds none) where a launch is what
     ``record_launch`` makes of no parse options and these very parameters: the parameters
     are serialised once, not twice. (json.dumps and orjson write the same text for the
     same dict but for separators: the launch's are put as the writer puts them.)"""
-    if (
-        type(launch) is dict
-        and type(launch.get("params")) is dict
-        and launch["params"] is fields.get("params")
-        and not launch.get("parse_options", True)
-        and type(launch["parse_options"]) is dict
-    ):
-        if json_format is _checked_json_text:  # orjson's separators
-            comma, colon = ",", ":"
-        elif json_format is _json_text:  # json.dumps'
-            comma, colon = ", ", ": "
-        else:
-            return json_format(launch)
-        keys = tuple(launch)
-        head = f'{{"parse_options"{colon}{{}}{comma}"params"{colon}{params_text}'
-        if keys == _LAUNCH_KEYS and launch[METRICS_GIVEN] is True:
-            return f'{head}{comma}"{METRICS_GIVEN}"{colon}true}}'
-        if keys == _LAUNCH_KEYS_PARSED:
-            return f"{head}}}"
-    return json_format(launch)
+    if json_format is _checked_json_text:  # orjson's separators
+        comma, colon = ",", ":"
+    elif json_format is _json_text:  # json.dumps'
+        comma, colon = ", ", ": "
+    else:
+        return [NULL if launch is None else json_format(launch) for launch in launches]
+    head = f'{{"parse_options"{colon}{{}}{comma}"params"{colon}'
+    given = f'{comma}"{METRICS_GIVEN}"{colon}true}}'
+    texts = []
+    append = texts.append
+    for launch, own, params_text in zip(launches, params, params_texts, strict=False):
+        if launch is None:
+            append(NULL)
+            continue
+        if (
+            type(launch) is dict
+            and type(own) is dict
+            and launch.get("params") is own
+            and not launch.get("parse_options", True)
+            and type(launch["parse_options"]) is dict
+        ):
+            keys = tuple(launch)
+            if keys == _LAUNCH_KEYS and launch[METRICS_GIVEN] is True:
+                append(f"{head}{params_text}{given}")
+                continue
+            if keys == _LAUNCH_KEYS_PARSED:
+                append(f"{head}{params_text}}}")
+                continue
+        append(json_format(launch))
+    return texts
 
 
 _COPY_TEXT: list[_CopyText] = []
@@ -855,14 +949,15 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> list[list[tuple]]:
     # wrap_database_errors: a unique violation inside COPY is Django's IntegrityError.
     with connection.cursor() as cursor, connection.wrap_database_errors:
         ids = next_ids(cursor, Run._meta.db_table, len(new))
-        lines = []
         metrics = []
         primaries: list[list[tuple]] = []
+        for pk, (item, _) in zip(ids, new, strict=True):
+            item.run.id = pk
         # Items with explicit metrics: every JSON value of their rows was checked (params,
         # extra, the launch built of them); parsed ones hold the parser's parameters.
-        row_type = type(new[0][0].run)
-        checked = plan.writer(row_type, checked=True)
-        unchecked = plan.writer(row_type, checked=False)
+        lines = plan.lines(
+            [item.run for item, _ in new], [clean["metrics"] is not None for _, clean in new]
+        )
         # The explicit metrics' values, formatted at once, taken in the same order below.
         texts = iter(
             _float_texts(
@@ -874,10 +969,7 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> list[list[tuple]]:
                 ]
             )
         )
-        for pk, (item, clean) in zip(ids, new, strict=True):
-            item.run.id = pk
-            line = checked if clean["metrics"] is not None else unchecked
-            lines.append(line(item.run))
+        for pk, (item, _) in zip(ids, new, strict=True):
             rows = item.metrics
             if not rows:
                 primaries.append([])
@@ -913,14 +1005,13 @@ def _row_type() -> type:
     return type("RunRow", (), defaults)
 
 
-def _run(defaults: type, **values: Any) -> Any:
-    """A run row to insert: ``values``, the first its fresh ``uuid`` (the text of one,
-    ``_uuid4_texts``); every other column's default (``defaults``, the class of
-    ``_row_type``)."""
+def _run(defaults: type, values: dict[str, Any]) -> Any:
+    """A run row to insert: ``values`` (its own, a new dict: ``id`` None first, its fresh
+    ``uuid``, the text of one, ``_uuid4_texts``) as its fields; every other column's default
+    (``defaults``, the class of ``_row_type``). (The dict becomes the row's: keyword
+    arguments copied into it cost 1.4 us per row, this 0.6.)"""
     row = defaults.__new__(defaults)
-    fields = row.__dict__
-    fields["id"] = None
-    fields.update(values)
+    row.__dict__ = values
     return row
 
 
@@ -1093,6 +1184,7 @@ def _ingest(raw_items: list, user, check: Callable[[], None] | None) -> list[dic
     seen_keys: dict[str, Item] = {}
     new: list[tuple[Item, dict[str, Any]]] = []
     uuids = _uuid4_texts(len(items))  # (one per new run at most)
+    other = Tool.OTHER
     for item, clean in zip(items, cleaned, strict=True):
         if item.errors:
             item.outcome = "invalid"
@@ -1130,30 +1222,33 @@ def _ingest(raw_items: list, user, check: Callable[[], None] | None) -> list[dic
                 continue
         item.run = _run(
             defaults,
-            uuid=uuids.pop(),
-            owner_id=user_id,
-            testbed_id=testbed_id,
-            tuning_set_id=tuning_id,
-            tool=clean["tool"] or Tool.OTHER,
-            tool_version=clean["tool_version"],
-            label=clean["label"],
-            notes=clean["notes"],
-            status=clean["status"],
-            command=clean["command"],
-            params=clean["params"],
-            raw_output=clean["raw_output"],
-            exit_code=clean["exit_code"],
-            started_at=clean["started_at"],
-            finished_at=clean["finished_at"],
-            client_key=key,
-            created=now,
-            updated=now,
-            launch=record_launch(
-                {},
-                clean["params"],
-                options,
-                metrics_given=clean["metrics"] is not None,
-            ),
+            {
+                "id": None,
+                "uuid": uuids.pop(),
+                "owner_id": user_id,
+                "testbed_id": testbed_id,
+                "tuning_set_id": tuning_id,
+                "tool": clean["tool"] or other,
+                "tool_version": clean["tool_version"],
+                "label": clean["label"],
+                "notes": clean["notes"],
+                "status": clean["status"],
+                "command": clean["command"],
+                "params": clean["params"],
+                "raw_output": clean["raw_output"],
+                "exit_code": clean["exit_code"],
+                "started_at": clean["started_at"],
+                "finished_at": clean["finished_at"],
+                "client_key": key,
+                "created": now,
+                "updated": now,
+                "launch": record_launch(
+                    {},
+                    clean["params"],
+                    options,
+                    metrics_given=clean["metrics"] is not None,
+                ),
+            },
         )
         item.outcome = "created"
         if key:
@@ -1210,11 +1305,14 @@ def _split(item: Item, found: list, defaults: type) -> None:
         part = Item(item.index, item.data)
         part.run = _run(
             defaults,
-            uuid=uuid,
-            **fields,
-            launch=part_launch(launch, parsed.part),
-            label=part_label(label, parsed.part),
-            client_key=part_key(key, parsed.part["index"]) if key else None,
+            {
+                "id": None,
+                "uuid": uuid,
+                **fields,
+                "launch": part_launch(launch, parsed.part),
+                "label": part_label(label, parsed.part),
+                "client_key": part_key(key, parsed.part["index"]) if key else None,
+            },
         )
         apply(part.run, parsed)
         part.metrics = parsed.metrics

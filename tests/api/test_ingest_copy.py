@@ -274,8 +274,8 @@ def test_a_batch_failing_inside_copy_stores_nothing(alice, testbed):
     real = ingest_module._run
     made = []
 
-    def colliding(defaults, **values):
-        row = real(defaults, **values)
+    def colliding(defaults, values):
+        row = real(defaults, values)
         if made:
             row.uuid = made[0].uuid
         made.append(row)
@@ -577,11 +577,12 @@ def test_launch_text_is_the_launch_formatted(checked):
         {"params": params},
     ]
     for launch in cases:
-        text = ingest_module._launch_text(launch, vars(row), fmt(params), fmt)
-        assert text == fmt(launch), launch
+        texts = ingest_module._launch_texts((launch,), [row.params], [fmt(params)], fmt)
+        assert texts == [fmt(launch)], launch
     empty = SimpleNamespace(params={})
     launch = record_launch({}, empty.params, {}, metrics_given=True)
-    assert ingest_module._launch_text(launch, vars(empty), fmt({}), fmt) == fmt(launch)
+    texts = ingest_module._launch_texts((launch,), [empty.params], [fmt({})], fmt)
+    assert texts == [fmt(launch)]
 
 
 def test_uuid4_texts_are_uuid4s():
