@@ -515,7 +515,12 @@ def _resolve(model, refs: set[str], user, field_name: str) -> dict[str, Any]:
             names.add(ref)
     found: dict[str, Any] = {}
     by_name: dict[str, list] = {}
-    for obj in model.objects.filter(Q(uuid__in=uuids) | Q(**{f"{field_name}__in": names})):
+    # Only the lookups that have references, unordered: what is found does not depend on
+    # the order (0.75 -> 0.53 ms of Python for a testbed and a tuning set by name).
+    lookup = Q(uuid__in=uuids) if uuids else Q()
+    if names:
+        lookup |= Q(**{f"{field_name}__in": names})
+    for obj in model.objects.filter(lookup).order_by():
         if obj.uuid in uuids:
             found[str(obj.uuid)] = obj
             for ref in refs:
@@ -1109,13 +1114,14 @@ def _existing(user, keys: set[str]) -> dict[str, uuidlib.UUID]:
     # the planner, told by statistics gathered before the user's keyed runs existed that no
     # run has a key, scanned every keyed run of the user and filtered (19 ms for 20,000 of
     # them, growing with each request; 0.6 ms this way). OFFSET 0 keeps the lateral
-    # subquery a parameterised index scan on (owner, client_key).
+    # subquery a parameterised index scan on (owner, client_key). The keys are one JSON
+    # text (orjson's, in C), not a text[] (psycopg quotes each element in Python: 0.5 ms).
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT _k.key, _r.uuid FROM unnest(%s::text[]) AS _k(key) CROSS JOIN LATERAL "
-            f"(SELECT uuid FROM {connection.ops.quote_name(Run._meta.db_table)} "
+            "SELECT _k.key, _r.uuid FROM json_array_elements_text(%s::json) AS _k(key) "
+            f"CROSS JOIN LATERAL (SELECT uuid FROM {connection.ops.quote_name(Run._meta.db_table)} "
             "WHERE owner_id = %s AND client_key = _k.key OFFSET 0) _r",
-            [list(keys), user.pk],
+            [orjson.dumps(list(keys)).decode(), user.pk],
         )
         return dict(cursor.fetchall())
 
