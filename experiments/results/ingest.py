@@ -432,20 +432,23 @@ def _validate(item: Item) -> dict[str, Any]:
         unknown = set(data) - ITEM_FIELDS
         errors["item"] = f"unknown fields: {', '.join(sorted(map(str, unknown)))}"
     # The text fields: each absent one empty, each given one checked (what _text does,
-    # inline): most are absent, so only the given ones are looked at. On a problem, every
-    # field through _text, in their order, for the errors to come in it.
+    # inline): most are absent, so only the given ones are looked at, their texts searched
+    # for NUL and lone surrogates as one. On a problem, every field through _text, in their
+    # order, for the errors to come in it.
     clean: dict[str, Any] = _NO_TEXTS.copy()
     get = data.get
+    texts: list[str] | None = []
     for name in TEXT_LIMIT.keys() & data.keys():
         value = data[name]
-        if value is None or value == "":
-            continue
-        if type(value) is str and len(value) <= TEXT_LIMIT[name] and clean_text(value):
+        if type(value) is str and len(value) <= TEXT_LIMIT[name]:
             clean[name] = value
-        else:
-            for field_name, limit in TEXT_LIMITS:
-                clean[field_name] = _text(item, field_name, limit)
+            texts.append(value)
+        elif value is not None and value != "":
+            texts = None
             break
+    if texts is None or not clean_text("".join(texts)):
+        for field_name, limit in TEXT_LIMITS:
+            clean[field_name] = _text(item, field_name, limit)
     clean["key"] = clean["key"] or None
     status = clean["status"] = clean["status"] or Run.Status.IMPORTED
     clean["started_at"] = _when(item, "started_at") if get("started_at") is not None else None
