@@ -881,11 +881,6 @@ def _copy_text() -> _CopyText:
     return _COPY_TEXT[0]
 
 
-# The text of a plain metric's line after its value (``_metric_lines``): per name, unit,
-# statistic and primary flag of the vocabulary (a few thousand at most).
-_PLAIN_TAILS: dict[tuple, str] = {}
-
-
 def _float_texts(values: list[float]) -> list[str]:
     """The COPY texts of finite floats (checked: ``_metrics``), in one orjson call: the
     shortest text that reads back as the same float, as ``repr`` writes it but for the
@@ -900,48 +895,59 @@ def _float_texts(values: list[float]) -> list[str]:
 _NAME_VALUE_EXTRA = itemgetter(0, 1, 5)
 
 
-def _metric_lines(
-    run_id: int,
-    rows: list,
-    texts: Iterator[str] | None = None,
-    flags: list[bool] | None = None,
-) -> list[str]:
-    """COPY lines of a run's metrics (columns: run, value, name, unit, stat, iteration,
-    primary, extra, source_ref): tuples of ``_metrics`` (explicit) or parsed rows. A plain
-    metric's line (no iteration, extra or source_ref: nearly all) is the run's id, the
-    value, and a text kept per name, unit, statistic and flag. ``texts``: the tuples'
-    values' texts (``_float_texts``), next in the iterator; else found here. ``flags``: the
-    tuples' ``primary_flags``, if known."""
-    head = f"{run_id}\t"
-    if rows and type(rows[0]) is tuple:
-        if texts is None:
-            texts = iter(_float_texts([row[1] for row in rows]))
-        # Names, units and statistics are the vocabulary's (nothing to escape).
-        lines = []
-        append = lines.append
-        tails = _PLAIN_TAILS
-        for (name, _, unit, stat, iteration, extra, source_ref), primary, value in zip(
-            rows, flags if flags is not None else primary_flags(rows), texts, strict=False
-        ):
-            if iteration is None and not extra and not source_ref:
-                tail = tails.get((name, unit, stat, primary))
-                if tail is None:
-                    tail = tails[name, unit, stat, primary] = (
-                        f"{name}\t{unit}\t{stat}\t{NULL}\t{'t' if primary else 'f'}\t{{}}\t"
-                    )
-                append(f"{head}{value}\t{tail}")
-            else:
-                append(
-                    f"{head}{value}\t{name}\t{unit}\t{stat}"
-                    f"\t{NULL if iteration is None else iteration}\t{'t' if primary else 'f'}"
-                    f"\t{_checked_json_text(extra) if extra else '{}'}"
-                    f"\t{_escaped(source_ref) if source_ref else ''}"
-                )
-        return lines
+# COPY's texts of a primary flag.
+_FLAG_TEXTS = {True: "t", False: "f"}
+
+
+def _metric_lines(heads: list[str], rows: list[tuple], flags: list[bool]) -> list[str]:
+    """COPY lines (columns: run, value, name, unit, stat, iteration, primary, extra,
+    source_ref) of explicit metrics (``_metrics``' tuples) of one or more runs: per tuple its
+    run's id (``heads``, as text) and its ``primary_flags`` flag. Names, units and statistics
+    are the vocabulary's (nothing to escape). When no metric has an iteration, extra or
+    source_ref (nearly always), the lines are joined column by column in C; else each is
+    written in turn. (Per run, a Python step per metric: 0.9 ms for 500 runs of 7 metrics,
+    this 0.7 ms.)"""
+    if not rows:
+        return []
+    count = len(rows)
+    names, values, units, stats, iterations, extras, sources = zip(*rows, strict=True)
+    texts = _float_texts(list(values))
+    if iterations.count(None) == count and not any(extras) and not any(sources):
+        return list(
+            map(
+                "\t".join,
+                zip(
+                    heads,
+                    texts,
+                    names,
+                    units,
+                    stats,
+                    repeat(NULL, count),
+                    map(_FLAG_TEXTS.__getitem__, flags),
+                    repeat("{}", count),
+                    repeat("", count),
+                    strict=True,
+                ),
+            )
+        )
     return [
-        f"{head}{float(m.value)!r}\t{_escaped(m.name)}\t{_escaped(m.unit)}\t{_escaped(m.stat)}"
-        f"\t{NULL if m.iteration is None else int(m.iteration)}\t{'t' if m.primary else 'f'}"
-        f"\t{_json_text(m.extra or {})}\t{_escaped(m.source_ref or '')}"
+        f"{head}\t{value}\t{name}\t{unit}\t{stat}"
+        f"\t{NULL if iteration is None else iteration}\t{'t' if primary else 'f'}"
+        f"\t{_checked_json_text(extra) if extra else '{}'}"
+        f"\t{_escaped(source_ref) if source_ref else ''}"
+        for head, value, (name, _, unit, stat, iteration, extra, source_ref), primary in zip(
+            heads, texts, rows, flags, strict=True
+        )
+    ]
+
+
+def _row_lines(run_id: int, rows: list) -> list[str]:
+    """COPY lines of a run's parsed metric rows (``metric_rows``), as ``_metric_lines``."""
+    return [
+        f"{run_id}\t{float(m.value)!r}\t{_escaped(m.name)}\t{_escaped(m.unit)}"
+        f"\t{_escaped(m.stat)}\t{NULL if m.iteration is None else int(m.iteration)}"
+        f"\t{'t' if m.primary else 'f'}\t{_json_text(m.extra or {})}"
+        f"\t{_escaped(m.source_ref or '')}"
         for m in rows
     ]
 
@@ -966,31 +972,30 @@ def _copy(new: list[tuple[Item, dict[str, Any]]]) -> list[list[tuple]]:
         lines = plan.lines(
             [item.run for item, _ in new], [clean["metrics"] is not None for _, clean in new]
         )
-        # The explicit metrics' values, formatted at once, taken in the same order below.
-        texts = iter(
-            _float_texts(
-                [
-                    row[1]
-                    for item, _ in new
-                    if item.metrics and type(item.metrics[0]) is tuple
-                    for row in item.metrics
-                ]
-            )
-        )
+        # The explicit metrics of the runs since the last one with parsed metrics: their
+        # runs' ids, tuples and flags, written at once (``_metric_lines``) in their place.
+        heads: list[str] = []
+        tuples: list[tuple] = []
+        flags: list[bool] = []
         for pk, (item, _) in zip(ids, new, strict=True):
             rows = item.metrics
             if not rows:
                 primaries.append([])
             elif type(rows[0]) is tuple:
                 # A failed run's metrics are stored, none primary: they are not data.
-                flags = primary_flags(rows) if item.run.status in DATA else [False] * len(rows)
-                metrics.extend(_metric_lines(pk, rows, texts, flags))
-                primaries.append(list(map(_NAME_VALUE_EXTRA, compress(rows, flags))))
+                run_flags = primary_flags(rows) if item.run.status in DATA else [False] * len(rows)
+                heads.extend(repeat(str(pk), len(rows)))
+                tuples.extend(rows)
+                flags.extend(run_flags)
+                primaries.append(list(map(_NAME_VALUE_EXTRA, compress(rows, run_flags))))
             else:
+                metrics.extend(_metric_lines(heads, tuples, flags))
+                heads, tuples, flags = [], [], []
                 if item.run.status not in DATA:
                     not_data(rows)
-                metrics.extend(_metric_lines(pk, rows, texts))
+                metrics.extend(_row_lines(pk, rows))
                 primaries.append([(m.name, m.value, m.extra) for m in rows if m.primary])
+        metrics.extend(_metric_lines(heads, tuples, flags))
         # One COPY per table, in the order of their foreign keys (a table written per run,
         # such as another of the run's rows, is one more pair here, its lines made above).
         for target, table_lines in ((plan.target, lines), (plan.metrics, metrics)):
@@ -1056,11 +1061,10 @@ class _KeyMemo:
     def __call__(self, run: Any) -> str:
         params = run.params
         try:
-            memo = (
-                self.columns(run),
-                tuple(params.items()),
-                tuple(map(type, params.values())),
-            )
+            # One flat tuple: the columns, the names, the values, their types. (Tuples of
+            # the items and of the types: 1.0 -> 0.85 us per run.)
+            values = params.values()
+            memo = (self.columns(run), *params, *values, *map(type, values))
             key = self.keys.get(memo)
         except (TypeError, AttributeError):  # unhashable: nested parameters
             return summaries.key_of(run)
