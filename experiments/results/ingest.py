@@ -1147,22 +1147,40 @@ def _resolved(item: Item, field: str, clean: dict, known: dict, lookup) -> int |
 
 
 def _ingest(raw_items: list, user, check: Callable[[], None] | None) -> list[dict[str, Any]]:
-    items = [Item(i, d if isinstance(d, dict) else {}) for i, d in enumerate(raw_items)]
+    items: list[Item] = []
     cleaned: list[dict[str, Any]] = []
-    for item, raw in zip(items, raw_items, strict=True):
+    # What the items name, each looked up once below, gathered as they are checked (one
+    # pass, not four); whether each item's own checks looked at all of it.
+    testbed_names: set[str] = set()
+    tuning_names: set[str] = set()
+    keys: set[str] = set()
+    covered = True
+    for index, raw in enumerate(raw_items):
         if not isinstance(raw, dict):
+            item = Item(index, {})
             item.errors["item"] = "must be an object"
+            items.append(item)
             cleaned.append({})
+            covered = False
             continue
-        cleaned.append(_validate(item))
-    if check is not None and not all(item.covered and not item.errors for item in items):
+        item = Item(index, raw)
+        clean = _validate(item)
+        items.append(item)
+        cleaned.append(clean)
+        if covered and (item.errors or not item.covered):
+            covered = False
+        if clean["testbed"]:
+            testbed_names.add(clean["testbed"])
+        if clean["tuning_set"]:
+            tuning_names.add(clean["tuning_set"])
+        if clean["key"]:
+            keys.add(clean["key"])
+    if check is not None and not covered:
         check()  # (a body the parser would refuse is refused before anything is stored)
 
-    testbeds = _resolve(Testbed, {c["testbed"] for c in cleaned if c.get("testbed")}, user, "name")
-    tunings = _resolve(
-        TuningSet, {c["tuning_set"] for c in cleaned if c.get("tuning_set")}, user, "name"
-    )
-    existing = _existing(user, {c["key"] for c in cleaned if c.get("key")})
+    testbeds = _resolve(Testbed, testbed_names, user, "name")
+    tunings = _resolve(TuningSet, tuning_names, user, "name")
+    existing = _existing(user, keys)
 
     refusals: dict[int, str | None] = {}
 
