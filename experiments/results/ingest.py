@@ -66,7 +66,7 @@ from experiments.results.store import (
     record_launch,
 )
 from experiments.shared.input_checks import INT_MAX, clean_text, json_problem, text_problem
-from runners.params import normalise
+from runners.params import KINDS, normalise
 from runners.parsers.base import METRIC_UNITS, STATS
 
 
@@ -226,29 +226,49 @@ def _when(item: Item, name: str) -> datetime | None:
 _FLOAT_BOUND = 2.0**63
 
 
-def _flat_storable(params: dict) -> bool:
-    """True when ``params`` is flat (text keys; text, finite numbers below 2**63 in
-    magnitude, 64-bit integers, booleans, nulls as values) and its text holds neither NUL
-    nor a lone surrogate: what ``_unstorable`` finds nothing in, with one search over all its
-    text (nearly all parameters; False sends the others to ``_unstorable``)."""
+def _flat_normalised(params: dict) -> dict | None:
+    """``normalise(params)`` when ``params`` is flat (text keys; text, finite numbers below
+    2**63 in magnitude, 64-bit integers, booleans, nulls as values) and its text holds
+    neither NUL nor a lone surrogate: what ``_unstorable`` finds nothing in, with one search
+    over all its text (nearly all parameters; None sends the others to ``_unstorable``).
+    The same pass finds whether every value is in its normal form already, by
+    ``runners.params.normalise``'s test (a value of a name without a kind; a non-negative
+    integer of a kind but bool; a boolean of bool): then they are copied as they are. (A
+    pass for each took 1.6 us per run of 10 parameters, this 1.3 us.)"""
     texts = []
-    for value in params.values():
+    kinds = KINDS
+    normal = True
+    for name, value in params.items():
         kind = type(value)
         if kind is str:
             texts.append(value)
+            if name in kinds:
+                normal = False
         elif kind is int:
             if not -INT_MAX - 1 <= value <= INT_MAX:
-                return False
+                return None
+            if name in kinds and (value < 0 or kinds[name] == "bool"):
+                normal = False
         elif kind is float:
             if not -_FLOAT_BOUND < value < _FLOAT_BOUND:  # NaN, an infinity, or large
-                return False
-        elif value is not None and kind is not bool:
-            return False
+                return None
+            if name in kinds:
+                normal = False
+        elif kind is bool:
+            if name in kinds and kinds[name] != "bool":
+                normal = False
+        elif value is None:
+            if name in kinds:
+                normal = False
+        else:
+            return None
     try:
         texts.extend(params)
-        return clean_text("".join(texts))
+        if not clean_text("".join(texts)):
+            return None
     except TypeError:  # a key that is not text
-        return False
+        return None
+    return dict(params) if normal else normalise(params)
 
 
 RANKS = {stat: rank for rank, stat in enumerate(PRIMARY_STAT_ORDER)}
@@ -471,15 +491,16 @@ def _validate(item: Item) -> dict[str, Any]:
     if not isinstance(params, dict):
         errors["params"] = "must be an object"
         params = {}
-    problem = None
-    if not _flat_storable(params):
+    # Stored in the normal forms (runners.params: "4k" -> 4096, "true" -> True).
+    normalised = _flat_normalised(params)
+    if normalised is None:
         item.covered = False
         problem = _unstorable(params, "params")
-    if problem:
-        errors["params"] = problem
-        params = {}
-    # Stored in the normal forms (runners.params: "4k" -> 4096, "true" -> True).
-    clean["params"] = normalise(params)
+        if problem:
+            errors["params"] = problem
+            params = {}
+        normalised = normalise(params)
+    clean["params"] = normalised
     exit_code = get("exit_code")
     if exit_code is not None and (
         isinstance(exit_code, bool)
