@@ -108,8 +108,8 @@ def test_a_database_error_in_a_batch_stores_nothing_of_it(alice, testbed, monkey
     made = []
     real = ingest_module._run
 
-    def colliding(defaults, **values):
-        row = real(defaults, **values)
+    def colliding(defaults, values):
+        row = real(defaults, values)
         made.append(row)
         if len(made) % 3 == 0:
             row.uuid = made[-3].uuid

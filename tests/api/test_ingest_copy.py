@@ -25,6 +25,7 @@ from experiments.results import summaries
 from experiments.results.ingest import ingest, primary_flags
 from experiments.results.store import DETAIL_KEYS, mark_primary, metric_rows, record_launch
 from experiments.shared.input_checks import loads
+from runners.params import KINDS, normalise
 from runners.parsers.base import METRIC_UNITS, STATS
 from tests.helpers.samples import sample
 from tests.helpers.telemetry import documents
@@ -274,8 +275,8 @@ def test_a_batch_failing_inside_copy_stores_nothing(alice, testbed):
     real = ingest_module._run
     made = []
 
-    def colliding(defaults, **values):
-        row = real(defaults, **values)
+    def colliding(defaults, values):
+        row = real(defaults, values)
         if made:
             row.uuid = made[0].uuid
         made.append(row)
@@ -479,7 +480,7 @@ flat_values = st.dictionaries(
 @settings(max_examples=500, deadline=None)
 @given(flat_values)
 def test_flat_parameters_are_checked_as_json_problem_checks(params):
-    if ingest_module._flat_storable(params):
+    if ingest_module._flat_normalised(params) is not None:
         assert ingest_module._unstorable(params, "params") is None
     else:  # nested, a float of 2**63 or more (left to json_problem), or refused
         nested = any(type(v) in (dict, list, object) for v in params.values())
@@ -494,7 +495,7 @@ def test_flat_parameters_refused_with_their_words():
         ({"a": 2**63}, "params.a: the integer is out of range"),
         ({"a": math.nan}, "params.a: the number is not finite"),
     ]:
-        assert not ingest_module._flat_storable(params)
+        assert ingest_module._flat_normalised(params) is None
         item = ingest_module.Item(0, {"testbed": "x", "tool": "fio", "params": params})
         ingest_module._validate(item)
         assert item.errors["params"].startswith(words), item.errors
@@ -577,11 +578,48 @@ def test_launch_text_is_the_launch_formatted(checked):
         {"params": params},
     ]
     for launch in cases:
-        text = ingest_module._launch_text(launch, vars(row), fmt(params), fmt)
-        assert text == fmt(launch), launch
+        texts = ingest_module._launch_texts((launch,), [row.params], [fmt(params)], fmt)
+        assert texts == [fmt(launch)], launch
     empty = SimpleNamespace(params={})
     launch = record_launch({}, empty.params, {}, metrics_given=True)
-    assert ingest_module._launch_text(launch, vars(empty), fmt({}), fmt) == fmt(launch)
+    texts = ingest_module._launch_texts((launch,), [empty.params], [fmt({})], fmt)
+    assert texts == [fmt(launch)]
+
+
+parameter_names = st.one_of(st.sampled_from(sorted(KINDS)), st.text(max_size=8))
+parameter_values = st.one_of(
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.floats(),
+    st.sampled_from([2.0**63, -(2.0**63), -0.0, 1.0]),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=8),
+    st.sampled_from(["4k", "4 KiB", "1.5m", "yes", "off", "30s", "5m", "-3", "4", "\x00"]),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.dictionaries(parameter_names, parameter_values, max_size=6))
+def test_flat_normalised_is_normalise_of_flat_storable_parameters(params):
+    """One pass for both: ``normalise`` of flat parameters that ``_unstorable`` accepts
+    (values in the same types), None for the others; never the given dict itself."""
+    flat = all(
+        value is None
+        or type(value) in (str, bool)
+        or (type(value) is int and -(2**63) <= value < 2**63)
+        or (type(value) is float and -(2.0**63) < value < 2.0**63)
+        for value in params.values()
+    )
+    storable = flat and ingest_module._unstorable(params, "params") is None
+    found = ingest_module._flat_normalised(params)
+    if not storable:
+        assert found is None
+        return
+    expected = normalise(params)
+    assert found is not params
+    assert list(found) == list(expected)
+    assert [(type(v), v) for v in found.values()] == [(type(v), v) for v in expected.values()]
 
 
 def test_uuid4_texts_are_uuid4s():
