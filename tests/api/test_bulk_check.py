@@ -5,6 +5,7 @@ the bulk endpoint with the same answer, and nothing of it is stored."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import orjson
@@ -84,7 +85,9 @@ PLACES = st.sampled_from(
 
 
 def _put(item: dict, place: tuple, value) -> None:
-    """``value`` at ``place`` in ``item``, where an earlier mutation left a way there."""
+    """A copy of ``value`` at ``place`` in ``item``, where an earlier mutation left a way
+    there (a copy: HOSTILE's lists and dicts are shared by every example, and a mutation
+    into one of them would build a cycle that later examples meet)."""
     target = item
     for step in place[:-1]:
         if type(step) is int:
@@ -97,7 +100,7 @@ def _put(item: dict, place: tuple, value) -> None:
     if type(target) is (list if type(last) is int else dict) and (
         type(last) is str or len(target) > last
     ):
-        target[last] = value
+        target[last] = copy.deepcopy(value)
 
 
 @settings(max_examples=600, deadline=None)
