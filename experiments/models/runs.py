@@ -931,6 +931,20 @@ def taken_outside_adaptive(run_id: int) -> bool:
     return _ended.pop(run_id, False) is None
 
 
+def _adaptive() -> str:
+    """SQL, in a RETURNING of the run's UPDATE: whether the run's matrix is adaptive as its
+    outcome is stored (a run outside one is not): the adaptive decision after the run skips
+    its own read when it is not (``taken_outside_adaptive``)."""
+    quote = connection.ops.quote_name
+    matrix = quote("experiments_matrix")
+    return (
+        f"{quote('cell_key')} <> '' AND EXISTS (SELECT 1 FROM {matrix} WHERE "
+        f"{matrix}.{quote('id')} = {quote(Run._meta.db_table)}.{quote('matrix_id')} AND "
+        f"{matrix}.{quote('max_repetitions')} IS NOT NULL AND "
+        f"{matrix}.{quote('target_cv')} IS NOT NULL)"
+    )
+
+
 class StoredRow:
     """What ``store_row`` found: whether the run had metric rows (a headline one) before,
     and its configuration columns as the update left them (SUMMARY_KEY_COLUMNS' order)."""
@@ -981,15 +995,7 @@ def store_row(
     )
     where, where_params = "", []
     if attempt is not None:
-        # Whether the run's matrix is adaptive as its outcome is stored (a run outside one
-        # is not): the adaptive decision after the run skips its own read when it is not.
-        matrix = quote("experiments_matrix")
-        returning += (
-            f", {quote('cell_key')} <> '' AND EXISTS (SELECT 1 FROM {matrix} WHERE "
-            f"{matrix}.{quote('id')} = {quote(Run._meta.db_table)}.{quote('matrix_id')} AND "
-            f"{matrix}.{quote('max_repetitions')} IS NOT NULL AND "
-            f"{matrix}.{quote('target_cv')} IS NOT NULL)"
-        )
+        returning += f", {_adaptive()}"
         where, where_params = _running(attempt)
     lease_delete = (
         f"DELETE FROM {quote(NodeLease._meta.db_table)} WHERE run_id = %s AND attempt = %s"
@@ -1058,16 +1064,9 @@ def store_row_at_once(
         field = Run._meta.get_field(name)
         where.append(f"{quote(field.column)} IS NOT DISTINCT FROM %s")
         params.append(field.get_db_prep_save(value, db))
-    matrix = quote("experiments_matrix")
-    adaptive = (
-        f"{quote('cell_key')} <> '' AND EXISTS (SELECT 1 FROM {matrix} WHERE "
-        f"{matrix}.{quote('id')} = {run_table}.{quote('matrix_id')} AND "
-        f"{matrix}.{quote('max_repetitions')} IS NOT NULL AND "
-        f"{matrix}.{quote('target_cv')} IS NOT NULL)"
-    )
     parts = [
         f"updated AS (UPDATE {run_table} SET {', '.join(columns)} WHERE {' AND '.join(where)} "
-        f"RETURNING id, {adaptive} AS adaptive)",
+        f"RETURNING id, {_adaptive()} AS adaptive)",
         f"released AS (DELETE FROM {quote(NodeLease._meta.db_table)} WHERE run_id = %s AND "
         "attempt = %s AND EXISTS (SELECT 1 FROM updated))",
     ]
