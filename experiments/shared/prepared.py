@@ -78,6 +78,8 @@ def _converted_query_class() -> type:
     kept = functools.lru_cache(maxsize=CONVERSIONS_KEPT)(convert)
 
     class KeptQuery(base):
+        conversions = kept  # (its cache_info() for the tests)
+
         def convert(self, query, vars):
             if vars is None or not isinstance(query, (str, bytes)):
                 return super().convert(query, vars)

@@ -118,3 +118,22 @@ def test_a_new_session_gets_new_cursors():
         cursor.execute(sql, ["x"])
         assert cursor.fetchone() == (0,)
         assert cursor.cursor is not before
+
+
+@pytest.mark.django_db
+def test_a_long_statement_is_converted_once():
+    """PostgreSQL: the conversion of a statement's %s placeholders to $n is kept for texts
+    psycopg keeps none of (over 4 KiB, or over 50 parameters: the executor's outcome), so a
+    statement repeated with other values is converted once; its answers are right."""
+    if connection.vendor != "postgresql":
+        pytest.skip("psycopg's conversion is PostgreSQL's")
+    conversions = prepared._classes()[0]._query_cls.conversions
+    padding = " ".join(f"%s::int AS c{n}," for n in range(60))
+    sql = f"SELECT {padding} 1 AS last -- {'x' * 4200}"
+    before = conversions.cache_info()
+    for value in range(3):
+        with prepared.cursor() as cursor:
+            cursor.execute(sql, [value] * 60)
+            assert cursor.fetchone()[:2] == (value, value)
+    after = conversions.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 2)
