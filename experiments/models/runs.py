@@ -945,6 +945,13 @@ def _adaptive() -> str:
     )
 
 
+def _lease_delete() -> str:
+    """SQL: delete the node leases of one attempt of a run (parameters: the run, the
+    attempt), as ``experiments.execution.holding.release`` does."""
+    table = connection.ops.quote_name(NodeLease._meta.db_table)
+    return f"DELETE FROM {table} WHERE run_id = %s AND attempt = %s"
+
+
 class StoredRow:
     """What ``store_row`` found: whether the run had metric rows (a headline one) before,
     and its configuration columns as the update left them (SUMMARY_KEY_COLUMNS' order)."""
@@ -997,9 +1004,7 @@ def store_row(
     if attempt is not None:
         returning += f", {_adaptive()}"
         where, where_params = _running(attempt)
-    lease_delete = (
-        f"DELETE FROM {quote(NodeLease._meta.db_table)} WHERE run_id = %s AND attempt = %s"
-    )
+    lease_delete = _lease_delete()
     with_release, release_params = "", []
     if release and attempt is None:
         raise ValueError("release needs the attempt whose leases go")
@@ -1067,8 +1072,7 @@ def store_row_at_once(
     parts = [
         f"updated AS (UPDATE {run_table} SET {', '.join(columns)} WHERE {' AND '.join(where)} "
         f"RETURNING id, {_adaptive()} AS adaptive)",
-        f"released AS (DELETE FROM {quote(NodeLease._meta.db_table)} WHERE run_id = %s AND "
-        "attempt = %s AND EXISTS (SELECT 1 FROM updated))",
+        f"released AS ({_lease_delete()} AND EXISTS (SELECT 1 FROM updated))",
     ]
     params += [run_id, attempt]
     for number, (sql, insert_params) in enumerate(inserts):

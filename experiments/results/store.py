@@ -39,6 +39,7 @@ stores the same metrics and parameters whichever way it came in:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable
@@ -414,11 +415,7 @@ def _store_with_metrics(
 # besides those its outcome writes (``PARSED_FIELDS``, the status): ``parse_stored_at_once``
 # stores only while they still hold what it computed them from.
 _READ_UNCHANGED = (
-    "testbed_id",
-    "target_id",
-    "tuning_set_id",
-    "published",
-    "source",
+    *(column for column in summaries.KEY_COLUMNS if column not in PARSED_FIELDS),
     "collapsed",
     "bottleneck",
     *(f"{op}_{kind}" for op in STEADY_DIRECTIONS for kind in ("steady", "whole")),
@@ -450,18 +447,16 @@ def parse_stored_at_once(run: Run, outcome: Callable[[Run], dict[str, Any]], att
     inserts = []
     if rows:
         inserts.append(_insert_after_update(rows))
+    unchanged = {name: getattr(run, name) for name in _READ_UNCHANGED}
     primaries = [(row.name, row.value, row.extra) for row in rows if row.primary]
     if primaries:
-        probe = SimpleNamespace(
-            id=run.pk, config_key=key, **{name: getattr(run, name) for name in _READ_UNCHANGED}
-        )
+        probe = SimpleNamespace(id=run.pk, config_key=key, **unchanged)
         summary_rows = summaries.batch_rows([probe], [primaries])
         if summary_rows is None:
             return False
         inserts.append(
             summaries.upsert_rows_statement(summary_rows, "EXISTS (SELECT 1 FROM updated)")
         )
-    unchanged = {name: getattr(run, name) for name in _READ_UNCHANGED}
     if not store_row_at_once(run.pk, fields, key, attempt, unchanged, inserts):
         return False
     for name, value in fields.items():
@@ -471,29 +466,35 @@ def parse_stored_at_once(run: Run, outcome: Callable[[Run], dict[str, Any]], att
 
 def _insert_after_update(rows: list) -> tuple[str, list]:
     """The INSERT of a run's metric ``rows`` in ``store_row_at_once``'s WITH: for the run the
-    CTE ``updated`` returns, nothing without it. Each value cast to its column's type
-    (without a length: a longer value is refused by the column's own assignment, as an
-    INSERT's would be), prepared by its field as ``_insert_few`` prepares it."""
-    fields = [f for f in Metric._meta.concrete_fields if not f.primary_key]
-    quote = connection.ops.quote_name
-    names = [f"c{n}" for n, f in enumerate(fields) if f.attname != "run_id"]
-    casts = [f"%s::{f.db_type(connection).split('(')[0]}" for f in fields if f.attname != "run_id"]
-    params: list[Any] = []
+    CTE ``updated`` returns, nothing without it. Values prepared by their fields as
+    ``_insert_few`` prepares them (``_after_update_plan``)."""
+    head, one, tail, fields = _after_update_plan(connection.vendor)
     db = connections[DEFAULT_DB_ALIAS]  # (not the thread-local proxy, for each value)
-    for row in rows:
-        for f in fields:
-            if f.attname != "run_id":
-                params.append(f.get_db_prep_save(getattr(row, f.attname), db))
+    params = [f.get_db_prep_save(getattr(row, f.attname), db) for row in rows for f in fields]
+    return f"{head} {', '.join([one] * len(rows))}{tail}", params
+
+
+@functools.cache
+def _after_update_plan(vendor: str) -> tuple[str, str, str, list]:
+    """``_insert_after_update``'s statement up to its VALUES rows, one row's placeholders,
+    what follows the rows, and the metric fields whose values fill them, worked out once per
+    process (the executor stores
+    every run's metrics so). Each value is cast to its column's type without a length (a
+    longer value is refused by the column's own assignment, as an INSERT's would be)."""
+    every = [f for f in Metric._meta.concrete_fields if not f.primary_key]
+    fields = [f for f in every if f.attname != "run_id"]
+    quote = connection.ops.quote_name
     selected = ", ".join(
-        "updated.id" if f.attname == "run_id" else f"_m.c{n}" for n, f in enumerate(fields)
+        "updated.id" if f.attname == "run_id" else f"_m.{quote(f.column)}" for f in every
     )
-    one = f"({', '.join(casts)})"
-    sql = (
+    one = "(" + ", ".join(f"%s::{f.db_type(connection).split('(')[0]}" for f in fields) + ")"
+    head = (
         f"INSERT INTO {quote(Metric._meta.db_table)} "
-        f"({', '.join(quote(f.column) for f in fields)}) SELECT {selected} FROM updated, "
-        f"(VALUES {', '.join([one] * len(rows))}) _m ({', '.join(names)})"
+        f"({', '.join(quote(f.column) for f in every)}) SELECT {selected} FROM updated, "
+        "(VALUES"
     )
-    return sql, params
+    tail = f") _m ({', '.join(quote(f.column) for f in fields)})"
+    return head, one, tail, fields
 
 
 # What ``parse_stored`` returns when given an ``attempt`` the run no longer runs: nothing

@@ -660,7 +660,7 @@ def upsert_rows_statement(rows: list[dict], condition: str) -> tuple[str, list]:
 def _upsert_rows(rows: list[dict]) -> None:
     """Insert or merge summary rows computed in Python (``batch_rows``), in one statement."""
     with connection.cursor() as cursor:
-        cursor.execute(_upsert_rows_sql(connection.vendor), [orjson.dumps(rows).decode()])
+        cursor.execute(*upsert_rows_statement(rows, "true"))
 
 
 def _append(run_ids: set[int]) -> None:
